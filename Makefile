@@ -1,0 +1,57 @@
+# adaptive-po: every target sets itself up. `make test` and `make bench` work on a fresh clone.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+# The CPU build of torch lies on this machine's disk; an unpinned torch would pull a CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.adaptive-po-installed
+export OMP_NUM_THREADS ?= 1
+
+.PHONY: setup test bench bench-full bench-atari plot perf readme clean-runs help
+
+help:
+	@echo "make bench       quick suite (CartPole, Acrobot; esspo vs ppo; lag 0 and 8; 3 seeds) + report"
+	@echo "make test        the test suite"
+	@echo "make bench-full  classic suite: 5 envs x all algorithms x 5 seeds x lags x noise (hours)"
+	@echo "make bench-atari Atari suite on one GPU (CPU: smoke run)"
+	@echo "make plot        figures, tables and report.md from runs/ (SUITE=quick)"
+	@echo "make perf        speed benchmarks (env throughput, learner time per update)"
+	@echo "make readme      regenerate the README's results section from runs/quick/report"
+
+# The stamp depends on pyproject.toml: a second `make test` on a ready .venv reinstalls nothing.
+$(STAMP): pyproject.toml
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(VPY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(VPY) -m pytest -q
+
+SUITE ?= quick
+WORKERS ?=
+bench: $(STAMP)
+	$(VPY) -m adaptive_po bench --suite quick $(if $(WORKERS),--workers $(WORKERS))
+
+bench-full: $(STAMP)
+	$(VPY) -m adaptive_po bench --suite classic $(if $(WORKERS),--workers $(WORKERS))
+
+bench-atari: $(STAMP)
+	$(VPY) -m adaptive_po bench --suite atari --device auto $(if $(WORKERS),--workers $(WORKERS))
+
+plot: $(STAMP)
+	$(VPY) -m analysis runs/$(SUITE)
+
+perf: $(STAMP)
+	$(VPY) benchmarks/throughput.py
+	$(VPY) benchmarks/learner.py
+
+readme: $(STAMP)
+	$(VPY) -m adaptive_po readme --report runs/quick/report --readme README.md
+
+clean-runs:
+	rm -rf runs/quick runs/classic runs/atari

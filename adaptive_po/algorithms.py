@@ -1,0 +1,578 @@
+"""SB3 on-policy algorithms fed by the :class:`~adaptive_po.collector.Collector`.
+
+:class:`BatchPolicyOptimization` is SB3's :class:`OnPolicyAlgorithm` (its policies, rollout buffer,
+logger, callbacks and save format) with two changes:
+
+1. ``collect_rollouts`` lets the collector choose which parameters act and with what noise, and
+   stores the behaviour distribution of every transition;
+2. ``train`` evaluates a policy objective from :mod:`adaptive_po.objectives`, the same training
+   loop for every algorithm, so that a comparison differs in the objective function only.
+
+Values and GAE advantages are recomputed at the start of every update with the learner's *current*
+critic, for the fresh batch and for replayed ones, the same way for every algorithm: a critic that
+is ``k`` updates old would otherwise bias the advantages of stale data in a way that has nothing to
+do with the policy objective under test. On fresh on-policy data this equals SB3's own GAE (the
+critic has not changed since collection).
+
+Concrete algorithms: :class:`ESSPO` (the batch-adaptive ESS objective), :class:`PPO` (clipped
+surrogate against the behaviour policy), :class:`DecoupledPPO` and :class:`TruncatedISPG`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, ClassVar, TypeVar
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.utils import FloatSchedule, explained_variance, obs_as_tensor
+from stable_baselines3.common.vec_env import VecEnv
+from torch.nn import functional as F
+
+from adaptive_po.buffers import BehaviourRolloutBuffer, StoredRollout, behaviour_param_dim, compute_gae
+from adaptive_po.collector import BehaviourRecording, Collector, distribution_params, kl_to_behaviour
+from adaptive_po.objectives import KL_FORMS, NEEDS_PROXIMAL, STAT_KEYS, PolicyBatch, get_objective
+
+SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
+
+#: forward passes over stored data are chunked to bound memory (CNN observations are large)
+_FORWARD_CHUNK = 4096
+
+
+def _check_positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+class BatchPolicyOptimization(OnPolicyAlgorithm):
+    """An on-policy actor-critic whose policy loss is a pluggable objective, on controllable data.
+
+    Constructor arguments follow SB3's PPO (units and defaults as there), plus:
+
+    :param objective: name in :data:`adaptive_po.objectives.OBJECTIVES`.
+    :param objective_kwargs: keyword arguments of the objective; values may be schedules
+        (callables of the remaining progress, 1 -> 0), evaluated once per update.
+    :param policy_lag: the actor acts with the parameters from this many updates ago.
+    :param replay: each update also trains on this many previous rollout batches.
+    :param action_noise: std of the Gaussian noise added to the actor's logits / means.
+    :param behaviour_log_prob: ``"actual"`` (record the distribution sampled from) or ``"policy"``.
+    """
+
+    policy_aliases: ClassVar[dict[str, type[ActorCriticPolicy]]] = {
+        "MlpPolicy": ActorCriticPolicy,
+        "CnnPolicy": ActorCriticCnnPolicy,
+        "MultiInputPolicy": MultiInputActorCriticPolicy,
+    }
+    default_objective: ClassVar[str] = "ess"
+    rollout_buffer: BehaviourRolloutBuffer
+
+    def __init__(
+        self,
+        policy: str | type[ActorCriticPolicy],
+        env: GymEnv | str,
+        learning_rate: float | Schedule = 3e-4,
+        n_steps: int = 2048,
+        batch_size: int = 64,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        objective: str | None = None,
+        objective_kwargs: dict[str, Any] | None = None,
+        policy_lag: int = 0,
+        replay: int = 0,
+        action_noise: float = 0.0,
+        behaviour_log_prob: BehaviourRecording = "actual",
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        policy_kwargs: dict[str, Any] | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: th.device | str = "auto",
+        _init_setup_model: bool = True,
+    ) -> None:
+        _check_positive_int("batch_size", batch_size)
+        _check_positive_int("n_steps", n_steps)
+        _check_positive_int("n_epochs", n_epochs)
+        for name, value in (("gamma", gamma), ("gae_lambda", gae_lambda)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
+        if normalize_advantage and batch_size < 2:
+            raise ValueError(f"batch_size must be > 1 when normalize_advantage=True, got {batch_size!r}")
+        self.objective_name = objective or self.default_objective
+        self.objective_fn = get_objective(self.objective_name)
+        self.objective_kwargs = dict(objective_kwargs or {})
+        # plain settings are saved with the model; the collector itself is rebuilt in _setup_model
+        self.collector_settings = {
+            "policy_lag": policy_lag,
+            "replay": replay,
+            "action_noise": action_noise,
+            "behaviour_log_prob": behaviour_log_prob,
+        }
+        self.collector = Collector(**self.collector_settings, seed=seed)
+        super().__init__(
+            policy,
+            env,
+            learning_rate=learning_rate,
+            n_steps=n_steps,
+            gamma=gamma,
+            gae_lambda=gae_lambda,
+            ent_coef=ent_coef,
+            vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm,
+            use_sde=False,
+            sde_sample_freq=-1,
+            stats_window_size=stats_window_size,
+            tensorboard_log=tensorboard_log,
+            policy_kwargs=policy_kwargs,
+            verbose=verbose,
+            device=device,
+            seed=seed,
+            _init_setup_model=False,
+            supported_action_spaces=(spaces.Box, spaces.Discrete),
+        )
+        self.batch_size = batch_size
+        self.n_epochs = n_epochs
+        self.normalize_advantage = normalize_advantage
+        self._update_listeners: list[Callable[[dict[str, float]], None]] = []
+        self.last_update_stats: dict[str, float] = {}
+        if self.env is not None:
+            self._check_batch_size(self.env.num_envs)
+        if _init_setup_model:
+            self._setup_model()
+
+    def _check_batch_size(self, n_envs: int) -> None:
+        rollout_size = self.n_steps * n_envs
+        if self.batch_size > rollout_size:
+            raise ValueError(
+                f"batch_size={self.batch_size} is larger than the rollout "
+                f"(n_steps * n_envs = {self.n_steps} * {n_envs} = {rollout_size})"
+            )
+        if self.normalize_advantage and rollout_size < 2:
+            raise ValueError(f"n_steps * n_envs must be > 1 with normalize_advantage, got {rollout_size}")
+        if rollout_size % self.batch_size:
+            warnings.warn(
+                f"batch_size={self.batch_size} does not divide the rollout size {rollout_size}: "
+                "the last minibatch of each epoch is smaller",
+                stacklevel=3,
+            )
+
+    def _setup_model(self) -> None:
+        self._setup_lr_schedule()
+        self.set_random_seed(self.seed)
+        if isinstance(self.observation_space, spaces.Dict):
+            raise ValueError("Dict observation spaces are not supported by adaptive_po algorithms")
+        self.rollout_buffer = BehaviourRolloutBuffer(
+            self.n_steps,
+            self.observation_space,
+            self.action_space,
+            device=self.device,
+            gamma=self.gamma,
+            gae_lambda=self.gae_lambda,
+            n_envs=self.n_envs,
+            behaviour_param_dim=behaviour_param_dim(self.action_space),
+        )
+        self.policy = self.policy_class(  # type: ignore[assignment]
+            self.observation_space, self.action_space, self.lr_schedule, use_sde=False, **self.policy_kwargs
+        )
+        self.policy = self.policy.to(self.device)
+        self._objective_schedules = {
+            k: (FloatSchedule(v) if isinstance(v, (int, float)) and not isinstance(v, bool) or callable(v) else v)
+            for k, v in self.objective_kwargs.items()
+        }
+        self.collector = Collector(**self.collector_settings, seed=self.seed)
+        self.collector.attach(self.policy)
+
+    def _excluded_save_params(self) -> list[str]:
+        # Snapshots and replayed batches are training-time state, not part of the model.
+        return [*super()._excluded_save_params(), "collector", "_update_listeners", "_objective_schedules"]
+
+    def add_update_listener(self, listener: Callable[[dict[str, float]], None]) -> None:
+        """Call ``listener(stats)`` after every update, with that update's statistics."""
+        self._update_listeners.append(listener)
+
+    # -- collection -------------------------------------------------------------------------------
+    def collect_rollouts(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        rollout_buffer: BehaviourRolloutBuffer,  # type: ignore[override]
+        n_rollout_steps: int,
+    ) -> bool:
+        """Fill ``rollout_buffer`` with ``n_rollout_steps`` steps of the collector's actor."""
+        assert self._last_obs is not None, "No previous observation was provided"
+        self.policy.set_training_mode(False)
+        n_steps = 0
+        rollout_buffer.reset()
+        callback.on_rollout_start()
+        is_box = isinstance(self.action_space, spaces.Box)
+        new_obs, dones = self._last_obs, self._last_episode_starts
+        while n_steps < n_rollout_steps:
+            with th.no_grad():
+                obs_tensor = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
+                step = self.collector.act(obs_tensor)
+            actions = step.actions.cpu().numpy()
+            env_actions = np.clip(actions, self.action_space.low, self.action_space.high) if is_box else actions
+
+            new_obs, rewards, dones, infos = env.step(env_actions)
+            self.num_timesteps += env.num_envs
+            callback.update_locals(locals())
+            if not callback.on_step():
+                return False
+            self._update_info_buffer(infos, dones)
+            n_steps += 1
+
+            if isinstance(self.action_space, spaces.Discrete):
+                actions = actions.reshape(-1, 1)
+            rollout_buffer.add_transition(
+                self._last_obs,  # type: ignore[arg-type]
+                actions,
+                rewards,
+                self._last_episode_starts,  # type: ignore[arg-type]
+                step.behaviour_log_prob,
+                step.behaviour_params,
+            )
+            for idx in np.flatnonzero(dones):
+                info = infos[idx]
+                if info.get("terminal_observation") is not None and info.get("TimeLimit.truncated", False):
+                    rollout_buffer.add_timeout(int(idx), info["terminal_observation"])
+            self._last_obs = new_obs  # type: ignore[assignment]
+            self._last_episode_starts = dones
+
+        rollout_buffer.last_observation = np.array(new_obs, dtype=np.float32)
+        rollout_buffer.last_dones = np.array(dones, dtype=np.float32)
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        return True
+
+    # -- training ---------------------------------------------------------------------------------
+    @th.no_grad()
+    def _values(self, observations: np.ndarray) -> np.ndarray:
+        """Current critic's values of ``(N, *obs_shape)`` observations, as float32 ``(N,)``."""
+        out = []
+        for start in range(0, len(observations), _FORWARD_CHUNK):
+            chunk = obs_as_tensor(observations[start : start + _FORWARD_CHUNK], self.device)
+            out.append(self.policy.predict_values(chunk).flatten().cpu().numpy())  # type: ignore[arg-type]
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+
+    def _advantages(self, batch: StoredRollout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Values, advantages and returns of a stored batch under the current critic."""
+        n_steps, n_envs = batch.rewards.shape
+        flat_obs = batch.observations.reshape(n_steps * n_envs, *batch.observations.shape[2:])
+        extra = [batch.last_observation]
+        if len(batch.timeout_index):
+            extra.append(batch.timeout_observations)
+        all_values = self._values(np.concatenate([flat_obs, *extra]))
+        values = all_values[: n_steps * n_envs].reshape(n_steps, n_envs)
+        last_values = all_values[n_steps * n_envs : n_steps * n_envs + n_envs]
+        rewards = batch.rewards
+        if len(batch.timeout_index):
+            # bootstrap time-limit truncations with the value of the true last observation
+            rewards = rewards.copy()
+            terminal_values = all_values[n_steps * n_envs + n_envs :]
+            steps, envs = batch.timeout_index[:, 0], batch.timeout_index[:, 1]
+            np.add.at(rewards, (steps, envs), self.gamma * terminal_values)
+        advantages, returns = compute_gae(
+            rewards, values, batch.episode_starts, last_values, batch.last_dones, self.gamma, self.gae_lambda
+        )
+        return values, advantages, returns
+
+    def _training_data(self, batches: list[StoredRollout]) -> dict[str, th.Tensor]:
+        """Flatten the batches of one update into tensors on the device."""
+        columns: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values")
+        }
+        flat = RolloutBuffer.swap_and_flatten  # env-major order, as SB3's own buffer yields it
+        for batch in batches:
+            values, advantages, returns = self._advantages(batch)
+            columns["observations"].append(flat(batch.observations))
+            columns["actions"].append(flat(batch.actions))
+            columns["behaviour_log_prob"].append(flat(batch.behaviour_log_prob).reshape(-1))
+            columns["behaviour_params"].append(flat(batch.behaviour_params))
+            columns["advantages"].append(flat(advantages).reshape(-1))
+            columns["returns"].append(flat(returns).reshape(-1))
+            columns["values"].append(flat(values).reshape(-1))
+        return {k: th.as_tensor(np.concatenate(v), device=self.device) for k, v in columns.items()}
+
+    def _evaluate(self, observations: th.Tensor, actions: th.Tensor):  # type: ignore[no-untyped-def]
+        """One forward pass: values, log-probs, entropy and the action distribution itself."""
+        policy = self.policy
+        features = policy.extract_features(observations)  # type: ignore[arg-type]
+        if policy.share_features_extractor:
+            latent_pi, latent_vf = policy.mlp_extractor(features)
+        else:
+            pi_features, vf_features = features
+            latent_pi = policy.mlp_extractor.forward_actor(pi_features)
+            latent_vf = policy.mlp_extractor.forward_critic(vf_features)
+        distribution = policy._get_action_dist_from_latent(latent_pi)
+        values = policy.value_net(latent_vf).flatten()
+        return values, distribution.log_prob(actions), distribution.entropy(), distribution
+
+    @th.no_grad()
+    def _proximal_log_prob(self, data: dict[str, th.Tensor]) -> th.Tensor:
+        out = []
+        for start in range(0, len(data["actions"]), _FORWARD_CHUNK):
+            obs = data["observations"][start : start + _FORWARD_CHUNK]
+            actions = self._prepare_actions(data["actions"][start : start + _FORWARD_CHUNK])
+            out.append(self.policy.get_distribution(obs).log_prob(actions))  # type: ignore[arg-type]
+        return th.cat(out)
+
+    def _prepare_actions(self, actions: th.Tensor) -> th.Tensor:
+        return actions.long().flatten() if isinstance(self.action_space, spaces.Discrete) else actions
+
+    def _objective_arguments(self) -> dict[str, Any]:
+        progress = self._current_progress_remaining
+        return {k: (v(progress) if callable(v) else v) for k, v in self._objective_schedules.items()}
+
+    def train(self) -> None:
+        """One update: recompute advantages, then ``n_epochs`` passes of minibatch gradient steps."""
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        objective_arguments = self._objective_arguments()
+        needs_kl = objective_arguments.get("kl", "analytic") == "analytic" and self.objective_name == "ess"
+
+        current = self.rollout_buffer.freeze(copy=self.collector.replay > 0)
+        batches = self.collector.training_batches(current)
+        data = self._training_data(batches)
+        if self.objective_name in NEEDS_PROXIMAL:
+            data["proximal_log_prob"] = self._proximal_log_prob(data)
+        n_samples = len(data["advantages"])
+
+        stat_rows: list[th.Tensor] = []
+        pg_losses, value_losses, entropy_losses = [], [], []
+        loss = th.zeros(())
+        for _epoch in range(self.n_epochs):
+            permutation = th.as_tensor(np.random.permutation(n_samples), device=self.device)
+            for start in range(0, n_samples, self.batch_size):
+                idx = permutation[start : start + self.batch_size]
+                actions = self._prepare_actions(data["actions"][idx])
+                values, log_prob, entropy, distribution = self._evaluate(data["observations"][idx], actions)
+                advantages = data["advantages"][idx]
+                if self.normalize_advantage and len(advantages) > 1:
+                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+                behaviour_params = data["behaviour_params"][idx]
+                kl_values = kl_to_behaviour(distribution, behaviour_params) if needs_kl else None
+                batch = PolicyBatch(
+                    log_prob=log_prob,
+                    behaviour_log_prob=data["behaviour_log_prob"][idx],
+                    advantages=advantages,
+                    kl_behaviour=kl_values,
+                    proximal_log_prob=data["proximal_log_prob"][idx] if "proximal_log_prob" in data else None,
+                )
+                output = self.objective_fn(batch, **objective_arguments)
+                value_loss = F.mse_loss(data["returns"][idx], values)
+                entropy_loss = -th.mean(entropy) if entropy is not None else -th.mean(-log_prob)
+                loss = output.loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+
+                self.policy.optimizer.zero_grad()
+                loss.backward()
+                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+
+                stat_rows.append(th.stack([output.stats[k].to(th.float64) for k in STAT_KEYS]))
+                value_losses.append(value_loss.detach())
+                entropy_losses.append(entropy_loss.detach())
+            self._n_updates += 1
+
+        self.collector.after_update(self.policy, current)
+        self._record_update(stat_rows, value_losses, entropy_losses, loss, data, objective_arguments)
+
+    def _record_update(self, stat_rows, value_losses, entropy_losses, loss, data, objective_arguments) -> None:  # type: ignore[no-untyped-def]
+        stats_matrix = th.stack(stat_rows).cpu().numpy()
+        column = {k: stats_matrix[:, i] for i, k in enumerate(STAT_KEYS)}
+        n_fresh = self.rollout_buffer.buffer_size * self.rollout_buffer.n_envs
+        explained_var = explained_variance(
+            data["values"][:n_fresh].cpu().numpy(), data["returns"][:n_fresh].cpu().numpy()
+        )
+        stats = {
+            "ess": float(column["ess"].mean()),
+            "ess_min": float(column["ess"].min()),
+            "cap_fraction": float(column["cap_fraction"].mean()),
+            "kl_behaviour": float(column["kl_behaviour"].mean()),
+            "kl_weight": float(column["kl_weight"].mean()),
+            "ratio_max": float(column["ratio_max"].max()),
+            "ratio_mean": float(column["ratio_mean"].mean()),
+            "ratio_above_2": float(column["ratio_above_2"].mean()),
+            "policy_gradient_loss": float(column["policy_loss"].mean()),
+            "value_loss": float(th.stack(value_losses).mean()),
+            "entropy_loss": float(th.stack(entropy_losses).mean()),
+            "loss": float(loss.detach()),
+            "explained_variance": float(explained_var),
+            "learning_rate": float(self.policy.optimizer.param_groups[0]["lr"]),
+            "n_samples": int(len(data["advantages"])),
+            "acting_update": self.collector.acting_snapshot_update,
+        }
+        for key in (
+            "ess",
+            "ess_min",
+            "cap_fraction",
+            "kl_behaviour",
+            "kl_weight",
+            "ratio_max",
+            "ratio_mean",
+            "ratio_above_2",
+            "policy_gradient_loss",
+            "value_loss",
+            "entropy_loss",
+            "loss",
+            "explained_variance",
+        ):
+            self.logger.record(f"train/{key}", stats[key])
+        if "clip_range" in objective_arguments:
+            self.logger.record("train/clip_range", objective_arguments["clip_range"])
+            self.logger.record("train/clip_fraction", stats["cap_fraction"])
+        if hasattr(self.policy, "log_std"):
+            self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/policy_lag", self.collector.policy_lag)
+        self.last_update_stats = stats
+        for listener in self._update_listeners:
+            listener(stats)
+
+    def learn(
+        self: SelfAlgo,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: str | None = None,
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> SelfAlgo:
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name or type(self).__name__,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )
+
+
+class ESSPO(BatchPolicyOptimization):
+    """ESS policy optimization: the batch-adaptive objective of arXiv 2605.12380.
+
+    The score-function weight is capped at the minibatch's normalized effective sample size e_B
+    and a ``(1 - e_B)`` KL pull toward the behaviour policy replaces PPO's clip: no clip range,
+    no KL coefficient. Drop-in for SB3's ``PPO`` (same arguments minus ``clip_range``), plus:
+
+    :param kl: ``"analytic"`` (default; exact KL over the action distribution, from the behaviour
+        logits / mean and std stored with each transition) or ``"sampled"`` (the reference code's
+        estimator at the taken action).
+    :param ess_cap: cap the weight at e_B (``False``: the uncapped importance weight).
+    :param ess_regularizer: add the ``(1 - e_B) * KL`` term.
+    """
+
+    def __init__(
+        self,
+        policy: str | type[ActorCriticPolicy],
+        env: GymEnv | str,
+        learning_rate: float | Schedule = 3e-4,
+        n_steps: int = 2048,
+        batch_size: int = 64,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        kl: str = "analytic",
+        ess_cap: bool = True,
+        ess_regularizer: bool = True,
+        policy_lag: int = 0,
+        replay: int = 0,
+        action_noise: float = 0.0,
+        behaviour_log_prob: BehaviourRecording = "actual",
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        policy_kwargs: dict[str, Any] | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: th.device | str = "auto",
+        _init_setup_model: bool = True,
+    ) -> None:
+        if kl not in KL_FORMS:
+            raise ValueError(f"kl must be one of {KL_FORMS}, got {kl!r}")
+        for name, flag in (("ess_cap", ess_cap), ("ess_regularizer", ess_regularizer)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{name} must be True or False, got {flag!r}")
+        self.kl = kl
+        self.ess_cap = ess_cap
+        self.ess_regularizer = ess_regularizer
+        super().__init__(
+            policy,
+            env,
+            learning_rate=learning_rate,
+            n_steps=n_steps,
+            batch_size=batch_size,
+            n_epochs=n_epochs,
+            gamma=gamma,
+            gae_lambda=gae_lambda,
+            normalize_advantage=normalize_advantage,
+            ent_coef=ent_coef,
+            vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm,
+            objective="ess",
+            objective_kwargs={"kl": kl, "cap": ess_cap, "regularizer": ess_regularizer},
+            policy_lag=policy_lag,
+            replay=replay,
+            action_noise=action_noise,
+            behaviour_log_prob=behaviour_log_prob,
+            stats_window_size=stats_window_size,
+            tensorboard_log=tensorboard_log,
+            policy_kwargs=policy_kwargs,
+            verbose=verbose,
+            seed=seed,
+            device=device,
+            _init_setup_model=_init_setup_model,
+        )
+
+
+class _ClippedBase(BatchPolicyOptimization):
+    """Shared constructor of the clipped baselines (``clip_range`` may be a schedule)."""
+
+    def __init__(self, policy, env, *, clip_range: float | Schedule = 0.2, objective: str, extra: dict[str, Any] | None = None, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        if not callable(clip_range) and not (isinstance(clip_range, (int, float)) and clip_range > 0):
+            raise ValueError(f"clip_range must be > 0 or a schedule, got {clip_range!r}")
+        self.clip_range = clip_range
+        super().__init__(policy, env, objective=objective, objective_kwargs={"clip_range": clip_range, **(extra or {})}, **kwargs)
+
+
+class PPO(_ClippedBase):
+    """PPO's clipped surrogate on the same collector (the behaviour policy is the "old" policy).
+
+    Same arguments as SB3's PPO (no value clipping, no ``target_kl``), plus the collector's.
+    """
+
+    def __init__(self, policy, env, learning_rate=3e-4, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.99, gae_lambda=0.95, clip_range=0.2, normalize_advantage=True, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(
+            policy, env, clip_range=clip_range, objective="ppo_clip", learning_rate=learning_rate, n_steps=n_steps,
+            batch_size=batch_size, n_epochs=n_epochs, gamma=gamma, gae_lambda=gae_lambda,
+            normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm, **kwargs,
+        )
+
+
+class DecoupledPPO(_ClippedBase):
+    """Decoupled PPO (Hilton et al. 2021): clip against the proximal policy (the learner at the
+    start of the update), correct for the behaviour policy with a truncated importance weight.
+
+    :param is_truncation: the importance weight pi_prox/pi_b is truncated at this value.
+    """
+
+    def __init__(self, policy, env, learning_rate=3e-4, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.99, gae_lambda=0.95, clip_range=0.2, is_truncation: float = 1.0, normalize_advantage=True, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(
+            policy, env, clip_range=clip_range, objective="decoupled_ppo", extra={"is_truncation": is_truncation},
+            learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs, gamma=gamma,
+            gae_lambda=gae_lambda, normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm, **kwargs,
+        )

@@ -1,0 +1,146 @@
+"""Rollout storage that keeps what off-policy corrections need.
+
+:class:`BehaviourRolloutBuffer` is SB3's :class:`RolloutBuffer` plus, per transition, the
+parameters of the behaviour distribution that really produced the action (categorical logits, or
+diagonal-Gaussian mean and log-std) and the terminal observations of time-limit truncations.
+With those, the learner can (re)compute values and GAE advantages with its *current* critic at
+train time, for fresh, lagged and replayed batches alike (see :func:`compute_gae`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.buffers import RolloutBuffer
+
+
+@dataclass
+class StoredRollout:
+    """One collected batch, frozen: everything needed to train on it again later.
+
+    Arrays are ``(n_steps, n_envs, ...)``; ``log_probs`` is the behaviour log-probability
+    recorded at sampling time.
+    """
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    episode_starts: np.ndarray
+    behaviour_log_prob: np.ndarray
+    behaviour_params: np.ndarray
+    last_observation: np.ndarray
+    last_dones: np.ndarray
+    #: (step, env) of each time-limit truncation, and the true last observation there
+    timeout_index: np.ndarray
+    timeout_observations: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.rewards.size)
+
+
+class BehaviourRolloutBuffer(RolloutBuffer):
+    """SB3's rollout buffer plus behaviour-distribution parameters and truncation observations.
+
+    :param behaviour_param_dim: number of floats that describe the behaviour distribution of one
+        transition (``n_actions`` logits for Discrete, ``2 * action_dim`` for Box).
+    """
+
+    def __init__(self, *args, behaviour_param_dim: int, **kwargs) -> None:
+        self.behaviour_param_dim = behaviour_param_dim
+        super().__init__(*args, **kwargs)
+
+    def reset(self) -> None:
+        super().reset()
+        self.behaviour_params = np.zeros((self.buffer_size, self.n_envs, self.behaviour_param_dim), dtype=np.float32)
+        self.timeouts: list[tuple[int, int, np.ndarray]] = []
+        self.last_observation: np.ndarray | None = None
+        self.last_dones: np.ndarray | None = None
+
+    def add_transition(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        episode_start: np.ndarray,
+        behaviour_log_prob: th.Tensor,
+        behaviour_params: th.Tensor,
+    ) -> None:
+        """Store one vectorized step; values are left at zero (the learner recomputes them)."""
+        self.behaviour_params[self.pos] = behaviour_params.detach().cpu().numpy()
+        self.add(obs, action, reward, episode_start, th.zeros(self.n_envs), behaviour_log_prob)
+
+    def add_timeout(self, env_index: int, terminal_observation: np.ndarray) -> None:
+        """Record that env ``env_index`` was truncated at the step just added."""
+        self.timeouts.append((self.pos - 1, env_index, np.asarray(terminal_observation, dtype=np.float32)))
+
+    def freeze(self, copy: bool) -> StoredRollout:
+        """The filled buffer as a :class:`StoredRollout` (copied when it must outlive the buffer)."""
+        if not self.full or self.last_observation is None:
+            raise RuntimeError("freeze() needs a full buffer with its last observation")
+        take = (lambda a: a.copy()) if copy else (lambda a: a)
+        if self.timeouts:
+            index = np.array([(s, e) for s, e, _ in self.timeouts], dtype=np.int64)
+            terminal = np.stack([o for _, _, o in self.timeouts])
+        else:
+            index = np.zeros((0, 2), dtype=np.int64)
+            terminal = np.zeros((0, *self.obs_shape), dtype=np.float32)
+        return StoredRollout(
+            observations=take(self.observations),
+            actions=take(self.actions),
+            rewards=take(self.rewards),
+            episode_starts=take(self.episode_starts),
+            behaviour_log_prob=take(self.log_probs),
+            behaviour_params=take(self.behaviour_params),
+            last_observation=np.array(self.last_observation, dtype=np.float32),
+            last_dones=np.array(self.last_dones, dtype=np.float32),
+            timeout_index=index,
+            timeout_observations=terminal,
+        )
+
+
+def compute_gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    episode_starts: np.ndarray,
+    last_values: np.ndarray,
+    last_dones: np.ndarray,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Generalized advantage estimation over ``(n_steps, n_envs)`` arrays, SB3's convention.
+
+    ``episode_starts[t]`` marks that the observation at step ``t`` began an episode, so the
+    transition at ``t - 1`` ended one; ``last_dones`` plays that role after the last step.
+    Truncation bootstrapping must already be folded into ``rewards``.
+
+    :return: ``(advantages, returns)``, both ``(n_steps, n_envs)`` float32, ``returns = A + V``.
+    """
+    n_steps = rewards.shape[0]
+    advantages = np.zeros_like(rewards, dtype=np.float32)
+    last_gae = np.zeros(rewards.shape[1:], dtype=np.float32)
+    for step in reversed(range(n_steps)):
+        if step == n_steps - 1:
+            next_non_terminal = 1.0 - last_dones.astype(np.float32)
+            next_values = last_values
+        else:
+            next_non_terminal = 1.0 - episode_starts[step + 1]
+            next_values = values[step + 1]
+        delta = rewards[step] + gamma * next_values * next_non_terminal - values[step]
+        last_gae = delta + gamma * gae_lambda * next_non_terminal * last_gae
+        advantages[step] = last_gae
+    return advantages, (advantages + values).astype(np.float32)
+
+
+def behaviour_param_dim(action_space: spaces.Space) -> int:
+    """Floats per transition needed to store the behaviour distribution for ``action_space``."""
+    if isinstance(action_space, spaces.Discrete):
+        return int(action_space.n)
+    if isinstance(action_space, spaces.Box):
+        return 2 * int(np.prod(action_space.shape))
+    raise ValueError(
+        f"unsupported action space {action_space}: adaptive_po supports Discrete and Box actions"
+    )

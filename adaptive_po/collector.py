@@ -1,0 +1,205 @@
+"""How data is produced: which parameters act, with what noise, which older batches are replayed.
+
+The :class:`Collector` is the dial that makes off-policyness controllable, identically for every
+algorithm. It knows nothing about the objective that will consume the data; it only records the
+behaviour distribution honestly.
+
+* ``policy_lag = k``: the actor acts with the policy parameters from ``k`` updates ago (a queue of
+  parameter snapshots, as in asynchronous actor-learner systems). An *update* is one ``train()``
+  call (one rollout's worth of gradient steps). Before ``k`` updates have happened the actor uses
+  the oldest snapshot it has (the initial parameters).
+* ``replay = m``: each update also trains on the ``m`` previous rollout batches, each with the
+  behaviour distribution stored when it was collected.
+* ``action_noise = sigma``: the actor samples from a perturbed policy: Gaussian noise of scale
+  sigma added to the logits (Discrete) or to the mean (Box), drawn fresh at every step for every
+  environment: the analogue of a sampler whose numerics differ from the trainer's.
+* ``behaviour_log_prob = "actual" | "policy"``: record the log-probability (and distribution)
+  actually sampled from (the honest default), or the unperturbed acting policy's (the common
+  mistake of trusting the trainer's own probabilities), so the cost of that mistake is measurable.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+import torch as th
+from stable_baselines3.common.distributions import CategoricalDistribution, DiagGaussianDistribution, Distribution
+from stable_baselines3.common.policies import ActorCriticPolicy
+from torch.distributions import Categorical, Normal
+
+from adaptive_po.buffers import StoredRollout
+from adaptive_po.objectives import categorical_kl, diag_gaussian_kl
+
+BehaviourRecording = Literal["actual", "policy"]
+BEHAVIOUR_RECORDINGS: tuple[str, ...] = ("actual", "policy")
+
+
+def validate_off_policy_settings(
+    policy_lag: int, replay: int, action_noise: float, behaviour_log_prob: str
+) -> None:
+    """Raise ``ValueError`` naming the first bad setting."""
+    for name, value in (("policy_lag", policy_lag), ("replay", replay)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    if isinstance(action_noise, bool) or not isinstance(action_noise, (int, float)) or not action_noise >= 0:
+        raise ValueError(f"action_noise must be a number >= 0, got {action_noise!r}")
+    if action_noise == float("inf"):
+        raise ValueError(f"action_noise must be finite, got {action_noise!r}")
+    if behaviour_log_prob not in BEHAVIOUR_RECORDINGS:
+        raise ValueError(f"behaviour_log_prob must be one of {BEHAVIOUR_RECORDINGS}, got {behaviour_log_prob!r}")
+
+
+def distribution_params(distribution: Distribution) -> th.Tensor:
+    """The parameters that define an SB3 action distribution, flat per state.
+
+    Categorical: ``(B, n_actions)`` logits. Diagonal Gaussian: ``(B, 2 d)`` = ``[mean, log_std]``.
+    """
+    if isinstance(distribution, CategoricalDistribution):
+        return distribution.distribution.logits
+    if isinstance(distribution, DiagGaussianDistribution):
+        normal = distribution.distribution
+        return th.cat([normal.mean, th.log(normal.stddev)], dim=-1)
+    raise ValueError(f"unsupported action distribution {type(distribution).__name__}")
+
+
+def kl_to_behaviour(distribution: Distribution, behaviour_params: th.Tensor) -> th.Tensor:
+    """Analytic ``KL(pi_theta(.|s) || pi_b(.|s))`` per state, ``(B,)``, with gradient through pi_theta."""
+    if isinstance(distribution, CategoricalDistribution):
+        return categorical_kl(distribution.distribution.logits, behaviour_params)
+    if isinstance(distribution, DiagGaussianDistribution):
+        normal = distribution.distribution
+        d = behaviour_params.shape[-1] // 2
+        return diag_gaussian_kl(normal.mean, th.log(normal.stddev), behaviour_params[:, :d], behaviour_params[:, d:])
+    raise ValueError(f"unsupported action distribution {type(distribution).__name__}")
+
+
+@dataclass
+class ActorStep:
+    """What the actor did at one vectorized step."""
+
+    actions: th.Tensor  #: (n_envs,) or (n_envs, d): the sampled actions (unclipped)
+    behaviour_log_prob: th.Tensor  #: (n_envs,) log-prob under the recorded behaviour distribution
+    behaviour_params: th.Tensor  #: (n_envs, P) parameters of the recorded behaviour distribution
+
+
+class Collector:
+    """Produces data with controllable staleness and mismatch for any on-policy learner.
+
+    :param policy_lag: k >= 0, see the module docstring.
+    :param replay: m >= 0 older batches trained on at each update.
+    :param action_noise: sigma >= 0 of the Gaussian perturbation of logits / means.
+    :param behaviour_log_prob: ``"actual"`` or ``"policy"``.
+    :param seed: seeds the noise generator (kept apart from the action-sampling RNG, so that
+        sigma = 0 consumes exactly the random numbers an ordinary rollout does).
+    """
+
+    def __init__(
+        self,
+        policy_lag: int = 0,
+        replay: int = 0,
+        action_noise: float = 0.0,
+        behaviour_log_prob: BehaviourRecording = "actual",
+        seed: int | None = None,
+    ) -> None:
+        validate_off_policy_settings(policy_lag, replay, action_noise, behaviour_log_prob)
+        self.policy_lag = policy_lag
+        self.replay = replay
+        self.action_noise = float(action_noise)
+        self.behaviour_log_prob = behaviour_log_prob
+        self.seed = seed
+        self._snapshots: deque[dict[str, th.Tensor]] = deque(maxlen=policy_lag + 1)
+        self._replay: deque[StoredRollout] = deque(maxlen=max(replay, 1))
+        self._actor: ActorCriticPolicy | None = None
+        self._learner: ActorCriticPolicy | None = None
+        self._noise_generator: th.Generator | None = None
+        self.updates_seen = 0
+
+    # -- wiring ----------------------------------------------------------------------------------
+    def attach(self, policy: ActorCriticPolicy) -> None:
+        """Bind to the learner's policy; the actor starts with its current (initial) parameters."""
+        self._learner = policy
+        self._snapshots.clear()
+        self._replay.clear()
+        self.updates_seen = 0
+        if self.policy_lag > 0:
+            self._actor = copy.deepcopy(policy)
+            self._actor.set_training_mode(False)
+            for p in self._actor.parameters():
+                p.requires_grad_(False)
+            self._snapshots.append(self._snapshot(policy))
+        else:
+            self._actor = None
+        if self.action_noise > 0:
+            self._noise_generator = th.Generator(device=policy.device)
+            self._noise_generator.manual_seed(0 if self.seed is None else int(self.seed) + 7919)
+
+    @staticmethod
+    def _snapshot(policy: ActorCriticPolicy) -> dict[str, th.Tensor]:
+        return {k: v.detach().clone() for k, v in policy.state_dict().items()}
+
+    @property
+    def acting_policy(self) -> ActorCriticPolicy:
+        """The parameters that act now: the learner itself at lag 0, else a k-old copy."""
+        if self._learner is None:
+            raise RuntimeError("Collector.attach(policy) must be called first")
+        return self._actor if self._actor is not None else self._learner
+
+    @property
+    def acting_snapshot_update(self) -> int:
+        """Index of the update whose parameters act now (0 = initial parameters)."""
+        return max(0, self.updates_seen - self.policy_lag)
+
+    # -- acting ----------------------------------------------------------------------------------
+    @th.no_grad()
+    def act(self, obs: th.Tensor) -> ActorStep:
+        """Sample actions for a batch of observations and record the behaviour distribution."""
+        policy = self.acting_policy
+        distribution = policy.get_distribution(obs)
+        if self.action_noise == 0.0:
+            actions = distribution.get_actions(deterministic=False)
+            return ActorStep(actions, distribution.log_prob(actions), distribution_params(distribution))
+
+        clean_params = distribution_params(distribution)
+        if isinstance(distribution, CategoricalDistribution):
+            noise = th.randn(clean_params.shape, generator=self._noise_generator, device=clean_params.device)
+            perturbed = clean_params + self.action_noise * noise
+            sampler = Categorical(logits=perturbed)
+            actions = sampler.sample()
+            if self.behaviour_log_prob == "actual":
+                return ActorStep(actions, sampler.log_prob(actions), sampler.logits)
+            return ActorStep(actions, distribution.log_prob(actions), clean_params)
+
+        d = clean_params.shape[-1] // 2
+        mean, log_std = clean_params[:, :d], clean_params[:, d:]
+        noise = th.randn(mean.shape, generator=self._noise_generator, device=mean.device)
+        perturbed_mean = mean + self.action_noise * noise
+        sampler = Normal(perturbed_mean, log_std.exp())
+        actions = sampler.sample()
+        if self.behaviour_log_prob == "actual":
+            return ActorStep(actions, sampler.log_prob(actions).sum(-1), th.cat([perturbed_mean, log_std], -1))
+        return ActorStep(actions, distribution.log_prob(actions), clean_params)
+
+    # -- after each update ------------------------------------------------------------------------
+    def training_batches(self, current: StoredRollout) -> list[StoredRollout]:
+        """The batches the next update trains on: the current one, then up to m older ones."""
+        return [current, *reversed(self._replay)] if self.replay > 0 else [current]
+
+    def after_update(self, policy: ActorCriticPolicy, trained_on: StoredRollout) -> None:
+        """Advance the snapshot queue and keep ``trained_on`` for replay."""
+        self.updates_seen += 1
+        if self.replay > 0:
+            self._replay.append(trained_on)
+        if self._actor is not None:
+            self._snapshots.append(self._snapshot(policy))
+            self._actor.load_state_dict(self._snapshots[0])
+
+    def state_summary(self) -> dict[str, float | int | str]:
+        return {
+            "policy_lag": self.policy_lag,
+            "replay": self.replay,
+            "action_noise": self.action_noise,
+            "behaviour_log_prob": self.behaviour_log_prob,
+        }

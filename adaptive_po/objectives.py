@@ -1,0 +1,338 @@
+"""Policy objectives as pure functions of tensors.
+
+Every loss the benchmark compares lives here, side by side: the batch-adaptive ESS objective
+("Trust the Batch, On- or Off-Policy", arXiv 2605.12380), its ablations, PPO's clipped surrogate
+and the off-policy corrections practitioners use instead of it. An ablation is a different
+function (or different keyword arguments), never a flag threaded through the agent.
+
+Conventions
+-----------
+* ``B`` is the number of transitions in the minibatch that enters one loss evaluation.
+* ``log_prob``: ``(B,)`` log pi_theta(a|s) of the taken actions, carrying gradient.
+* ``behaviour_log_prob``: ``(B,)`` log pi_b(a|s) recorded by the collector when the action was
+  sampled (the distribution actually sampled from). Never recomputed by the learner.
+* ``advantages``: ``(B,)`` advantage estimates (already normalized if the agent normalizes).
+* Ratios are always formed in log space: rho = exp(log pi_theta - log pi_b).
+* Every objective returns an :class:`ObjectiveOutput`: the scalar loss to *minimize* and a dict of
+  detached 0-dim statistics (the same keys for every objective, so runs can be compared).
+
+This module imports torch only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+import torch
+from torch import Tensor
+
+KLForm = Literal["analytic", "sampled"]
+KL_FORMS: tuple[str, ...] = ("analytic", "sampled")
+
+# The +-10 clamp of the sampled KL estimator's exponent, as in the reference implementation.
+SAMPLED_KL_CLAMP = 10.0
+
+
+@dataclass
+class PolicyBatch:
+    """The tensors one policy-loss evaluation needs.
+
+    :param log_prob: ``(B,)`` log pi_theta(a|s), with gradient.
+    :param behaviour_log_prob: ``(B,)`` log pi_b(a|s), recorded at sampling time.
+    :param advantages: ``(B,)`` advantages.
+    :param kl_behaviour: ``(B,)`` analytic KL(pi_theta(.|s) || pi_b(.|s)) per state, with gradient,
+        or ``None`` when the behaviour distribution's parameters are unknown.
+    :param proximal_log_prob: ``(B,)`` log pi_prox(a|s) under the learner's parameters at the start
+        of the current update (no gradient); only the decoupled objectives need it.
+    """
+
+    log_prob: Tensor
+    behaviour_log_prob: Tensor
+    advantages: Tensor
+    kl_behaviour: Tensor | None = None
+    proximal_log_prob: Tensor | None = None
+
+
+@dataclass
+class ObjectiveOutput:
+    """A policy loss (to minimize) and its detached statistics (0-dim tensors)."""
+
+    loss: Tensor
+    stats: dict[str, Tensor] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------------------------
+# The effective sample size
+# ----------------------------------------------------------------------------------------------
+def effective_sample_size_from_log_ratios(log_ratios: Tensor) -> Tensor:
+    """Normalized ESS of ``exp(log_ratios)`` as a detached 0-dim float64 tensor in ``[1/n, 1]``.
+
+    e = (sum_i r_i)^2 / (n * sum_i r_i^2), computed with log-sum-exp so that it is exact and finite
+    for any finite log-ratio (it is scale-free, so subtracting the max changes nothing).
+    An empty batch or any non-finite log-ratio (NaN, +inf) gives 1.0; -inf (a zero ratio) is fine.
+    """
+    with torch.no_grad():
+        lr = log_ratios.detach().reshape(-1).to(torch.float64)
+        n = lr.numel()
+        one = torch.ones((), dtype=torch.float64, device=lr.device)
+        if n == 0:
+            return one
+        bad = torch.isnan(lr).any() | torch.isposinf(lr).any()
+        shifted = lr - lr.max()
+        log_e = 2.0 * torch.logsumexp(shifted, 0) - math.log(n) - torch.logsumexp(2.0 * shifted, 0)
+        e = torch.exp(log_e).clamp(max=1.0)
+        return torch.where(bad | ~torch.isfinite(e), one, e)
+
+
+def effective_sample_size(ratios: Tensor) -> float:
+    """Normalized effective sample size of a batch of importance ratios.
+
+    ``(sum r)^2 / (n * sum r^2)``, in float64 without gradient; lies in ``[1/n, 1]``; 1.0 for an
+    empty batch or any non-finite or negative ratio. Scale-free: multiplying every ratio by one
+    positive constant leaves it unchanged.
+
+    :param ratios: any shape, non-negative importance ratios pi_theta / pi_b.
+    """
+    with torch.no_grad():
+        r = ratios.detach().reshape(-1).to(torch.float64)
+        if r.numel() == 0 or not torch.isfinite(r).all() or (r < 0).any() or not (r > 0).any():
+            return 1.0
+        r = r / r.max()
+        value = (r.sum() ** 2 / (r.numel() * (r * r).sum())).item()
+        return min(value, 1.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Analytic KL divergences (behaviour distributions stored per transition)
+# ----------------------------------------------------------------------------------------------
+def categorical_kl(logits_p: Tensor, logits_q: Tensor) -> Tensor:
+    """KL(p || q) per row for categorical distributions given (unnormalized) logits.
+
+    :param logits_p: ``(B, n_actions)`` logits of p (the policy being trained).
+    :param logits_q: ``(B, n_actions)`` logits of q (the behaviour policy).
+    :return: ``(B,)`` KL in nats.
+    """
+    log_p = torch.log_softmax(logits_p, dim=-1)
+    log_q = torch.log_softmax(logits_q, dim=-1)
+    return (log_p.exp() * (log_p - log_q)).sum(-1)
+
+
+def diag_gaussian_kl(mean_p: Tensor, log_std_p: Tensor, mean_q: Tensor, log_std_q: Tensor) -> Tensor:
+    """KL(p || q) per row for diagonal Gaussians, summed over action dimensions.
+
+    :param mean_p, log_std_p: ``(B, d)`` parameters of p (the policy being trained).
+    :param mean_q, log_std_q: ``(B, d)`` parameters of q (the behaviour policy).
+    :return: ``(B,)`` KL in nats.
+    """
+    var_ratio = torch.exp(2.0 * (log_std_p - log_std_q))
+    mean_term = ((mean_p - mean_q) * torch.exp(-log_std_q)) ** 2
+    return (0.5 * (var_ratio + mean_term - 1.0) - (log_std_p - log_std_q)).sum(-1)
+
+
+def sampled_kl(log_prob: Tensor, behaviour_log_prob: Tensor) -> Tensor:
+    """The reference code's per-sample KL estimator at the taken action.
+
+    ``k = (log pi_theta - log pi_b) + exp(clamp(log pi_b - log pi_theta, -10, 10)) - 1``.
+    Actions come from pi_b, so this estimates KL(pi_theta || pi_b) only near pi_theta = pi_b.
+    """
+    log_ratio = log_prob - behaviour_log_prob
+    return log_ratio + torch.exp(torch.clamp(-log_ratio, -SAMPLED_KL_CLAMP, SAMPLED_KL_CLAMP)) - 1.0
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared statistics
+# ----------------------------------------------------------------------------------------------
+def ratio_statistics(log_ratio: Tensor, ess: Tensor | None = None) -> dict[str, Tensor]:
+    """Detached statistics of pi_theta/pi_b that every objective reports."""
+    with torch.no_grad():
+        lr = log_ratio.detach()
+        ratio = torch.exp(lr.to(torch.float64))
+        if ess is None:
+            ess = effective_sample_size_from_log_ratios(lr)
+        return {
+            "ess": ess,
+            "ratio_max": ratio.max() if ratio.numel() else ratio.new_ones(()),
+            "ratio_mean": ratio.mean() if ratio.numel() else ratio.new_ones(()),
+            "ratio_above_2": (ratio > 2.0).to(torch.float64).mean() if ratio.numel() else ratio.new_zeros(()),
+        }
+
+
+def _kl_statistic(batch: PolicyBatch) -> Tensor:
+    """Mean KL(pi_theta || pi_b): analytic when available, else the sampled estimate."""
+    with torch.no_grad():
+        if batch.kl_behaviour is not None:
+            return batch.kl_behaviour.detach().mean().to(torch.float64)
+        return sampled_kl(batch.log_prob.detach(), batch.behaviour_log_prob).mean().to(torch.float64)
+
+
+# ----------------------------------------------------------------------------------------------
+# Objectives
+# ----------------------------------------------------------------------------------------------
+def ess_policy_loss(
+    batch: PolicyBatch,
+    *,
+    kl: KLForm = "analytic",
+    cap: bool = True,
+    regularizer: bool = True,
+) -> ObjectiveOutput:
+    """The batch-adaptive ESS objective (to minimize).
+
+    ``L = -mean_i[w_i * log pi_theta(a_i|s_i) * A_i] + (1 - e_B) * mean_i[KL_i]`` with
+    ``e_B`` the normalized ESS of the minibatch ratios and ``w_i = min(rho_i, e_B)`` detached.
+
+    :param kl: ``"analytic"`` (default; exact KL over the whole action distribution per state,
+        needs ``batch.kl_behaviour``) or ``"sampled"`` (the reference code's estimator at the
+        taken action, see :func:`sampled_kl`).
+    :param cap: ablation switch. ``True``: weight ``min(rho, e_B)``. ``False``: the uncapped
+        importance weight ``rho`` (plain off-policy score-function gradient).
+    :param regularizer: ablation switch. ``False`` drops the ``(1 - e_B) * KL`` term.
+    """
+    if kl not in KL_FORMS:
+        raise ValueError(f"kl must be one of {KL_FORMS}, got {kl!r}")
+    log_ratio = batch.log_prob - batch.behaviour_log_prob
+    ess = effective_sample_size_from_log_ratios(log_ratio)
+    with torch.no_grad():
+        ratio = torch.exp(log_ratio.detach().to(torch.float64))
+        weight64 = torch.minimum(ratio, ess) if cap else ratio
+        capped = (ratio > ess).to(torch.float64).mean() if cap else ratio.new_zeros(())
+        weight = weight64.to(batch.log_prob.dtype)
+    policy_term = -(weight * batch.log_prob * batch.advantages).mean()
+
+    kl_weight = (1.0 - ess).to(batch.log_prob.dtype)
+    if kl == "analytic":
+        if batch.kl_behaviour is None:
+            raise ValueError("kl='analytic' needs the behaviour distribution (batch.kl_behaviour is None)")
+        kl_values = batch.kl_behaviour
+    else:
+        kl_values = sampled_kl(batch.log_prob, batch.behaviour_log_prob)
+    loss = policy_term + kl_weight * kl_values.mean() if regularizer else policy_term
+
+    stats = ratio_statistics(log_ratio, ess)
+    stats.update(
+        cap_fraction=capped,
+        kl_behaviour=_kl_statistic(batch),
+        kl_weight=(1.0 - ess) if regularizer else ess.new_zeros(()),
+        policy_loss=policy_term.detach().to(torch.float64),
+    )
+    return ObjectiveOutput(loss, stats)
+
+
+def ppo_clip_loss(batch: PolicyBatch, *, clip_range: float = 0.2) -> ObjectiveOutput:
+    """PPO's clipped surrogate, with the behaviour policy as the "old" policy.
+
+    ``L = -mean(min(r A, clip(r, 1 - eps, 1 + eps) A))`` with ``r = pi_theta / pi_b``. On stale data
+    this is what an asynchronous PPO does: it clips against whatever policy produced the batch.
+    ``cap_fraction`` reports the clipped fraction (``|r - 1| > eps``).
+    """
+    if not clip_range > 0:
+        raise ValueError(f"clip_range must be > 0, got {clip_range!r}")
+    log_ratio = batch.log_prob - batch.behaviour_log_prob
+    ratio = torch.exp(log_ratio)
+    surrogate = torch.min(
+        ratio * batch.advantages, torch.clamp(ratio, 1.0 - clip_range, 1.0 + clip_range) * batch.advantages
+    )
+    loss = -surrogate.mean()
+    stats = ratio_statistics(log_ratio)
+    with torch.no_grad():
+        stats.update(
+            cap_fraction=((ratio.detach() - 1.0).abs() > clip_range).to(torch.float64).mean(),
+            kl_behaviour=_kl_statistic(batch),
+            kl_weight=stats["ess"].new_zeros(()),
+            policy_loss=loss.detach().to(torch.float64),
+        )
+    return ObjectiveOutput(loss, stats)
+
+
+def decoupled_ppo_loss(
+    batch: PolicyBatch, *, clip_range: float = 0.2, is_truncation: float = 1.0
+) -> ObjectiveOutput:
+    """Decoupled PPO (Hilton et al. 2021, "Batch size-invariance for policy optimization").
+
+    The clip is taken against the proximal policy (the learner at the start of this update) and the
+    off-policyness is corrected by an importance weight against the behaviour policy, truncated
+    at ``is_truncation`` as in IMPALA/V-trace:
+    ``L = -mean(min(pi_prox/pi_b, c) * min(r A, clip(r, 1 - eps, 1 + eps) A))``, ``r = pi_theta/pi_prox``.
+    """
+    if batch.proximal_log_prob is None:
+        raise ValueError("decoupled_ppo_loss needs batch.proximal_log_prob")
+    if not clip_range > 0:
+        raise ValueError(f"clip_range must be > 0, got {clip_range!r}")
+    if not is_truncation > 0:
+        raise ValueError(f"is_truncation must be > 0, got {is_truncation!r}")
+    with torch.no_grad():
+        behaviour_weight = torch.exp(batch.proximal_log_prob - batch.behaviour_log_prob).clamp(max=is_truncation)
+    prox_ratio = torch.exp(batch.log_prob - batch.proximal_log_prob)
+    surrogate = torch.min(
+        prox_ratio * batch.advantages,
+        torch.clamp(prox_ratio, 1.0 - clip_range, 1.0 + clip_range) * batch.advantages,
+    )
+    loss = -(behaviour_weight * surrogate).mean()
+    stats = ratio_statistics(batch.log_prob - batch.behaviour_log_prob)
+    with torch.no_grad():
+        stats.update(
+            cap_fraction=((prox_ratio.detach() - 1.0).abs() > clip_range).to(torch.float64).mean(),
+            kl_behaviour=_kl_statistic(batch),
+            kl_weight=stats["ess"].new_zeros(()),
+            policy_loss=loss.detach().to(torch.float64),
+        )
+    return ObjectiveOutput(loss, stats)
+
+
+def truncated_is_loss(batch: PolicyBatch, *, is_truncation: float = 1.0) -> ObjectiveOutput:
+    """Score-function gradient with a fixed truncated importance weight (the 2019 P3O's ``c = 1``).
+
+    ``L = -mean(min(rho, c) * log pi_theta * A)``, weight detached; no KL term, no clip. The same as
+    :func:`ess_policy_loss` with a constant cap instead of the batch's ESS.
+    """
+    if not is_truncation > 0:
+        raise ValueError(f"is_truncation must be > 0, got {is_truncation!r}")
+    log_ratio = batch.log_prob - batch.behaviour_log_prob
+    with torch.no_grad():
+        ratio = torch.exp(log_ratio.detach().to(torch.float64))
+        weight = ratio.clamp(max=is_truncation).to(batch.log_prob.dtype)
+    loss = -(weight * batch.log_prob * batch.advantages).mean()
+    stats = ratio_statistics(log_ratio)
+    with torch.no_grad():
+        stats.update(
+            cap_fraction=(ratio > is_truncation).to(torch.float64).mean(),
+            kl_behaviour=_kl_statistic(batch),
+            kl_weight=stats["ess"].new_zeros(()),
+            policy_loss=loss.detach().to(torch.float64),
+        )
+    return ObjectiveOutput(loss, stats)
+
+
+Objective = Callable[..., ObjectiveOutput]
+
+#: name -> objective. Adding an objective is one function above and one entry here.
+OBJECTIVES: dict[str, Objective] = {
+    "ess": ess_policy_loss,
+    "ppo_clip": ppo_clip_loss,
+    "decoupled_ppo": decoupled_ppo_loss,
+    "truncated_is": truncated_is_loss,
+}
+
+#: objectives that need ``PolicyBatch.proximal_log_prob``
+NEEDS_PROXIMAL: frozenset[str] = frozenset({"decoupled_ppo"})
+
+#: the statistics every objective returns
+STAT_KEYS: tuple[str, ...] = (
+    "ess",
+    "ratio_max",
+    "ratio_mean",
+    "ratio_above_2",
+    "cap_fraction",
+    "kl_behaviour",
+    "kl_weight",
+    "policy_loss",
+)
+
+
+def get_objective(name: str) -> Objective:
+    """Look up an objective by name; a clear error lists the known ones."""
+    try:
+        return OBJECTIVES[name]
+    except KeyError:
+        raise ValueError(f"unknown objective {name!r}; known: {sorted(OBJECTIVES)}") from None
