@@ -1,0 +1,419 @@
+"""One benchmark run, start to finish, into its run folder (the contract in ``runs/README.md``).
+
+``execute_run(spec)`` builds the vectorized environment, the agent and its collector, trains,
+evaluates, and writes ``config.json``, ``progress.csv``, ``eval.csv``, TensorBoard events,
+``summary.json`` and finally the ``COMPLETE`` marker, each atomically. A run that raises or
+produces a non-finite loss leaves a ``FAILED`` file with its traceback instead; it never raises.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PROGRESS_COLUMNS = (
+    "update",
+    "timesteps",
+    "episodes",
+    "time_elapsed",
+    "rollout_return_mean",
+    "rollout_length_mean",
+    "ess_mean",
+    "ess_min",
+    "cap_fraction",
+    "kl_behaviour",
+    "ratio_max",
+    "ratio_mean",
+    "ratio_above_2",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "learning_rate",
+)
+EVAL_COLUMNS = ("timesteps", "eval_return_mean", "eval_return_std", "eval_episodes")
+COMPLETE, FAILED = "COMPLETE", "FAILED"
+STATUS_FILE = ".status.json"  # live progress for the sweep's display; not part of the contract
+#: seconds between rewrites of progress.csv during training (it is always written at the end)
+PROGRESS_WRITE_INTERVAL = 5.0
+
+
+def condition_name(policy_lag: int, action_noise: float, replay: int, behaviour_log_prob: str = "actual") -> str:
+    """The folder name of a data condition, e.g. ``lag4_noise0.5_replay0``."""
+    name = f"lag{policy_lag}_noise{format(float(action_noise), 'g')}_replay{replay}"
+    return name if behaviour_log_prob == "actual" else f"{name}_blp-{behaviour_log_prob}"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that identifies one run. ``total_timesteps`` is resolved (never None here)."""
+
+    suite: str
+    env: str
+    algo: str
+    seed: int
+    total_timesteps: int
+    policy_lag: int = 0
+    replay: int = 0
+    action_noise: float = 0.0
+    behaviour_log_prob: str = "actual"
+    device: str = "cpu"
+    backend: str = "auto"
+    out: str = "runs"
+    envs_dir: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def condition(self) -> str:
+        return condition_name(self.policy_lag, self.action_noise, self.replay, self.behaviour_log_prob)
+
+    @property
+    def relative_dir(self) -> Path:
+        return Path(self.suite) / self.env / self.algo / self.condition / f"seed-{self.seed}"
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.out) / self.relative_dir
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        return cls(**data)
+
+
+# -- atomic files ---------------------------------------------------------------------------------
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; results are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def atomic_write_csv(path: Path, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None or (isinstance(v, float) and math.isnan(v)) else v) for k, v in row.items()})
+    atomic_write_text(path, buffer.getvalue())
+
+
+def is_complete(run_dir: Path) -> bool:
+    return (run_dir / COMPLETE).is_file()
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for package in ("adaptive-po", "torch", "stable-baselines3", "gymnasium", "envpool", "numpy"):
+        try:
+            out[package.replace("-", "_")] = version(package)
+        except PackageNotFoundError:
+            out[package.replace("-", "_")] = "not installed"
+    return out
+
+
+# -- the run --------------------------------------------------------------------------------------
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was requested but torch sees no CUDA device")
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"unknown device {device!r}; use auto, cpu or cuda")
+    return device
+
+
+def resolve_backend(env_ids: dict[str, str], backend: str) -> tuple[str, str]:
+    """(backend, id) for a suite entry: ``auto`` prefers envpool where it supports the id."""
+    from adaptive_po.envs import available_backends
+
+    if backend not in ("auto", "envpool", "gymnasium"):
+        raise ValueError(f"unknown backend {backend!r}; use auto, envpool or gymnasium")
+    order = ("envpool", "gymnasium") if backend == "auto" else (backend,)
+    for name in order:
+        if name in env_ids and name in available_backends(env_ids[name]):
+            return name, env_ids[name]
+    raise ValueError(f"no usable backend among {list(order)} for ids {env_ids}")
+
+
+def config_for(spec: RunSpec) -> dict[str, Any]:
+    """The resolved configuration written to ``config.json`` (and compared on resume)."""
+    from adaptive_po.config import get_env_config, hyperparams_for_json
+    from adaptive_po.registry import get_algorithm
+
+    env_cfg = get_env_config(spec.env, spec.envs_dir)
+    algo = get_algorithm(spec.algo)
+    hyperparams = env_cfg.training_hyperparams(algo.uses_clip)
+    return {
+        "suite": spec.suite,
+        "env": spec.env,
+        "algo": spec.algo,
+        "seed": spec.seed,
+        "policy_lag": spec.policy_lag,
+        "replay": spec.replay,
+        "action_noise": spec.action_noise,
+        "behaviour_log_prob": spec.behaviour_log_prob,
+        "condition": spec.condition,
+        "total_timesteps": spec.total_timesteps,
+        "n_envs": env_cfg.hyperparams["n_envs"],
+        "policy": env_cfg.hyperparams["policy"],
+        "backend": spec.backend,
+        "device": spec.device,
+        "normalize": env_cfg.normalize,
+        "random_score": env_cfg.random_score,
+        "solved_threshold": env_cfg.solved_threshold,
+        "eval_episodes": env_cfg.eval_episodes,
+        "eval_freq": env_cfg.eval_every,
+        "hyperparams": hyperparams_for_json(hyperparams),
+        "hyperparams_source": env_cfg.hyperparams["source"],
+        "algo_class": algo.cls.__name__,
+        "algo_kwargs": algo.kwargs,
+        "algo_description": algo.description,
+    }
+
+
+class _Recorder:
+    """Collects per-update progress and evaluations for one run and writes them atomically."""
+
+    def __init__(self, run_dir: Path, total_timesteps: int) -> None:
+        self.run_dir = run_dir
+        self.total_timesteps = total_timesteps
+        self.progress: list[dict[str, Any]] = []
+        self.evaluations: list[dict[str, Any]] = []
+        self.started = time.time()
+        self._last_write = 0.0
+
+    def write_progress(self, force: bool = False) -> None:
+        now = time.time()
+        if force or now - self._last_write >= PROGRESS_WRITE_INTERVAL:
+            atomic_write_csv(self.run_dir / "progress.csv", PROGRESS_COLUMNS, self.progress)
+            timesteps = self.progress[-1]["timesteps"] if self.progress else 0
+            atomic_write_json(self.run_dir / STATUS_FILE, {"timesteps": timesteps, "total_timesteps": self.total_timesteps})
+            self._last_write = now
+
+
+def _make_callback(model, recorder: _Recorder, evaluate, eval_every: int):  # type: ignore[no-untyped-def]
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class RunCallback(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.episodes = 0
+            self.next_eval = eval_every
+
+        def _on_step(self) -> bool:
+            for info in self.locals.get("infos", ()):
+                if "episode" in info:
+                    self.episodes += 1
+            if self.num_timesteps >= self.next_eval and self.num_timesteps < recorder.total_timesteps:
+                evaluate(self.num_timesteps)
+                while self.next_eval <= self.num_timesteps:
+                    self.next_eval += eval_every
+            return True
+
+    callback = RunCallback()
+
+    def on_update(stats: dict[str, float]) -> None:
+        if not all(math.isfinite(stats[k]) for k in ("loss", "value_loss", "policy_gradient_loss")):
+            raise FloatingPointError(f"non-finite loss at update {len(recorder.progress) + 1}: {stats}")
+        buffer = model.ep_info_buffer
+        returns = [e["r"] for e in buffer] if buffer else []
+        lengths = [e["l"] for e in buffer] if buffer else []
+        recorder.progress.append(
+            {
+                "update": len(recorder.progress) + 1,
+                "timesteps": model.num_timesteps,
+                "episodes": callback.episodes,
+                "time_elapsed": round(time.time() - recorder.started, 3),
+                "rollout_return_mean": float(np.mean(returns)) if returns else None,
+                "rollout_length_mean": float(np.mean(lengths)) if lengths else None,
+                "ess_mean": stats["ess"],
+                "ess_min": stats["ess_min"],
+                "cap_fraction": stats["cap_fraction"],
+                "kl_behaviour": stats["kl_behaviour"],
+                "ratio_max": stats["ratio_max"],
+                "ratio_mean": stats["ratio_mean"],
+                "ratio_above_2": stats["ratio_above_2"],
+                "policy_loss": stats["policy_gradient_loss"],
+                "value_loss": stats["value_loss"],
+                "entropy": -stats["entropy_loss"],
+                "learning_rate": stats["learning_rate"],
+            }
+        )
+        recorder.write_progress()
+
+    model.add_update_listener(on_update)
+    return callback
+
+
+def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.vec_env import VecNormalize, sync_envs_normalization
+
+    from adaptive_po.config import get_env_config
+    from adaptive_po.envs import make_vec_env
+    from adaptive_po.registry import get_algorithm
+
+    device = resolve_device(spec.device)
+    if device == "cpu":
+        torch.set_num_threads(1)
+    env_cfg = get_env_config(spec.env, spec.envs_dir)
+    algo = get_algorithm(spec.algo)
+    backend, env_id = resolve_backend(env_cfg.ids, spec.backend)
+    hp = env_cfg.hyperparams
+    n_envs = hp["n_envs"]
+
+    train_env = make_vec_env(env_id, n_envs, spec.seed, backend, training=True)
+    eval_envs = min(env_cfg.eval_episodes, 10)
+    eval_env = make_vec_env(env_id, eval_envs, spec.seed + 10_000, backend, training=False)
+    if env_cfg.normalize:
+        train_env = VecNormalize(train_env, gamma=hp.get("gamma", 0.99))
+        eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
+    recorder = _Recorder(run_dir, spec.total_timesteps)
+
+    try:
+        model = algo.cls(
+            hp["policy"],
+            train_env,
+            seed=spec.seed,
+            device=device,
+            policy_lag=spec.policy_lag,
+            replay=spec.replay,
+            action_noise=spec.action_noise,
+            behaviour_log_prob=spec.behaviour_log_prob,
+            verbose=0,
+            **env_cfg.training_hyperparams(algo.uses_clip),
+            **algo.kwargs,
+        )
+        model.set_logger(configure(str(run_dir / "tb"), ["tensorboard"]))
+
+        def evaluate(timesteps: int) -> dict[str, Any]:
+            if env_cfg.normalize:
+                sync_envs_normalization(train_env, eval_env)
+            returns, _ = evaluate_policy(
+                model, eval_env, n_eval_episodes=env_cfg.eval_episodes, deterministic=True, return_episode_rewards=True, warn=False
+            )
+            row = {
+                "timesteps": int(timesteps),
+                "eval_return_mean": float(np.mean(returns)),
+                "eval_return_std": float(np.std(returns)),
+                "eval_episodes": len(returns),
+            }
+            recorder.evaluations.append(row)
+            atomic_write_csv(run_dir / "eval.csv", EVAL_COLUMNS, recorder.evaluations)
+            model.logger.record("eval/mean_reward", row["eval_return_mean"])
+            return row
+
+        callback = _make_callback(model, recorder, evaluate, env_cfg.eval_every)
+        evaluate(0)
+        model.learn(spec.total_timesteps, callback=callback, tb_log_name="tb")
+        recorder.write_progress(force=True)
+        final = evaluate(model.num_timesteps)
+        model.logger.dump(model.num_timesteps)
+        return {
+            "final_eval_return_mean": final["eval_return_mean"],
+            "final_eval_return_std": final["eval_return_std"],
+            "eval_episodes": final["eval_episodes"],
+            "timesteps": int(model.num_timesteps),
+            "updates": len(recorder.progress),
+            "backend": backend,
+            "env_id": env_id,
+        }
+    finally:
+        if recorder.progress:
+            recorder.write_progress(force=True)
+        train_env.close()
+        eval_env.close()
+
+
+def completed_summary(spec: RunSpec, config: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The summary of a complete run with the same configuration as ``spec``, else ``None``."""
+    run_dir = spec.run_dir
+    if not is_complete(run_dir):
+        return None
+    config = config if config is not None else config_for(spec)
+    try:
+        previous = json.loads((run_dir / "config.json").read_text())
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if {k: previous.get(k) for k in config} != json.loads(json.dumps(config, default=str)):
+        return None
+    return summary
+
+
+def execute_run(spec: RunSpec | dict[str, Any]) -> dict[str, Any]:
+    """Run one configuration into its folder; never raises. Returns a small result record.
+
+    ``status`` is ``"skipped"`` (already complete with the same configuration), ``"complete"``
+    or ``"failed"`` (``error`` holds the last line of the traceback).
+    """
+    if isinstance(spec, dict):
+        spec = RunSpec.from_dict(spec)
+    run_dir = spec.run_dir
+    started = time.time()
+    result: dict[str, Any] = {"run_dir": str(run_dir), "relative_dir": str(spec.relative_dir), "status": "failed"}
+    try:
+        config = config_for(spec)
+        summary = completed_summary(spec, config)
+        if summary is not None:
+            return {**result, "status": "skipped", "final_return": summary.get("final_eval_return_mean"), "wall_time_s": 0.0}
+        if run_dir.exists():
+            shutil.rmtree(run_dir)  # an incomplete, failed or differently configured earlier attempt
+        run_dir.mkdir(parents=True)
+        config["versions"] = _versions()
+        atomic_write_json(run_dir / "config.json", config)
+        summary = _train(spec, run_dir, config)
+        wall = time.time() - started
+        summary.update(wall_time_s=round(wall, 3), status="complete")
+        atomic_write_json(run_dir / "summary.json", summary)
+        atomic_write_json(run_dir / COMPLETE, {"finished_at": datetime.now(timezone.utc).isoformat()})
+        status_file = run_dir / STATUS_FILE
+        if status_file.exists():
+            status_file.unlink()
+        return {**result, "status": "complete", "final_return": summary["final_eval_return_mean"], "wall_time_s": wall}
+    except BaseException as err:  # noqa: BLE001 - a run must never take the sweep down
+        text = traceback.format_exc()
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(run_dir / FAILED, text)
+        except OSError:
+            pass
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        last = text.strip().splitlines()[-1] if text.strip() else repr(err)
+        return {**result, "status": "failed", "error": last, "traceback": text, "wall_time_s": time.time() - started}
