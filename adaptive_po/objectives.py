@@ -226,8 +226,9 @@ def ppo_clip_loss(batch: PolicyBatch, *, clip_range: float = 0.2) -> ObjectiveOu
     this is what an asynchronous PPO does: it clips against whatever policy produced the batch.
     ``cap_fraction`` reports the clipped fraction (``|r - 1| > eps``).
     """
-    if not clip_range > 0:
-        raise ValueError(f"clip_range must be > 0, got {clip_range!r}")
+    # >= 0, not > 0: a linearly decayed clip range reaches 0 at the last update
+    if not clip_range >= 0:
+        raise ValueError(f"clip_range must be >= 0, got {clip_range!r}")
     log_ratio = batch.log_prob - batch.behaviour_log_prob
     ratio = torch.exp(log_ratio)
     surrogate = torch.min(
@@ -257,8 +258,9 @@ def decoupled_ppo_loss(
     """
     if batch.proximal_log_prob is None:
         raise ValueError("decoupled_ppo_loss needs batch.proximal_log_prob")
-    if not clip_range > 0:
-        raise ValueError(f"clip_range must be > 0, got {clip_range!r}")
+    # >= 0, not > 0: a linearly decayed clip range reaches 0 at the last update
+    if not clip_range >= 0:
+        raise ValueError(f"clip_range must be >= 0, got {clip_range!r}")
     if not is_truncation > 0:
         raise ValueError(f"is_truncation must be > 0, got {is_truncation!r}")
     with torch.no_grad():

@@ -1,0 +1,255 @@
+"""The suite files, the run folders and the sweep: validation, atomic results, failure, resume."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from adaptive_po.bench import Grid, expand_grid, run_sweep, seeds_from
+from adaptive_po.config import DEFAULT_ENVS_DIR, ConfigError, available_envs, get_env_config, load_env_config
+from adaptive_po.runner import COMPLETE, EVAL_COLUMNS, FAILED, PROGRESS_COLUMNS, RunSpec, execute_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_env(folder: Path, name: str, base: str = "CartPole-v1", **changes) -> Path:
+    data = yaml.safe_load((DEFAULT_ENVS_DIR / f"{base}.yaml").read_text())
+    data["name"] = name
+    for dotted, value in changes.items():
+        node = data
+        *parents, leaf = dotted.split("__")
+        for key in parents:
+            node = node[key]
+        if value is None:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = value
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+# -- the suite files ------------------------------------------------------------------------------
+def test_every_shipped_env_file_is_valid():
+    envs = available_envs()
+    assert {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3", "Pendulum-v1", "Pong-v5", "Breakout-v5"} <= set(envs)
+    for name in envs:
+        cfg = get_env_config(name)
+        assert cfg.hyperparams["source"].startswith("RL Baselines3 Zoo")
+    cartpole = get_env_config("CartPole-v1")
+    assert cartpole.hyperparams["n_steps"] == 32 and cartpole.hyperparams["batch_size"] == 256
+    assert repr(cartpole.hyperparams["learning_rate"]) == "lin_0.001" and cartpole.hyperparams["learning_rate"](0.5) == pytest.approx(5e-4)
+
+
+@pytest.mark.parametrize(
+    "changes,key",
+    [
+        ({"hyperparams__n_steps": None}, "n_steps"),
+        ({"hyperparams__n_steps": "many"}, "hyperparams.n_steps"),
+        ({"hyperparams__gamma": 1.5}, "hyperparams.gamma"),
+        ({"hyperparams__learning_rate": "fast"}, "hyperparams.learning_rate"),
+        ({"hyperparams__clip_rnage": 0.2}, "hyperparams.clip_rnage"),
+        ({"random_score": None}, "random_score"),
+        ({"evaluation__episodes": 0}, "evaluation.episodes"),
+        ({"budget__quick": -5}, "budget.quick"),
+        ({"hyperparams__batch_size": 100000}, "hyperparams.batch_size"),
+        ({"ids": {"envpol": "CartPole-v1"}}, "envpol"),
+    ],
+)
+def test_malformed_env_file_names_file_and_key(tmp_path, changes, key):
+    path = write_env(tmp_path, "Broken-v0", **changes)
+    with pytest.raises(ConfigError) as err:
+        load_env_config(path)
+    assert str(path) in str(err.value) and key in str(err.value)
+
+
+def test_invalid_yaml_and_unknown_env_are_clear(tmp_path):
+    bad = tmp_path / "Bad-v0.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_env_config(bad)
+    with pytest.raises(ConfigError, match="'NoSuchEnv-v9'.*CartPole-v1"):
+        get_env_config("NoSuchEnv-v9")
+
+
+# -- the grid -------------------------------------------------------------------------------------
+def grid(**kw):
+    base = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0], lags=[0], noise=[0.0], replay=[0], device="cpu")
+    base.update(kw)
+    return Grid(**base)
+
+
+def test_grid_expansion_and_folders(tmp_path):
+    specs = expand_grid(grid(algos=["esspo", "ppo"], seeds=[0, 1], lags=[0, 4], noise=[0.0, 0.5], out=str(tmp_path)))
+    assert len(specs) == 2 * 2 * 2 * 2
+    assert len({s.run_dir for s in specs}) == len(specs)
+    spec = [s for s in specs if s.algo == "ppo" and s.policy_lag == 4 and s.action_noise == 0.5 and s.seed == 1][0]
+    assert spec.run_dir == tmp_path / "quick/CartPole-v1/ppo/lag4_noise0.5_replay0/seed-1"
+    assert spec.total_timesteps == get_env_config("CartPole-v1").budget["quick"]
+
+
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        (dict(lags=[-1]), "policy_lag"),
+        (dict(noise=[-0.1]), "action_noise"),
+        (dict(replay=[-3]), "replay"),
+        (dict(algos=["ppo2"]), "'ppo2'"),
+        (dict(envs=["Nope-v0"]), "'Nope-v0'"),
+        (dict(suite="huge"), "'huge'"),
+        (dict(seeds=[-1]), "seed"),
+        (dict(timesteps=0), "timesteps"),
+        (dict(timesteps=100), "smaller than one rollout"),
+        (dict(backend="ray"), "'ray'"),
+        (dict(behaviour_log_prob=["clean"]), "behaviour_log_prob"),
+    ],
+)
+def test_bad_grid_is_rejected_before_compute(kw, needle):
+    with pytest.raises(ValueError) as err:
+        expand_grid(grid(**kw))
+    assert needle in str(err.value)
+
+
+def test_missing_budget_for_suite_is_named(tmp_path):
+    write_env(tmp_path, "NoBudget-v1", budget={"classic": 1000})
+    with pytest.raises(ConfigError, match="budget.quick"):
+        expand_grid(grid(envs=["NoBudget-v1"], envs_dir=str(tmp_path)))
+
+
+def test_seeds_parsing():
+    assert seeds_from(None, 3) == [0, 1, 2]
+    assert seeds_from("2", 3) == [0, 1]
+    assert seeds_from("0,5,7", 3) == [0, 5, 7]
+    with pytest.raises(ValueError, match="--seeds"):
+        seeds_from("many", 3)
+
+
+# -- one run --------------------------------------------------------------------------------------
+def tiny_spec(tmp_path, **kw):
+    base = dict(suite="t", env="CartPole-v1", algo="esspo", seed=0, total_timesteps=1024, out=str(tmp_path), device="cpu", policy_lag=2)
+    base.update(kw)
+    return RunSpec(**base)
+
+
+def test_run_writes_the_contract_and_resumes(tmp_path):
+    spec = tiny_spec(tmp_path)
+    outcome = execute_run(spec)
+    assert outcome["status"] == "complete", outcome.get("traceback")
+    run_dir = spec.run_dir
+    for name in ("config.json", "progress.csv", "eval.csv", "summary.json", COMPLETE):
+        assert (run_dir / name).is_file(), name
+    assert not (run_dir / FAILED).exists()
+    assert list((run_dir / "tb").glob("events.out.tfevents.*"))
+    assert not [p for p in run_dir.rglob("*.tmp")]
+
+    config = json.loads((run_dir / "config.json").read_text())
+    assert (config["env"], config["algo"], config["policy_lag"], config["total_timesteps"]) == ("CartPole-v1", "esspo", 2, 1024)
+    assert config["hyperparams"]["learning_rate"] == "lin_0.001" and "clip_range" not in config["hyperparams"]
+    progress = pd.read_csv(run_dir / "progress.csv")
+    assert tuple(progress.columns) == PROGRESS_COLUMNS
+    assert list(progress["update"]) == [1, 2, 3, 4] and list(progress["timesteps"]) == [256, 512, 768, 1024]
+    assert progress["ess_mean"].between(0, 1).all()
+    evals = pd.read_csv(run_dir / "eval.csv")
+    assert tuple(evals.columns) == EVAL_COLUMNS and evals["timesteps"].iloc[-1] == 1024
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["final_eval_return_mean"] == evals["eval_return_mean"].iloc[-1]
+
+    # a rerun skips it; a different configuration in the same folder reruns it
+    assert execute_run(spec)["status"] == "skipped"
+    assert execute_run(tiny_spec(tmp_path, total_timesteps=768))["status"] == "complete"
+    assert pd.read_csv(run_dir / "progress.csv")["timesteps"].iloc[-1] == 768
+
+
+def test_same_seed_same_curve(tmp_path):
+    a = execute_run(tiny_spec(tmp_path / "a"))
+    b = execute_run(tiny_spec(tmp_path / "b"))
+    assert a["status"] == b["status"] == "complete"
+    pa = pd.read_csv(Path(a["run_dir"]) / "progress.csv").drop(columns="time_elapsed")
+    pb = pd.read_csv(Path(b["run_dir"]) / "progress.csv").drop(columns="time_elapsed")
+    pd.testing.assert_frame_equal(pa, pb)
+    pd.testing.assert_frame_equal(pd.read_csv(Path(a["run_dir"]) / "eval.csv"), pd.read_csv(Path(b["run_dir"]) / "eval.csv"))
+
+
+def test_diverging_run_is_recorded_as_failed(tmp_path):
+    envs_dir = tmp_path / "envs"
+    write_env(envs_dir, "Diverge-v1", hyperparams__learning_rate=1e30, hyperparams__max_grad_norm=1e30)
+    spec = tiny_spec(tmp_path, env="Diverge-v1", envs_dir=str(envs_dir), total_timesteps=2048, policy_lag=0)
+    outcome = execute_run(spec)
+    assert outcome["status"] == "failed"
+    text = (spec.run_dir / FAILED).read_text()
+    assert "Traceback" in text and not (spec.run_dir / COMPLETE).exists()
+
+
+# -- the sweep ------------------------------------------------------------------------------------
+def test_sweep_survives_a_failing_run_and_resumes(tmp_path):
+    envs_dir = tmp_path / "envs"
+    shutil.copy(DEFAULT_ENVS_DIR / "CartPole-v1.yaml", envs_dir / "CartPole-v1.yaml") if envs_dir.exists() else None
+    write_env(envs_dir, "CartPole-v1")
+    write_env(envs_dir, "Diverge-v1", hyperparams__learning_rate=1e30, hyperparams__max_grad_norm=1e30)
+    specs = expand_grid(grid(envs=["CartPole-v1", "Diverge-v1"], seeds=[0], timesteps=1024, out=str(tmp_path / "runs"), envs_dir=str(envs_dir)))
+    first = run_sweep(specs, workers=2, show_progress=False)
+    assert len(first.complete) == 1 and len(first.failed) == 1 and not first.ok
+    assert (specs[0].run_dir / COMPLETE).exists() and (specs[1].run_dir / FAILED).exists()
+    second = run_sweep(specs, workers=2, show_progress=False)
+    assert len(second.skipped) == 1 and len(second.failed) == 1
+
+
+def test_bench_cli_killed_halfway_resumes(tmp_path):
+    out = tmp_path / "runs"
+    cmd = [
+        sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--envs", "CartPole-v1", "--algos", "esspo,ppo",
+        "--seeds", "2", "--lags", "0", "--timesteps", "2048", "--workers", "1", "--out", str(out), "--device", "cpu",
+        "--no-report", "--no-progress",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(out.rglob(COMPLETE)):
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGINT)
+    process.wait(timeout=60)
+    done_before = {p.parent for p in out.rglob(COMPLETE)}
+    assert 1 <= len(done_before) < 4
+    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    done_after = {p.parent for p in out.rglob(COMPLETE)}
+    assert len(done_after) == 4 and done_before <= done_after
+    assert f"{len(done_before)} skipped" in rerun.stderr
+    assert not list(out.rglob(FAILED))
+
+
+def test_cli_reports_bad_input_before_compute(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "adaptive_po", "bench", "--lags", "0,-2", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2 and "policy_lag" in result.stderr and "-2" in result.stderr
+    assert not any(tmp_path.iterdir())
+    dry = subprocess.run(
+        [sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--dry-run", "--out", str(tmp_path), "--device", "cpu"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert dry.returncode == 0 and "24 runs" in dry.stderr and "cost estimate" in dry.stderr
+    assert len(dry.stdout.strip().splitlines()) == 24
+
+
+def test_atari_smoke_run_on_cpu(tmp_path):
+    envs_dir = tmp_path / "envs"
+    write_env(envs_dir, "Pong-v5", base="Pong-v5", evaluation={"episodes": 1, "every": 100000}, budget={"atari": 2048})
+    spec = RunSpec(suite="atari", env="Pong-v5", algo="esspo", seed=0, total_timesteps=2048, out=str(tmp_path / "runs"), device="cpu", envs_dir=str(envs_dir), policy_lag=1)
+    outcome = execute_run(spec)
+    assert outcome["status"] == "complete", outcome.get("traceback")
+    config = json.loads((spec.run_dir / "config.json").read_text())
+    assert config["policy"] == "CnnPolicy"
+    progress = pd.read_csv(spec.run_dir / "progress.csv")
+    assert list(progress["timesteps"]) == [1024, 2048]
+    final = json.loads((spec.run_dir / "summary.json").read_text())["final_eval_return_mean"]
+    assert -21 <= final <= 21  # a full, unclipped Pong game
