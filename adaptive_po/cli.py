@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     readme = sub.add_parser("readme", help="refresh the README's results section from a report")
     readme.add_argument("--report", default="runs/quick/report")
     readme.add_argument("--readme", default="README.md")
+    readme.add_argument("--figures", default="docs/results/quick", help="where the figures are copied (tracked by git)")
 
     run = sub.add_parser("_run", help=argparse.SUPPRESS)
     run.add_argument("spec")
@@ -174,21 +175,34 @@ def _cmd_list(_: argparse.Namespace) -> int:
 
 
 def _cmd_readme(args: argparse.Namespace) -> int:
+    """Copy the report's figures under docs/ (runs/ is not in git) and embed them with the tables."""
+    import shutil
+
     readme = Path(args.readme)
-    results = Path(args.report) / "results.md"
+    report = Path(args.report)
+    results = report / "results.md"
     if not results.is_file():
         raise FileNotFoundError(f"{results} does not exist: run `make bench` (or `make plot`) first")
     text = readme.read_text()
     if README_BEGIN not in text or README_END not in text:
         raise ValueError(f"{readme} has no results markers ({README_BEGIN!r} ... {README_END!r})")
+    figures_dir = Path(args.figures)
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    for old in figures_dir.glob("*.png"):
+        old.unlink()
+    figures = sorted(report.glob("*.png"))
+    for figure in figures:
+        shutil.copy2(figure, figures_dir / figure.name)
+    # the mechanism and the outcome first, then the per-environment curves
+    order = {"staleness.png": 0, "ess.png": 1, "noise.png": 2}
+    figures.sort(key=lambda f: (order.get(f.name, 3), f.name))
+    rel = figures_dir.relative_to(readme.parent) if figures_dir.is_relative_to(readme.parent) else figures_dir
+    images = "\n\n".join(f"![{f.stem}]({rel.as_posix()}/{f.name})" for f in figures)
+    body = f"{images}\n\n{results.read_text().strip()}"
     head, rest = text.split(README_BEGIN, 1)
     _, tail = rest.split(README_END, 1)
-    body = results.read_text().strip()
-    # figures in results.md are relative to the report folder; make them relative to the README
-    rel = Path(args.report).as_posix().rstrip("/")
-    body = body.replace("](figures/", f"]({rel}/figures/").replace("](./", f"]({rel}/")
     readme.write_text(f"{head}{README_BEGIN}\n{body}\n{README_END}{tail}")
-    print(f"updated {readme} from {results}")
+    print(f"updated {readme} from {results}; figures copied to {figures_dir}")
     return 0
 
 

@@ -255,3 +255,12 @@ def test_truncated_is_caps_at_constant():
     batch = make_batch(log_ratios, torch.tensor([1.0, 1.0]))
     truncated_is_loss(batch, is_truncation=1.0).loss.backward()
     assert torch.allclose(batch.log_prob.grad, torch.tensor([-0.5, -0.25]), atol=1e-6)
+
+
+def test_decayed_clip_range_of_zero_is_allowed():
+    # a linearly decayed clip range reaches 0 at the last update of a run
+    batch = make_batch([0.3, -0.2], [1.0, -1.0])
+    out = ppo_clip_loss(batch, clip_range=0.0)
+    assert torch.isfinite(out.loss) and out.stats["cap_fraction"].item() == 1.0
+    with pytest.raises(ValueError, match="clip_range"):
+        ppo_clip_loss(make_batch([0.3], [1.0]), clip_range=-0.1)
