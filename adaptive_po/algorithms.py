@@ -196,6 +196,12 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         # Snapshots and replayed batches are training-time state, not part of the model.
         return [*super()._excluded_save_params(), "collector", "_update_listeners", "_objective_schedules"]
 
+    def _update_current_progress_remaining(self, num_timesteps: int, total_timesteps: int) -> None:
+        # SB3 lets this go below 0 when the last rollout overshoots the budget, which turns
+        # linearly decayed learning rates and clip ranges negative; stop at 0 instead.
+        super()._update_current_progress_remaining(num_timesteps, total_timesteps)
+        self._current_progress_remaining = max(0.0, self._current_progress_remaining)
+
     def add_update_listener(self, listener: Callable[[dict[str, float]], None]) -> None:
         """Call ``listener(stats)`` after every update, with that update's statistics."""
         self._update_listeners.append(listener)

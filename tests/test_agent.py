@@ -131,3 +131,14 @@ def test_esspo_analytic_kl_statistic_matches_behaviour_distribution_on_stale_dat
     stats = model.last_update_stats
     # lagged data: the learner has moved away from the actor
     assert stats["kl_behaviour"] > 0 and stats["ess"] < 1 and stats["kl_weight"] == pytest.approx(1 - stats["ess"], abs=1e-9)
+
+
+def test_decayed_schedules_stay_non_negative_when_the_budget_overshoots():
+    # 300 is not a multiple of the 64-step rollout: the last update ends past the budget
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    model = PPO("MlpPolicy", env, n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu",
+                learning_rate=lambda p: 1e-3 * p, clip_range=lambda p: 0.2 * p)
+    rates = []
+    model.add_update_listener(lambda stats: rates.append(stats["learning_rate"]))
+    model.learn(300)
+    assert model.num_timesteps == 320 and rates[-1] == 0.0 and min(rates) >= 0.0
