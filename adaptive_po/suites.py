@@ -25,10 +25,10 @@ SUITES: dict[str, Suite] = {
         envs=("CartPole-v1", "Acrobot-v1"),
         algos=("esspo", "ppo"),
         seeds=3,
-        lags=(0, 8),
+        lags=(0, 16),
         noise=(0.0,),
         replay=(0,),
-        description="the question in minutes on 2 CPU cores: ESS objective vs tuned PPO, fresh vs 8-update-old actors",
+        description="the question in minutes on 2 CPU cores: ESS objective vs tuned PPO, fresh vs 16-update-old actors",
     ),
     "classic": Suite(
         "classic",
