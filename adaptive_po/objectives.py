@@ -167,6 +167,19 @@ def _kl_statistic(batch: PolicyBatch) -> Tensor:
         return sampled_kl(batch.log_prob.detach(), batch.behaviour_log_prob).mean().to(torch.float64)
 
 
+def _unregularized_statistics(batch: PolicyBatch, log_ratio: Tensor, cap_fraction: Tensor, loss: Tensor) -> dict[str, Tensor]:
+    """The statistics of an objective without a KL term (its ``kl_weight`` is 0)."""
+    stats = ratio_statistics(log_ratio)
+    with torch.no_grad():
+        stats.update(
+            cap_fraction=cap_fraction.detach().to(torch.float64),
+            kl_behaviour=_kl_statistic(batch),
+            kl_weight=stats["ess"].new_zeros(()),
+            policy_loss=loss.detach().to(torch.float64),
+        )
+    return stats
+
+
 # ----------------------------------------------------------------------------------------------
 # Objectives
 # ----------------------------------------------------------------------------------------------
@@ -235,15 +248,8 @@ def ppo_clip_loss(batch: PolicyBatch, *, clip_range: float = 0.2) -> ObjectiveOu
         ratio * batch.advantages, torch.clamp(ratio, 1.0 - clip_range, 1.0 + clip_range) * batch.advantages
     )
     loss = -surrogate.mean()
-    stats = ratio_statistics(log_ratio)
-    with torch.no_grad():
-        stats.update(
-            cap_fraction=((ratio.detach() - 1.0).abs() > clip_range).to(torch.float64).mean(),
-            kl_behaviour=_kl_statistic(batch),
-            kl_weight=stats["ess"].new_zeros(()),
-            policy_loss=loss.detach().to(torch.float64),
-        )
-    return ObjectiveOutput(loss, stats)
+    clipped = ((ratio.detach() - 1.0).abs() > clip_range).to(torch.float64).mean()
+    return ObjectiveOutput(loss, _unregularized_statistics(batch, log_ratio, clipped, loss))
 
 
 def decoupled_ppo_loss(
@@ -271,15 +277,8 @@ def decoupled_ppo_loss(
         torch.clamp(prox_ratio, 1.0 - clip_range, 1.0 + clip_range) * batch.advantages,
     )
     loss = -(behaviour_weight * surrogate).mean()
-    stats = ratio_statistics(batch.log_prob - batch.behaviour_log_prob)
-    with torch.no_grad():
-        stats.update(
-            cap_fraction=((prox_ratio.detach() - 1.0).abs() > clip_range).to(torch.float64).mean(),
-            kl_behaviour=_kl_statistic(batch),
-            kl_weight=stats["ess"].new_zeros(()),
-            policy_loss=loss.detach().to(torch.float64),
-        )
-    return ObjectiveOutput(loss, stats)
+    clipped = ((prox_ratio.detach() - 1.0).abs() > clip_range).to(torch.float64).mean()
+    return ObjectiveOutput(loss, _unregularized_statistics(batch, batch.log_prob - batch.behaviour_log_prob, clipped, loss))
 
 
 def truncated_is_loss(batch: PolicyBatch, *, is_truncation: float = 1.0) -> ObjectiveOutput:
@@ -295,15 +294,8 @@ def truncated_is_loss(batch: PolicyBatch, *, is_truncation: float = 1.0) -> Obje
         ratio = torch.exp(log_ratio.detach().to(torch.float64))
         weight = ratio.clamp(max=is_truncation).to(batch.log_prob.dtype)
     loss = -(weight * batch.log_prob * batch.advantages).mean()
-    stats = ratio_statistics(log_ratio)
-    with torch.no_grad():
-        stats.update(
-            cap_fraction=(ratio > is_truncation).to(torch.float64).mean(),
-            kl_behaviour=_kl_statistic(batch),
-            kl_weight=stats["ess"].new_zeros(()),
-            policy_loss=loss.detach().to(torch.float64),
-        )
-    return ObjectiveOutput(loss, stats)
+    truncated = (ratio > is_truncation).to(torch.float64).mean()
+    return ObjectiveOutput(loss, _unregularized_statistics(batch, log_ratio, truncated, loss))
 
 
 Objective = Callable[..., ObjectiveOutput]
