@@ -1,0 +1,400 @@
+"""Read the run folders the bench writes (see ``runs/README.md``) into tidy pandas frames.
+
+Only the files of the contract are read (``config.json``, ``progress.csv``, ``eval.csv``,
+``summary.json`` and the ``COMPLETE``/``FAILED`` markers); nothing from the training package is
+imported, so results copied from another machine can be analysed as they are. Keys come from
+``config.json``, never from folder names.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .stats import auc as _auc
+from .stats import common_grid, interpolate_to_grid
+
+__all__ = [
+    "RUN_KEYS",
+    "CONDITION_KEYS",
+    "LoadWarning",
+    "LoadedRuns",
+    "load_runs",
+    "condition_label",
+    "pretty_condition",
+]
+
+#: Columns that identify a run (one row per run in ``finals``).
+RUN_KEYS = ["env", "algo", "policy_lag", "action_noise", "replay", "behaviour_log_prob", "seed"]
+#: Columns that identify an experimental condition (everything but env, algo and seed).
+CONDITION_KEYS = ["policy_lag", "action_noise", "replay", "behaviour_log_prob"]
+
+_SEED_DIR = re.compile(r"^seed-\d+$")
+_MARKERS = ("config.json", "COMPLETE", "FAILED")
+
+# name -> (python type check, converter)
+_CONFIG_REQUIRED = {
+    "env": str,
+    "algo": str,
+    "seed": int,
+    "policy_lag": int,
+    "action_noise": float,
+    "replay": int,
+    "total_timesteps": int,
+}
+_CONFIG_OPTIONAL_NUMBERS = ("random_score", "solved_threshold", "eval_episodes", "eval_freq", "n_envs")
+
+EVAL_REQUIRED = ("timesteps", "eval_return_mean")
+EVAL_KNOWN = ("timesteps", "eval_return_mean", "eval_return_std", "eval_episodes")
+PROGRESS_REQUIRED = ("update", "timesteps", "ess_mean")
+PROGRESS_KNOWN = (
+    "update", "timesteps", "episodes", "time_elapsed", "rollout_return_mean", "rollout_length_mean",
+    "ess_mean", "ess_min", "cap_fraction", "kl_behaviour", "ratio_max", "ratio_mean", "ratio_above_2",
+    "policy_loss", "value_loss", "entropy", "learning_rate",
+)
+# columns that must have a value in every row (others may be empty, e.g. rollout_return_mean early on)
+_NO_MISSING = {"eval": ("timesteps", "eval_return_mean"), "progress": ("update", "timesteps")}
+
+
+class LoadWarning(UserWarning):
+    """Runs left out (incomplete or failed) or other anomalies found while loading."""
+
+
+def condition_label(policy_lag: int, action_noise: float, replay: int, behaviour_log_prob: str = "actual") -> str:
+    """The contract's condition string, built from values: ``lag4_noise0.5_replay0[_blp-policy]``."""
+    label = f"lag{int(policy_lag)}_noise{format(float(action_noise), 'g')}_replay{int(replay)}"
+    if behaviour_log_prob != "actual":
+        label += f"_blp-{behaviour_log_prob}"
+    return label
+
+
+def pretty_condition(policy_lag: int, action_noise: float, replay: int, behaviour_log_prob: str = "actual") -> str:
+    """A short human label for plots: ``lag 4, noise 0.5`` (replay and blp shown only when set)."""
+    parts = [f"lag {int(policy_lag)}", f"noise {format(float(action_noise), 'g')}"]
+    if int(replay):
+        parts.append(f"replay {int(replay)}")
+    if behaviour_log_prob != "actual":
+        parts.append(f"blp {behaviour_log_prob}")
+    return ", ".join(parts)
+
+
+@dataclass
+class LoadedRuns:
+    """Everything read from one suite root.
+
+    * ``evals``: one row per evaluation: run keys, ``condition``, ``run_dir``, ``timesteps``,
+      ``return`` (eval_return_mean), ``return_std``, ``eval_episodes``.
+    * ``progress``: one row per update: run keys, ``condition``, ``run_dir`` and the numeric
+      columns of ``progress.csv`` (``ess_mean``, ``ratio_max``, ...).
+    * ``finals``: one row per complete run: run keys, ``condition``, ``run_dir``, config values
+      (``total_timesteps``, ``random_score``, ``solved_threshold``, ...), summary values
+      (``final_eval_return_mean``, ...), ``auc`` (mean eval return over training: trapezoid on the
+      env's common step grid divided by the step span) and ``ess_mean`` (mean over updates).
+    * ``incomplete`` / ``failed``: run folders left out (no ``COMPLETE``; ``FAILED``).
+    * ``notes``: other anomalies (also emitted as :class:`LoadWarning`).
+    """
+
+    root: Path
+    evals: pd.DataFrame
+    progress: pd.DataFrame
+    finals: pd.DataFrame
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    incomplete: list[Path] = field(default_factory=list)
+    failed: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def excluded(self) -> list[Path]:
+        return sorted(self.incomplete + self.failed)
+
+    @property
+    def envs(self) -> list[str]:
+        return sorted(self.finals["env"].unique())
+
+    @property
+    def algos(self) -> list[str]:
+        return sorted(self.finals["algo"].unique())
+
+
+# --------------------------------------------------------------------------------------------
+# discovery
+
+
+def _find_run_dirs(root: Path) -> list[Path]:
+    """Folders that look like run folders: named ``seed-<n>`` or holding a contract file.
+
+    ``<root>/report`` and hidden folders are skipped; a run folder's own subfolders (``tb/``) are
+    not searched.
+    """
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        if _SEED_DIR.match(here.name) or any(m in filenames for m in _MARKERS):
+            found.append(here)
+            dirnames[:] = []
+            continue
+        dirnames[:] = sorted(
+            d for d in dirnames if not d.startswith(".") and not (here == root and d == "report")
+        )
+    return sorted(found)
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        rel = path.relative_to(root)
+        return str(rel) if str(rel) != "." else str(path)
+    except ValueError:
+        return str(path)
+
+
+# --------------------------------------------------------------------------------------------
+# file readers (each raises ValueError naming the file)
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        raise ValueError(f"{path}: missing (a complete run must have it)")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: invalid JSON ({exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _parse_config(path: Path) -> dict:
+    cfg = _read_json(path)
+    missing = [k for k in _CONFIG_REQUIRED if k not in cfg]
+    if missing:
+        raise ValueError(f"{path}: missing required key(s) {missing}")
+    out = dict(cfg)
+    for key, typ in _CONFIG_REQUIRED.items():
+        val = cfg[key]
+        if typ is str:
+            if not isinstance(val, str) or not val:
+                raise ValueError(f"{path}: '{key}' must be a non-empty string, got {val!r}")
+        elif typ is int:
+            if not _is_number(val) or not math.isfinite(val) or float(val) != int(val):
+                raise ValueError(f"{path}: '{key}' must be an integer, got {val!r}")
+            out[key] = int(val)
+        else:
+            if not _is_number(val) or not math.isfinite(val):
+                raise ValueError(f"{path}: '{key}' must be a number, got {val!r}")
+            out[key] = float(val)
+    blp = cfg.get("behaviour_log_prob", "actual")
+    if not isinstance(blp, str) or not blp:
+        raise ValueError(f"{path}: 'behaviour_log_prob' must be a string, got {blp!r}")
+    out["behaviour_log_prob"] = blp
+    for key in _CONFIG_OPTIONAL_NUMBERS:
+        val = cfg.get(key)
+        if val is None:
+            out[key] = float("nan")
+        elif not _is_number(val):
+            raise ValueError(f"{path}: '{key}' must be a number or null, got {val!r}")
+        else:
+            out[key] = float(val)
+    return out
+
+
+def _read_csv(path: Path, required: tuple[str, ...], known: tuple[str, ...], kind: str) -> pd.DataFrame:
+    if not path.is_file():
+        raise ValueError(f"{path}: missing (a complete run must have it)")
+    try:
+        raw = pd.read_csv(path)
+    except pd.errors.EmptyDataError as exc:
+        raise ValueError(f"{path}: empty file, expected a CSV header with columns {list(required)}") from exc
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot parse CSV ({exc})") from exc
+    raw.columns = [str(c).strip() for c in raw.columns]
+    missing = [c for c in required if c not in raw.columns]
+    if missing:
+        raise ValueError(
+            f"{path}: missing required column(s) {missing}; found {list(raw.columns)}"
+        )
+    if len(raw) == 0:
+        raise ValueError(f"{path}: no data rows")
+    out = pd.DataFrame(index=raw.index)
+    for col in raw.columns:
+        if col not in known and col not in required:
+            continue  # columns added by a newer bench are ignored, not guessed at
+        values = pd.to_numeric(raw[col], errors="coerce")
+        bad = values.isna() & raw[col].notna()
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(
+                f"{path}: non-numeric value {raw[col].iloc[i]!r} in column '{col}' "
+                f"(data row {i + 1})"
+            )
+        out[col] = values.astype(float)
+    for col in _NO_MISSING[kind]:
+        if out[col].isna().any():
+            i = int(np.flatnonzero(out[col].isna().to_numpy())[0])
+            raise ValueError(f"{path}: empty value in required column '{col}' (data row {i + 1})")
+    return out
+
+
+def _parse_summary(path: Path) -> dict:
+    s = _read_json(path)
+    val = s.get("final_eval_return_mean")
+    if not _is_number(val):
+        raise ValueError(f"{path}: 'final_eval_return_mean' must be a number, got {val!r}")
+    out = {"final_eval_return_mean": float(val)}
+    for key in ("final_eval_return_std", "timesteps", "updates", "wall_time_s"):
+        v = s.get(key)
+        out[key if key != "timesteps" else "final_timesteps"] = float(v) if _is_number(v) else float("nan")
+    out["status"] = s.get("status")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# main entry point
+
+
+def _warn(msg: str, notes: list[str]) -> None:
+    notes.append(msg)
+    warnings.warn(msg, LoadWarning, stacklevel=3)
+
+
+def _list_paths(paths: list[Path], root: Path, limit: int = 20) -> str:
+    names = [_rel(p, root) for p in paths]
+    text = ", ".join(names[:limit])
+    if len(names) > limit:
+        text += f", ... and {len(names) - limit} more"
+    return text
+
+
+def load_runs(root: str | os.PathLike) -> LoadedRuns:
+    """Load every run folder under a suite root (e.g. ``runs/quick``).
+
+    Incomplete runs (no ``COMPLETE``) and failed runs (``FAILED``) are left out, listed in the
+    result and announced with a :class:`LoadWarning` naming their folders. A malformed file in a
+    complete run raises ``ValueError`` naming the file and the problem; so does a root with no run
+    folder or no complete run, and two complete runs with the same keys (env, algo, condition, seed).
+    """
+    root = Path(root)
+    if not root.exists():
+        raise ValueError(f"{root}: no such directory")
+    if not root.is_dir():
+        raise ValueError(f"{root}: not a directory")
+    run_dirs = _find_run_dirs(root)
+    if not run_dirs:
+        raise ValueError(
+            f"{root}: no run folders found (expected <env>/<algo>/<condition>/seed-<n>/ with config.json)"
+        )
+
+    notes: list[str] = []
+    incomplete: list[Path] = []
+    failed: list[Path] = []
+    complete: list[Path] = []
+    for d in run_dirs:
+        has_complete = (d / "COMPLETE").is_file()
+        has_failed = (d / "FAILED").exists()
+        if has_complete:
+            complete.append(d)
+            if has_failed:
+                _warn(f"{_rel(d, root)}: has both COMPLETE and FAILED; treated as complete "
+                      "(COMPLETE is written last, only on success)", notes)
+        elif has_failed:
+            failed.append(d)
+        else:
+            incomplete.append(d)
+
+    if incomplete:
+        _warn(f"left out {len(incomplete)} incomplete run(s) (no COMPLETE marker) under {root}: "
+              f"{_list_paths(incomplete, root)}", notes)
+    if failed:
+        _warn(f"left out {len(failed)} failed run(s) (FAILED marker) under {root}: "
+              f"{_list_paths(failed, root)}", notes)
+    if not complete:
+        raise ValueError(
+            f"{root}: no complete runs ({len(incomplete)} incomplete, {len(failed)} failed, "
+            f"of {len(run_dirs)} run folders)"
+        )
+
+    run_rows: list[dict] = []
+    eval_frames: list[pd.DataFrame] = []
+    progress_frames: list[pd.DataFrame] = []
+    configs: dict[str, dict] = {}
+    for d in complete:
+        cfg = _parse_config(d / "config.json")
+        summary = _parse_summary(d / "summary.json")
+        ev = _read_csv(d / "eval.csv", EVAL_REQUIRED, EVAL_KNOWN, "eval")
+        pr = _read_csv(d / "progress.csv", PROGRESS_REQUIRED, PROGRESS_KNOWN, "progress")
+        if summary["status"] not in (None, "complete"):
+            _warn(f"{d / 'summary.json'}: status is {summary['status']!r} although COMPLETE exists", notes)
+
+        keys = {k: cfg[k] for k in RUN_KEYS}
+        keys["condition"] = condition_label(
+            cfg["policy_lag"], cfg["action_noise"], cfg["replay"], cfg["behaviour_log_prob"]
+        )
+        keys["run_dir"] = str(d)
+        configs[str(d)] = cfg
+
+        ev = ev.sort_values("timesteps", kind="stable").drop_duplicates("timesteps", keep="last")
+        ev = ev.rename(columns={"eval_return_mean": "return", "eval_return_std": "return_std"})
+        eval_frames.append(ev.assign(**keys).reset_index(drop=True))
+        pr = pr.sort_values(["timesteps", "update"], kind="stable")
+        progress_frames.append(pr.assign(**keys).reset_index(drop=True))
+
+        row = dict(keys)
+        row.update({k: cfg[k] for k in ("total_timesteps",) + _CONFIG_OPTIONAL_NUMBERS})
+        row["suite"] = cfg.get("suite")
+        row.update({k: v for k, v in summary.items() if k != "status"})
+        row["last_eval_timesteps"] = float(ev["timesteps"].iloc[-1])
+        row["ess_mean"] = float(pr["ess_mean"].mean())
+        run_rows.append(row)
+
+    finals = pd.DataFrame(run_rows)
+    dup = finals[finals.duplicated(RUN_KEYS, keep=False)]
+    if not dup.empty:
+        groups = dup.groupby(RUN_KEYS, sort=True)["run_dir"].apply(list)
+        first_key, dirs = next(iter(groups.items()))
+        raise ValueError(
+            f"{len(groups)} run key(s) appear in more than one complete run folder, e.g. "
+            f"{dict(zip(RUN_KEYS, first_key))} in {dirs}; remove the duplicates before analysing"
+        )
+    suites = sorted({s for s in finals["suite"].dropna().unique()})
+    if len(suites) > 1:
+        _warn(f"{root}: runs from several suites are mixed: {suites}", notes)
+
+    key_cols = RUN_KEYS + ["condition", "run_dir"]
+    evals = pd.concat(eval_frames, ignore_index=True)
+    progress = pd.concat(progress_frames, ignore_index=True)
+    evals = evals[key_cols + [c for c in evals.columns if c not in key_cols]]
+    progress = progress[key_cols + [c for c in progress.columns if c not in key_cols]]
+
+    # AUC on a common step grid per env, so runs that log at different steps stay comparable.
+    aucs: dict[str, float] = {}
+    for _env, ev_env in evals.groupby("env", sort=True):
+        by_run = list(ev_env.groupby("run_dir", sort=False))
+        grid = common_grid([g["timesteps"].to_numpy() for _, g in by_run])
+        for run_dir, g in by_run:
+            curve = interpolate_to_grid(g["timesteps"].to_numpy(), g["return"].to_numpy(), grid)
+            aucs[run_dir] = _auc(grid, curve)
+    finals["auc"] = finals["run_dir"].map(aucs).astype(float)
+
+    sort_cols = RUN_KEYS
+    finals = finals.sort_values(sort_cols, kind="stable").reset_index(drop=True)
+    evals = evals.sort_values(sort_cols + ["timesteps"], kind="stable").reset_index(drop=True)
+    progress = progress.sort_values(sort_cols + ["timesteps"], kind="stable").reset_index(drop=True)
+    return LoadedRuns(
+        root=root, evals=evals, progress=progress, finals=finals, configs=configs,
+        incomplete=incomplete, failed=failed, notes=notes,
+    )

@@ -1,0 +1,269 @@
+"""Build the report of one suite: figures (PNG), tables (CSV, Markdown), ``report.md`` and
+``results.md`` (the tables only, for embedding in the project README).
+
+Command line: ``python -m analysis <suite_root> [--out DIR]`` (see :func:`main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from ._io import save_figure_atomic, write_csv_atomic, write_text_atomic  # noqa: E402
+from .load import LoadedRuns, LoadWarning, load_runs  # noqa: E402
+from .plots import algo_colors, plot_ess, plot_learning_curves, plot_noise, plot_staleness  # noqa: E402
+from .stats import DEFAULT_RESAMPLES  # noqa: E402
+from .tables import (  # noqa: E402
+    Aggregate,
+    aggregate_table,
+    condition_table,
+    format_aggregate_table,
+    format_condition_table,
+    format_references,
+    to_markdown,
+)
+
+__all__ = ["Report", "make_report", "main"]
+
+
+@dataclass
+class Report:
+    """What :func:`make_report` wrote and computed."""
+
+    out_dir: Path
+    report_md: Path
+    results_md: Path
+    figures: dict[str, Path]
+    tables: dict[str, Path]
+    runs: LoadedRuns
+    aggregate: Aggregate
+    conditions: pd.DataFrame
+    skipped: list[str] = field(default_factory=list)
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def _range_text(values: Sequence[int]) -> str:
+    vals = sorted(set(int(v) for v in values))
+    return str(vals[0]) if len(vals) == 1 else f"{vals[0]}-{vals[-1]}"
+
+
+def _setup_sentence(runs: LoadedRuns, agg: Aggregate) -> str:
+    f = runs.finals
+    per_group = f.groupby(["env", "algo", "condition"]).size()
+    seeds = sorted(f["seed"].unique())
+    budgets = []
+    for env, g in f.groupby("env", sort=True):
+        tt = sorted(g["total_timesteps"].unique())
+        budget = f"{int(tt[0]):,}" if len(tt) == 1 else f"{int(tt[0]):,}-{int(tt[-1]):,}"
+        budgets.append(f"{env} {budget}")
+    ep = f["eval_episodes"].dropna().unique()
+    ep_text = f" over {_range_text(ep)} deterministic episodes" if len(ep) else ""
+    return (
+        f"{len(f)} complete runs: {_range_text(per_group)} seed(s) per environment x algorithm x condition "
+        f"(seeds {', '.join(str(int(s)) for s in seeds)}). Budgets (`total_timesteps`, environment steps): "
+        f"{'; '.join(budgets)}. The final return is the last evaluation (`final_eval_return_mean` of "
+        f"`summary.json`{ep_text}); AUC is the trapezoid area under the evaluation curve divided by its "
+        f"step span (a mean return over training). {agg.normalization}"
+    )
+
+
+def _method_sentence(agg: Aggregate, confidence: float, n_resamples: int) -> str:
+    pct = round(confidence * 100)
+    return (
+        f"IQM = interquartile mean (`scipy.stats.trim_mean(x, 0.25)`) of the normalized scores of all runs "
+        f"of all environments (the AUC is normalized with the same random and reference scores); {pct}% CIs are percentile intervals of a stratified bootstrap "
+        f"({n_resamples} resamples, runs resampled within each environment). P(algorithm > "
+        f"{agg.baseline}) is P(X > Y) + 0.5 P(X = Y) for a run X of the algorithm and a run Y of "
+        f"{agg.baseline} at the same condition (Mann-Whitney U / (n_x n_y)), averaged over the "
+        f"environments where both ran, with a stratified bootstrap CI. With few seeds these intervals "
+        f"are approximate; read them as descriptive."
+    )
+
+
+def _left_out_section(runs: LoadedRuns) -> str:
+    lines = []
+    for label, paths in (("incomplete (no COMPLETE)", runs.incomplete), ("failed (FAILED)", runs.failed)):
+        for p in paths:
+            try:
+                rel = p.relative_to(runs.root)
+            except ValueError:
+                rel = p
+            lines.append(f"- `{rel}`: {label}")
+    for note in runs.notes:
+        if not note.startswith("left out"):
+            lines.append(f"- note: {note}")
+    return "\n".join(lines)
+
+
+def make_report(
+    root: str | Path,
+    out: str | Path | None = None,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | None = 0,
+    baseline: str = "ppo",
+    reference: str = "auto",
+    dpi: int = 120,
+) -> Report:
+    """Load ``root``, compute the tables, draw the figures and write everything into ``out``
+    (default ``<root>/report``). Every file is written atomically."""
+    root = Path(root)
+    out_dir = Path(out) if out is not None else root / "report"
+    runs = load_runs(root)
+    colors = algo_colors(runs.algos, baseline=baseline)
+    kw = dict(confidence=confidence, n_resamples=n_resamples, seed=seed)
+
+    conditions = condition_table(runs, baseline=baseline, **kw)
+    agg = aggregate_table(runs, baseline=baseline, reference=reference, **kw)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    figures: dict[str, Path] = {}
+    skipped: list[str] = []
+
+    def _save(name: str, fig) -> None:
+        try:
+            figures[name] = save_figure_atomic(fig, out_dir / name, dpi=dpi)
+        finally:
+            plt.close(fig)
+
+    for env in runs.envs:
+        _save(f"curves_{_safe_name(env)}.png", plot_learning_curves(runs, env, colors, **kw))
+    if runs.finals["policy_lag"].nunique() > 1:
+        _save("staleness.png", plot_staleness(runs, colors, **kw))
+    else:
+        skipped.append("staleness.png: only one policy lag was run")
+    if runs.finals["action_noise"].nunique() > 1:
+        _save("noise.png", plot_noise(runs, colors, **kw))
+    else:
+        skipped.append("noise.png: only one action-noise level was run")
+    _save("ess.png", plot_ess(runs, colors, **kw))
+
+    tables = {
+        "aggregate.csv": write_csv_atomic(agg.table, out_dir / "aggregate.csv"),
+        "references.csv": write_csv_atomic(agg.references, out_dir / "references.csv"),
+        "conditions.csv": write_csv_atomic(conditions, out_dir / "conditions.csv"),
+        "runs.csv": write_csv_atomic(runs.finals, out_dir / "runs.csv"),
+    }
+
+    agg_md = to_markdown(format_aggregate_table(agg, confidence), align="llrrlll") if not agg.table.empty \
+        else "_No environment could be normalized (no random_score / reference); see the table below._\n"
+    refs_md = to_markdown(format_references(agg.references), align="lrrlll")
+    cond_md = to_markdown(format_condition_table(conditions, confidence), align="lllrlllr")
+    setup = _setup_sentence(runs, agg)
+    method = _method_sentence(agg, confidence, n_resamples)
+    agg_notes = "".join(f"\n- {n}" for n in agg.notes)
+
+    results_md = (
+        "### Aggregate across environments\n\n" + agg_md + "\n" + method + "\n"
+        + (agg_notes + "\n" if agg_notes else "")
+        + "\n### Normalization\n\n" + refs_md
+        + "\n### Final return per environment, algorithm and condition\n\n" + cond_md
+        + f"\n{setup}\n"
+    )
+
+    suite = root.resolve().name
+    fig_md = []
+    curve_figs = [n for n in figures if n.startswith("curves_")]
+    fig_md.append("## Learning curves\n")
+    for name in curve_figs:
+        fig_md.append(f"![Learning curves: {name[7:-4]}]({name})\n")
+    if "staleness.png" in figures:
+        fig_md.append("## Staleness ablation: final return and AUC vs policy lag\n\n![Staleness ablation](staleness.png)\n")
+    if "noise.png" in figures:
+        fig_md.append("## Action-noise ablation\n\n![Action-noise ablation](noise.png)\n")
+    fig_md.append("## Effective sample size over training\n\n![ESS over training](ess.png)\n")
+    if skipped:
+        fig_md.append("Figures not drawn: " + "; ".join(skipped) + ".\n")
+    left_out = _left_out_section(runs)
+
+    report = (
+        f"# Results: suite `{suite}`\n\n"
+        f"Generated by `python -m analysis {root}` from the run folders under `{root}`.\n\n"
+        f"**Setup.** {setup}\n\n"
+        "## Aggregate across environments\n\n" + agg_md + "\n" + method + "\n"
+        + (agg_notes + "\n" if agg_notes else "")
+        + "\n### Normalization per environment\n\n" + refs_md + "\n"
+        + "\n".join(fig_md)
+        + "\n## Final return per environment, algorithm and condition\n\n" + cond_md
+        + "\n## Runs left out\n\n" + (left_out or "None: every run folder found is complete.") + "\n"
+    )
+    report_md = write_text_atomic(out_dir / "report.md", report)
+    results_path = write_text_atomic(out_dir / "results.md", results_md)
+    return Report(out_dir=out_dir, report_md=report_md, results_md=results_path, figures=figures,
+                  tables=tables, runs=runs, aggregate=agg, conditions=conditions, skipped=skipped)
+
+
+# --------------------------------------------------------------------------------------------
+# command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m analysis",
+        description="Learning curves, staleness ablations and an aggregate results table for one suite "
+                    "of runs (runs/<suite>/<env>/<algo>/<condition>/seed-<n>/).",
+    )
+    p.add_argument("suite_root", type=Path, help="suite folder, e.g. runs/quick")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default: <suite_root>/report)")
+    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                   help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap random seed (default 0)")
+    p.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
+    p.add_argument("--baseline", default="ppo", help="baseline algorithm for normalization and P(improvement)")
+    p.add_argument("--reference", choices=("auto", "baseline", "solved"), default="auto",
+                   help="normalization reference: baseline at lag 0 when present else solved_threshold "
+                        "(auto), only the baseline, or only solved_threshold")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.resamples < 1:
+        print("error: --resamples must be at least 1", file=sys.stderr)
+        return 1
+    if not 0 < args.confidence < 1:
+        print("error: --confidence must be in (0, 1)", file=sys.stderr)
+        return 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            rep = make_report(
+                args.suite_root, args.out, confidence=args.confidence, n_resamples=args.resamples,
+                seed=args.seed, baseline=args.baseline, reference=args.reference,
+            )
+            error = None
+        except ValueError as exc:
+            rep, error = None, exc
+    for w in caught:
+        kind = "" if issubclass(w.category, LoadWarning) else f" ({w.category.__name__})"
+        print(f"warning{kind}: {w.message}", file=sys.stderr)
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+    print(f"Aggregate across environments ({rep.aggregate.baseline} = baseline):\n")
+    if rep.aggregate.table.empty:
+        print("(no environment could be normalized)")
+    else:
+        print(to_markdown(format_aggregate_table(rep.aggregate, args.confidence), align="llrrlll"))
+    print(rep.aggregate.normalization)
+    for note in rep.aggregate.notes:
+        print(f"note: {note}")
+    print(f"\nWrote {len(rep.figures)} figure(s), tables and report.md to {rep.out_dir}")
+    return 0
