@@ -136,7 +136,8 @@ def test_on_policy_settings_reproduce_sb3_ppo_exactly():
     kwargs = dict(n_steps=32, batch_size=64, n_epochs=3, learning_rate=1e-3, gamma=0.98, gae_lambda=0.8, seed=3, device="cpu")
     rec_ours, rec_theirs = RecordRollouts(), RecordRollouts()
     # construct then learn one at a time: both seed the global RNGs at construction
-    ours = PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=4, seed=3), **kwargs)
+    # SB3's own (unfused) Adam, so that the updates can match to float rounding
+    ours = PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=4, seed=3), policy_kwargs=dict(optimizer_kwargs={}), **kwargs)
     ours.learn(32 * 4 * 3, callback=rec_ours)
     theirs = SB3PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=4, seed=3), **kwargs)
     theirs.learn(32 * 4 * 3, callback=rec_theirs)
