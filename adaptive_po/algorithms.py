@@ -56,7 +56,7 @@ def _with_fused_adam(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     gets it, so comparisons stay fair. A user's own optimizer settings are left alone."""
     kwargs = dict(policy_kwargs or {})
     if kwargs.get("optimizer_class", th.optim.Adam) is th.optim.Adam and "optimizer_kwargs" not in kwargs:
-        kwargs["optimizer_kwargs"] = {"fused": True}
+        kwargs["optimizer_kwargs"] = {"fused": True, "eps": 1e-5}  # SB3's eps for Adam in actor-critics
     return kwargs
 
 

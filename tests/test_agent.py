@@ -142,3 +142,12 @@ def test_decayed_schedules_stay_non_negative_when_the_budget_overshoots():
     model.add_update_listener(lambda stats: rates.append(stats["learning_rate"]))
     model.learn(300)
     assert model.num_timesteps == 320 and rates[-1] == 0.0 and min(rates) >= 0.0
+
+
+def test_default_optimizer_is_sb3_adam_fused():
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    defaults = ESSPO("MlpPolicy", env, device="cpu").policy.optimizer.defaults
+    assert isinstance(ESSPO("MlpPolicy", env, device="cpu").policy.optimizer, torch.optim.Adam)
+    assert defaults["fused"] is True and defaults["eps"] == 1e-5  # SB3's actor-critic Adam eps
+    custom = ESSPO("MlpPolicy", env, device="cpu", policy_kwargs=dict(optimizer_kwargs={"eps": 1e-7})).policy.optimizer.defaults
+    assert custom["eps"] == 1e-7 and not custom.get("fused")

@@ -137,7 +137,7 @@ def test_on_policy_settings_reproduce_sb3_ppo_exactly():
     rec_ours, rec_theirs = RecordRollouts(), RecordRollouts()
     # construct then learn one at a time: both seed the global RNGs at construction
     # SB3's own (unfused) Adam, so that the updates can match to float rounding
-    ours = PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=4, seed=3), policy_kwargs=dict(optimizer_kwargs={}), **kwargs)
+    ours = PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=4, seed=3), policy_kwargs=dict(optimizer_kwargs={"eps": 1e-5}), **kwargs)
     ours.learn(32 * 4 * 3, callback=rec_ours)
     theirs = SB3PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=4, seed=3), **kwargs)
     theirs.learn(32 * 4 * 3, callback=rec_theirs)
