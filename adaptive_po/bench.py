@@ -51,6 +51,7 @@ class Grid:
     out: str = "runs"
     suite_name: str | None = None
     envs_dir: str | None = None
+    executor: str = "local"
 
 
 def expand_grid(grid: Grid) -> list[RunSpec]:
@@ -60,6 +61,8 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
     comparable runs for the first environments.
     """
     suite = get_suite(grid.suite)
+    if grid.executor not in ("local", "ray"):
+        raise ValueError(f"unknown executor {grid.executor!r}; use local or ray")
     if not grid.envs:
         raise ValueError("no environments selected")
     if not grid.algos:
@@ -75,7 +78,10 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
         validate_off_policy_settings(lag, replay, noise, blp)
     if grid.timesteps is not None and (isinstance(grid.timesteps, bool) or grid.timesteps < 1):
         raise ValueError(f"timesteps must be a positive integer, got {grid.timesteps!r}")
-    device = resolve_device(grid.device)
+    # Ray workers resolve "auto" themselves: the driver may have no GPU while the workers do
+    device = grid.device if grid.executor == "ray" else resolve_device(grid.device)
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"unknown device {device!r}; use auto, cpu or cuda")
     suite_name = grid.suite_name or suite.name
 
     specs: list[RunSpec] = []
@@ -261,9 +267,11 @@ def run_sweep(
 
     if executor not in ("local", "ray"):
         raise ValueError(f"unknown executor {executor!r}; use local or ray")
-    workers = workers or os.cpu_count() or 1
-    if workers < 1:
+    if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers!r}")
+    if executor == "local":
+        workers = workers or os.cpu_count() or 1
+    # with Ray, no --workers means: as many runs at once as the cluster's resources allow
     result = SweepResult()
     started = time.time()
     todo = []

@@ -126,6 +126,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         out=args.out,
         suite_name=args.suite_name,
         envs_dir=args.envs_dir,
+        executor=args.executor,
     )
     specs = expand_grid(grid)
     print(f"suite {suite.name}: {suite.description}", file=sys.stderr)

@@ -1,0 +1,375 @@
+"""The sweep on a Ray cluster (``adaptive-po bench --executor ray``).
+
+Each run is one Ray task. The task runs :func:`adaptive_po.runner.execute_run` on a copy of the
+spec whose results root is a fresh temporary folder on the worker, packs the finished run folder
+(a tar.gz: a few kB for a classic-control run) and returns it with the outcome. The driver
+unpacks it into a hidden sibling of the run folder in its own ``--out`` and swaps it into place,
+so the results arrive whether or not the workers share a filesystem with the driver, and a run
+folder is only ever absent, the previous incomplete one, or the finished one.
+
+A worker lost mid-run (process killed, node gone) is a system failure: Ray runs the task again,
+at most ``max_retries`` times, each attempt in its own temporary folder, and only the attempt
+that returns lands. A run that raises or diverges is not retried: ``execute_run`` turns it into
+a ``failed`` outcome whose ``FAILED`` file lands like any other result. When the retries are
+spent the driver writes ``FAILED`` (with Ray's error) into the run folder and goes on.
+
+Without an address a local Ray instance is started for the sweep, bound to 127.0.0.1 only, and
+shut down at the end; with one (``auto``, ``ray://head:10001``, ``host:6379``) the driver
+connects to that cluster, whose workers need the same ``adaptive-po`` installed (and the
+environment YAML files: ``envs/`` beside the package, or ``$ADAPTIVE_PO_ENVS``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import logging
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+import time
+import uuid
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from adaptive_po.runner import FAILED, RunSpec, atomic_write_text, is_complete
+
+RAY_MISSING = "Ray is not installed: pip install 'adaptive-po[distributed]'"
+#: GPU share of one run when ``spec.device`` is CUDA and ``gpus_per_run`` is not given
+DEFAULT_GPU_FRACTION = 0.25
+#: worker-side temporary folders are named ``<prefix><pid>-<random>`` (stale ones are removed)
+ATTEMPT_PREFIX = "adaptive-po-ray-"
+#: if set in the workers' environment: a folder where each attempt leaves a small JSON record
+#: (pid, run, temporary folder). Tests use it to kill a worker mid-run; it is off otherwise.
+ATTEMPT_LOG_ENV = "ADAPTIVE_PO_RAY_ATTEMPT_LOG"
+#: seconds between ``on_tick`` calls (and the ``ray.wait`` timeout)
+TICK_S = 0.5
+
+ResultCallback = Callable[[RunSpec, dict[str, Any]], None]
+TickCallback = Callable[[list[RunSpec]], None]
+
+
+def check_ray_available() -> None:
+    """Raise ``ValueError`` with the install command if Ray cannot be imported."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ValueError(RAY_MISSING) from None
+
+
+# -- the worker side ------------------------------------------------------------------------------
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    try:  # a zombie is dead for our purposes
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
+def _remove_stale_attempts(root: Path) -> None:
+    """Remove attempt folders left by worker processes that died (a killed attempt's)."""
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(ATTEMPT_PREFIX):
+            continue
+        pid_text = entry.name[len(ATTEMPT_PREFIX) :].split("-", 1)[0]
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _note_attempt(spec: RunSpec, workdir: Path) -> None:
+    folder = os.environ.get(ATTEMPT_LOG_ENV)
+    if not folder:
+        return
+    record = {"pid": os.getpid(), "relative_dir": str(spec.relative_dir), "workdir": str(workdir), "started": time.time()}
+    atomic_write_text(Path(folder) / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.json", json.dumps(record))
+
+
+def _pack(folder: Path) -> bytes:
+    """The contents of ``folder`` as tar.gz bytes (paths relative to it)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
+        for child in sorted(folder.iterdir()):
+            tar.add(child, arcname=child.name)
+    return buffer.getvalue()
+
+
+def run_attempt(spec_data: dict[str, Any]) -> dict[str, Any]:
+    """One attempt at one run, on a worker: train into a private temporary folder, return it packed.
+
+    Returns ``{"outcome": execute_run's record, "archive": tar.gz bytes or None, "host", "pid"}``.
+    Only what escapes ``execute_run`` (it never raises) or packing can raise here.
+    """
+    from adaptive_po.runner import execute_run
+
+    root = Path(tempfile.gettempdir())
+    _remove_stale_attempts(root)
+    spec = RunSpec.from_dict(spec_data)
+    workdir = Path(tempfile.mkdtemp(prefix=f"{ATTEMPT_PREFIX}{os.getpid()}-", dir=root))
+    try:
+        local = dataclasses.replace(spec, out=str(workdir))
+        _note_attempt(spec, workdir)
+        outcome = execute_run(local)
+        archive = _pack(local.run_dir) if local.run_dir.is_dir() else None
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {"outcome": outcome, "archive": archive, "host": socket.gethostname(), "pid": os.getpid()}
+
+
+# -- the driver side ------------------------------------------------------------------------------
+def _extract(archive: bytes, dest: Path) -> None:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+        else:  # Python < 3.11.4: refuse anything that would leave dest
+            for member in tar.getmembers():
+                target = (dest / member.name).resolve()
+                if not (member.isfile() or member.isdir()) or dest.resolve() not in (target, *target.parents):
+                    raise ValueError(f"refusing archive member {member.name!r}")
+            tar.extractall(dest)
+
+
+def land(spec: RunSpec, archive: bytes) -> Path:
+    """Unpack a run folder archive into ``spec.run_dir``, replacing what was there, atomically.
+
+    The archive is unpacked into a hidden sibling (``.seed-N.incoming-*``) which is then renamed
+    into place; the previous folder is first renamed away (``.seed-N.old-*``) and then removed.
+    Hidden folders are ignored by the bench and by analysis, so an interruption never leaves a
+    half-written folder under the run's name.
+    """
+    final = spec.run_dir
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.incoming-", dir=final.parent))
+    try:
+        os.chmod(staging, 0o755)  # mkdtemp makes it private; results are meant to be shared
+        _extract(archive, staging)
+        if final.exists() or final.is_symlink():
+            old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
+            os.replace(final, old)
+            os.replace(staging, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
+
+
+def _record_failure(spec: RunSpec, error: str, detail: str) -> dict[str, Any]:
+    """Mark the driver's run folder failed (unless a complete run is there) and make the outcome."""
+    run_dir = spec.run_dir
+    if not is_complete(run_dir):
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(run_dir / FAILED, f"{error}\n{detail}\n")
+        except OSError:
+            pass
+    return {
+        "run_dir": str(run_dir),
+        "relative_dir": str(spec.relative_dir),
+        "status": "failed",
+        "error": error,
+        "traceback": detail,
+    }
+
+
+def _finish(spec: RunSpec, ref: Any, max_retries: int) -> dict[str, Any]:
+    """The driver's outcome for a finished task: its run folder landed, or the failure recorded."""
+    import ray
+
+    try:
+        reply = ray.get(ref)
+    except Exception as err:  # noqa: BLE001 - worker/node lost after the retries, or a bug in packing
+        lost = tuple(
+            getattr(ray.exceptions, name)
+            for name in ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ObjectLostError", "OutOfMemoryError")
+            if hasattr(ray.exceptions, name)
+        )
+        what = f"lost its worker on every attempt ({max_retries + 1} in all)" if isinstance(err, lost) else "failed"
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        return _record_failure(spec, f"Ray task {what}: {type(err).__name__}: {first}", str(err))
+    outcome = dict(reply["outcome"])
+    outcome.update(run_dir=str(spec.run_dir), relative_dir=str(spec.relative_dir), host=reply.get("host"))
+    if reply.get("archive") is None:  # execute_run could not even create its folder
+        error = str(outcome.get("error") or "the worker produced no run folder")
+        return {**outcome, **_record_failure(spec, error, str(outcome.get("traceback", "")))}
+    try:
+        land(spec, reply["archive"])
+    except Exception as err:  # noqa: BLE001 - e.g. the driver's disk is full
+        return _record_failure(spec, f"could not unpack the run folder from {reply.get('host')}: {err!r}", "")
+    return outcome
+
+
+_LOOPBACK_ENV = {
+    # Ray "resolves" 127.0.0.1 to the machine's routable address unless clusters are disabled;
+    # with the node address 127.0.0.1 every Ray server (GCS, raylet, workers, agents) binds to
+    # loopback only.
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+
+
+@contextlib.contextmanager
+def _loopback_only() -> Iterator[None]:
+    # ray.init of a new instance also sets RAY_AUTH_MODE=token in os.environ (its processes
+    # inherit it); restored afterwards so it does not leak into this process's later children
+    saved = {k: os.environ.get(k) for k in (*_LOOPBACK_ENV, "RAY_AUTH_MODE")}
+    os.environ.update(_LOOPBACK_ENV)
+    constants = None
+    try:
+        from ray._private import ray_constants as constants  # read at import; ray may be imported already
+    except ImportError:
+        pass
+    previous = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    if constants is not None and previous is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        if constants is not None and previous is not None:
+            constants.ENABLE_RAY_CLUSTER = previous
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _is_loopback(address: str) -> bool:
+    """Whether a Ray address (``host:port``, ``ray://host:port``) names this machine's loopback."""
+    rest = address.split("://", 1)[-1]
+    host = rest[1:].split("]", 1)[0] if rest.startswith("[") else rest.rsplit(":", 1)[0]
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def start_local_ray(num_cpus: int | None = None) -> str:
+    """Start a local Ray instance in this process, bound to 127.0.0.1 only; return its address.
+
+    ``ray.shutdown()`` stops it. Fails (after stopping it) if Ray did not take the loopback address.
+    """
+    import ray
+
+    with _loopback_only():
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+            _node_ip_address="127.0.0.1",
+        )
+    node_ip = ray.util.get_node_ip_address()
+    address = ray.get_runtime_context().gcs_address
+    if node_ip != "127.0.0.1" or not address.startswith("127.0.0.1:"):
+        ray.shutdown()
+        raise RuntimeError(f"the local Ray instance did not bind to loopback (node {node_ip}, GCS {address})")
+    return address
+
+
+def _num_gpus(spec: RunSpec, gpus_per_run: float | None) -> float:
+    if not (spec.device == "cuda" or spec.device.startswith("cuda:")):
+        return 0
+    return DEFAULT_GPU_FRACTION if gpus_per_run is None else gpus_per_run
+
+
+def run_ray(
+    specs: Sequence[RunSpec],
+    ray_address: str | None = None,
+    on_result: ResultCallback | None = None,
+    on_tick: TickCallback | None = None,
+    max_concurrent: int | None = None,
+    max_retries: int = 2,
+    cpus_per_run: float = 1,
+    gpus_per_run: float | None = None,
+) -> None:
+    """Run ``specs`` as Ray tasks; their run folders land in each spec's ``out`` on this machine.
+
+    ``ray_address``: None starts a local instance (loopback only) for the sweep and stops it at
+    the end; an address (``auto``, ``ray://host:10001``) connects to that cluster and disconnects
+    at the end. If Ray is already initialized in this process, that connection is used and kept.
+    ``on_result(spec, outcome)`` is called exactly once per spec, in this thread, after the run
+    folder has landed; ``outcome`` is ``execute_run``'s record with ``run_dir`` pointing here.
+    ``on_tick(running_specs)`` is called about every half second with the specs in flight.
+    ``max_concurrent`` caps the tasks in flight (None: all at once, Ray queues them).
+    ``max_retries``: attempts after a lost worker or node (not after a failed run).
+    ``cpus_per_run`` / ``gpus_per_run``: each task's resource request; GPUs only for CUDA runs
+    (default share 0.25 of a GPU).
+    """
+    check_ray_available()
+    import ray
+
+    if max_concurrent is not None and max_concurrent < 1:
+        raise ValueError(f"max_concurrent must be >= 1 or None, got {max_concurrent!r}")
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+    if not cpus_per_run > 0:
+        raise ValueError(f"cpus_per_run must be > 0, got {cpus_per_run!r}")
+    if gpus_per_run is not None and not gpus_per_run >= 0:
+        raise ValueError(f"gpus_per_run must be >= 0, got {gpus_per_run!r}")
+    keys = [str(s.run_dir) for s in specs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("two specs share a run folder")
+    if not specs:
+        return
+    on_result = on_result or (lambda spec, outcome: None)
+    on_tick = on_tick or (lambda active: None)
+
+    owned = local = False
+    if not ray.is_initialized():
+        if ray_address is None:
+            start_local_ray()
+            local = True
+        else:
+            # Ray rewrites a loopback address to the machine's routable one unless told not to
+            try:
+                with _loopback_only() if _is_loopback(ray_address) else contextlib.nullcontext():
+                    ray.init(address=ray_address, log_to_driver=False, logging_level=logging.WARNING)
+            except ConnectionError as err:  # the CLI reports a ValueError as a plain error line
+                cause = f" ({err.__cause__})" if err.__cause__ else ""  # e.g. the token-auth hint
+                raise ValueError(f"could not connect to the Ray cluster at {ray_address!r}: {err}{cause}") from err
+        owned = True
+    remote = ray.remote(run_attempt)
+    pending = deque(specs)
+    in_flight: dict[Any, RunSpec] = {}
+    try:
+        while pending or in_flight:
+            while pending and (max_concurrent is None or len(in_flight) < max_concurrent):
+                spec = pending.popleft()
+                ref = remote.options(
+                    name=f"adaptive-po {spec.relative_dir}",
+                    num_cpus=cpus_per_run,
+                    num_gpus=_num_gpus(spec, gpus_per_run),
+                    max_retries=max_retries,
+                    retry_exceptions=False,
+                ).remote(spec.to_dict())
+                in_flight[ref] = spec
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=TICK_S)
+            for ref in ready:
+                spec = in_flight.pop(ref)
+                on_result(spec, _finish(spec, ref, max_retries))
+            on_tick(list(in_flight.values()))
+    except BaseException:
+        for ref in in_flight:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        raise
+    finally:
+        if owned:
+            ray.shutdown()
+        if local:  # attempts cut short (interrupt, lost worker) leave their folders on this machine
+            _remove_stale_attempts(Path(tempfile.gettempdir()))
