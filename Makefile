@@ -11,7 +11,7 @@ export OMP_NUM_THREADS ?= 1
 .PHONY: setup test bench bench-full bench-atari plot perf readme clean-runs help
 
 help:
-	@echo "make bench       quick suite (CartPole, Acrobot; esspo vs ppo; lag 0 and 16; 3 seeds) + report"
+	@echo "make bench       quick suite (CartPole, Acrobot; esspo vs ppo; lag 0 and 16; 5 seeds) + report"
 	@echo "make test        the test suite"
 	@echo "make bench-full  classic suite: 5 envs x all algorithms x 5 seeds x lags x noise (hours)"
 	@echo "make bench-atari Atari suite on one GPU (CPU: smoke run)"

@@ -24,7 +24,7 @@ SUITES: dict[str, Suite] = {
         "quick",
         envs=("CartPole-v1", "Acrobot-v1"),
         algos=("esspo", "ppo"),
-        seeds=3,
+        seeds=5,
         lags=(0, 16),
         noise=(0.0,),
         replay=(0,),

@@ -237,8 +237,8 @@ def test_cli_reports_bad_input_before_compute(tmp_path):
         [sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--dry-run", "--out", str(tmp_path), "--device", "cpu"],
         capture_output=True, text=True, timeout=120,
     )
-    assert dry.returncode == 0 and "24 runs" in dry.stderr and "cost estimate" in dry.stderr
-    assert len(dry.stdout.strip().splitlines()) == 24
+    assert dry.returncode == 0 and "40 runs" in dry.stderr and "cost estimate" in dry.stderr
+    assert len(dry.stdout.strip().splitlines()) == 40
 
 
 def test_atari_smoke_run_on_cpu(tmp_path):
