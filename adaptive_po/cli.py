@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--lag", type=int, default=0, help="policy lag k: the actor is k updates old")
     train.add_argument("--noise", type=float, default=0.0, help="action-noise sigma on logits / means")
     train.add_argument("--replay", type=int, default=0, help="train also on the m previous batches")
-    train.add_argument("--behaviour-log-prob", default="actual", choices=None, help="actual (default) or policy")
+    train.add_argument("--behaviour-log-prob", default="actual", help="actual (default) or policy")
     train.add_argument("--suite", default="quick", help="suite whose budget applies (default: quick)")
     train.add_argument("--suite-name", default="train", help="results folder under --out (default: train)")
     _add_grid_flags(train)
