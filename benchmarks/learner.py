@@ -93,7 +93,7 @@ def main() -> None:
                 walls.append(time.perf_counter() - start)
                 mean, _ = evaluate_policy(model, make_vec_env("CartPole-v1", 10, 1000 + seed, "envpool", training=False), 20)
                 finals.append(mean)
-            print(f"{name:18s} {np.mean(finals):8.1f} {str([round(f, 1) for f in finals]):>30s} {np.mean(walls):8.1f}")
+            print(f"{name:18s} {np.mean(finals):8.1f} {str([round(float(f), 1) for f in finals]):>30s} {np.mean(walls):8.1f}")
 
 
 if __name__ == "__main__":
