@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -218,8 +219,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if outcome["status"] != "failed" else 1
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # SIGTERM (cluster schedulers, `kill`) stops a sweep as cleanly as Ctrl-C: workers are
+    # terminated, complete runs are kept, a rerun resumes. SIGINT is restored too, since a shell
+    # that starts us in the background without job control leaves it ignored.
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     handlers = {"train": _cmd_train, "bench": _cmd_bench, "list": _cmd_list, "readme": _cmd_readme, "_run": _cmd_run}
     try:
         return handlers[args.command](args)
