@@ -72,6 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _shared_grid_fields(args: argparse.Namespace) -> dict:
+    """The Grid fields that `train` and `bench` take from the same flags."""
+    return {
+        "timesteps": args.timesteps,
+        "device": args.device,
+        "backend": args.backend,
+        "out": args.out,
+        "suite_name": args.suite_name,
+        "envs_dir": args.envs_dir,
+    }
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from adaptive_po.bench import Grid, expand_grid
     from adaptive_po.runner import execute_run
@@ -86,12 +98,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             noise=[args.noise],
             replay=[args.replay],
             behaviour_log_prob=[args.behaviour_log_prob],
-            timesteps=args.timesteps,
-            device=args.device,
-            backend=args.backend,
-            out=args.out,
-            suite_name=args.suite_name,
-            envs_dir=args.envs_dir,
+            **_shared_grid_fields(args),
         )
     )
     spec = specs[0]
@@ -121,13 +128,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         noise=parse_list(args.noise, float, "--noise") or list(suite.noise),
         replay=parse_list(args.replay, int, "--replay") or list(suite.replay),
         behaviour_log_prob=parse_list(args.behaviour_log_prob, str, "--behaviour-log-prob") or ["actual"],
-        timesteps=args.timesteps,
-        device=args.device,
-        backend=args.backend,
-        out=args.out,
-        suite_name=args.suite_name,
-        envs_dir=args.envs_dir,
         executor=args.executor,
+        **_shared_grid_fields(args),
     )
     specs = expand_grid(grid)
     print(f"suite {suite.name}: {suite.description}", file=sys.stderr)

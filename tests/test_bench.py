@@ -256,3 +256,16 @@ def test_atari_smoke_run_on_cpu(tmp_path):
     assert list(progress["timesteps"]) == [1024, 2048]
     final = json.loads((spec.run_dir / "summary.json").read_text())["final_eval_return_mean"]
     assert -21 <= final <= 21  # a full, unclipped Pong game
+
+
+def test_train_cli_one_run(tmp_path):
+    cmd = [sys.executable, "-m", "adaptive_po", "train", "--env", "CartPole-v1", "--algo", "esspo-cap-only", "--lag", "1",
+           "--noise", "0.3", "--timesteps", "512", "--out", str(tmp_path), "--device", "cpu"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "train/CartPole-v1/esspo-cap-only/lag1_noise0.3_replay0/seed-0"
+    assert (run_dir / COMPLETE).is_file() and "final evaluation return" in result.stdout
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["algo_kwargs"] == {"ess_regularizer": False} and config["action_noise"] == 0.3
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0 and "already complete" in again.stdout
