@@ -36,7 +36,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
 from adaptive_po.buffers import BehaviourRolloutBuffer, StoredRollout, behaviour_param_dim, compute_gae
-from adaptive_po.collector import BehaviourRecording, Collector, distribution_params, kl_to_behaviour
+from adaptive_po.collector import BehaviourRecording, Collector, kl_to_behaviour, validate_off_policy_settings
 from adaptive_po.objectives import KL_FORMS, NEEDS_PROXIMAL, STAT_KEYS, PolicyBatch, get_objective
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
@@ -121,14 +121,14 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         self.objective_name = objective or self.default_objective
         self.objective_fn = get_objective(self.objective_name)
         self.objective_kwargs = dict(objective_kwargs or {})
-        # plain settings are saved with the model; the collector itself is rebuilt in _setup_model
+        # plain settings are saved with the model; the collector is built from them in _setup_model
+        validate_off_policy_settings(policy_lag, replay, action_noise, behaviour_log_prob)
         self.collector_settings = {
             "policy_lag": policy_lag,
             "replay": replay,
             "action_noise": action_noise,
             "behaviour_log_prob": behaviour_log_prob,
         }
-        self.collector = Collector(**self.collector_settings, seed=seed)
         super().__init__(
             policy,
             env,

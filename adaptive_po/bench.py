@@ -309,12 +309,12 @@ def run_sweep(
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=console, disable=not show_progress, refresh_per_second=2) as progress:
-        sweep_task = progress.add_task("sweep", total=total_steps, detail=f"0/{len(todo)} runs, 0 failed")
-        run_tasks: dict[str, Any] = {}
-
         def detail() -> str:
             done = len(result.complete) + len(result.skipped)
             return f"{done}/{len(specs)} runs done, {len(result.failed)} failed, {len(result.skipped)} skipped"
+
+        sweep_task = progress.add_task("sweep", total=total_steps, detail=detail())
+        run_tasks: dict[str, Any] = {}
 
         def on_result(spec: RunSpec, outcome: dict[str, Any]) -> None:
             nonlocal finished_steps

@@ -195,11 +195,3 @@ class Collector:
         if self._actor is not None:
             self._snapshots.append(self._snapshot(policy))
             self._actor.load_state_dict(self._snapshots[0])
-
-    def state_summary(self) -> dict[str, float | int | str]:
-        return {
-            "policy_lag": self.policy_lag,
-            "replay": self.replay,
-            "action_noise": self.action_noise,
-            "behaviour_log_prob": self.behaviour_log_prob,
-        }
