@@ -20,7 +20,7 @@ from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.evaluation import evaluate_policy
 
 from adaptive_po import ESSPO, PPO
-from adaptive_po.envs import make_vec_env
+from adaptive_po.environments import make_vec_env
 
 ZOO = dict(n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8)
 

@@ -14,7 +14,7 @@ Rows (8 envs each, uniformly random actions, pre-generated so RNG cost is exclud
   C++ calls, without envpool's Python conversion layer (our adapter uses these calls too).
   With nothing but two C++ calls per step its speed is bimodal on a busy 2-core machine
   (the worker thread either spins on a free core or must be woken), hence off by default.
-* ``adaptive_po envpool``     - :class:`adaptive_po.envs.EnvpoolVecEnv` (SB3 ``VecEnv`` with
+* ``adaptive_po envpool``     - :class:`adaptive_po.environments.EnvpoolVecEnv` (SB3 ``VecEnv`` with
   same-step resets, terminal observations and episode statistics), fed int64 actions as
   SB3 policies produce them.
 * ``gymnasium SyncVectorEnv`` / ``AsyncVectorEnv`` - gymnasium's own vector envs.
@@ -74,7 +74,7 @@ def build_runners(env_id: str, seed: int, actions: np.ndarray, floor: bool = Fal
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    from adaptive_po import envs as E
+    from adaptive_po import environments as E
 
     atari = E.is_atari(env_id)
     n = N_ENVS
@@ -173,7 +173,7 @@ Row = tuple[str, float, float, float, "float | None", "tuple[float, float] | Non
 
 
 def bench_env(env_id: str, args: argparse.Namespace) -> tuple[list[Row], str]:
-    from adaptive_po import envs as E
+    from adaptive_po import environments as E
 
     rng = np.random.default_rng(0)
     atari = E.is_atari(env_id)

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from adaptive_po.bench import Grid, expand_grid, run_sweep, seeds_from
-from adaptive_po.config import DEFAULT_ENVS_DIR, ConfigError, available_envs, get_env_config, load_env_config
-from adaptive_po.runner import COMPLETE, EVAL_COLUMNS, FAILED, PROGRESS_COLUMNS, RunSpec, execute_run
+from adaptive_po.harness.sweep import Grid, expand_grid, run_sweep, seeds_from
+from adaptive_po.harness.config import DEFAULT_ENVS_DIR, ConfigError, available_envs, get_env_config, load_env_config
+from adaptive_po.harness.runner import COMPLETE, EVAL_COLUMNS, FAILED, PROGRESS_COLUMNS, RunSpec, execute_run
 
 ROOT = Path(__file__).resolve().parents[1]
 

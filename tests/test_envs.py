@@ -1,4 +1,4 @@
-"""Tests for adaptive_po.envs: both backends on real envpool / gymnasium environments.
+"""Tests for adaptive_po.environments: both backends on real envpool / gymnasium environments.
 
 envpool and gymnasium draw initial states from different RNGs, so cross-backend checks
 compare *semantics*: shapes and dtypes, dynamics consistency of every transition (the
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from stable_baselines3.common.monitor import Monitor
 
-from adaptive_po.envs import (
+from adaptive_po.environments import (
     ATARI_FRAME_STACK,
     EnvpoolVecEnv,
     atari_ids,
@@ -489,7 +489,7 @@ def test_breakout_life_loss_is_done_but_the_game_continues(backend):
 def test_atari_time_limit_truncates_the_whole_game(backend, monkeypatch):
     """With a 60-step limit (instead of 27,000) a random Breakout game is cut mid-game:
     truncated (not terminated), whole-game statistics, then a full reset."""
-    import adaptive_po.envs as envs_module
+    import adaptive_po.environments.core as envs_module
 
     monkeypatch.setattr(envs_module, "ATARI_MAX_EPISODE_STEPS", 60)
     venv = make_vec_env("Breakout-v5", 1, seed=0, backend=backend, training=True)

@@ -37,10 +37,10 @@ except ImportError:
     _restore_auth_mode_env()
     pytest.skip("Ray is not installed: pip install 'adaptive-po[distributed]'", allow_module_level=True)
 
-from adaptive_po import ray_executor  # noqa: E402
-from adaptive_po.bench import Grid, expand_grid, run_sweep  # noqa: E402
-from adaptive_po.ray_executor import ATTEMPT_LOG_ENV, check_ray_available, land, run_ray  # noqa: E402
-from adaptive_po.runner import COMPLETE, FAILED, RunSpec, atomic_write_text  # noqa: E402
+from adaptive_po.harness import ray_executor  # noqa: E402
+from adaptive_po.harness.sweep import Grid, expand_grid, run_sweep  # noqa: E402
+from adaptive_po.harness.ray_executor import ATTEMPT_LOG_ENV, check_ray_available, land, run_ray  # noqa: E402
+from adaptive_po.harness.runner import COMPLETE, FAILED, RunSpec, atomic_write_text  # noqa: E402
 
 TIME_COLUMNS = {"time_elapsed"}
 GRID = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo", "ppo"], seeds=[0, 1], lags=[0, 2], noise=[0.0], replay=[0])
@@ -89,7 +89,7 @@ def _restore_auth_mode():
 
 HEAD_SCRIPT = """
 import sys
-from adaptive_po.ray_executor import start_local_ray
+from adaptive_po.harness.ray_executor import start_local_ray
 print(start_local_ray(num_cpus=2), flush=True)
 sys.stdin.read()  # until the test closes the pipe
 import ray

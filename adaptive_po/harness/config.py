@@ -14,7 +14,7 @@ from typing import Any, Callable
 import yaml
 
 #: where the suite's YAML files live: ``$ADAPTIVE_PO_ENVS``, else ``envs/`` beside the package
-DEFAULT_ENVS_DIR = Path(os.environ.get("ADAPTIVE_PO_ENVS", Path(__file__).resolve().parent.parent / "envs"))
+DEFAULT_ENVS_DIR = Path(os.environ.get("ADAPTIVE_PO_ENVS", Path(__file__).resolve().parents[2] / "envs"))
 
 #: hyper-parameters an env file may set, with their checks; the algorithm's own defaults
 #: (SB3's PPO defaults) apply to the rest

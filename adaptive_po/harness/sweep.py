@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from adaptive_po.collector import validate_off_policy_settings
-from adaptive_po.config import ConfigError, get_env_config
-from adaptive_po.registry import get_algorithm
-from adaptive_po.runner import (
+from adaptive_po.harness.config import ConfigError, get_env_config
+from adaptive_po.harness.registry import get_algorithm
+from adaptive_po.harness.runner import (
     FAILED,
     STATUS_FILE,
     RunSpec,
@@ -30,7 +30,7 @@ from adaptive_po.runner import (
     resolve_backend,
     resolve_device,
 )
-from adaptive_po.suites import get_suite
+from adaptive_po.harness.suites import get_suite
 
 
 @dataclass
@@ -129,7 +129,7 @@ MLP_SECONDS_PER_MILLION = 250.0
 
 def describe_grid(specs: Sequence[RunSpec]) -> str:
     """A dry-run listing: the runs per environment, and a cost estimate (steps x measured speed)."""
-    from adaptive_po.config import get_env_config
+    from adaptive_po.harness.config import get_env_config
 
     lines = [f"{len(specs)} runs"]
     by_env: dict[str, list[RunSpec]] = {}
@@ -346,7 +346,7 @@ def run_sweep(
         if executor == "local":
             run_local(todo, workers, on_result, on_tick)
         else:
-            from adaptive_po.ray_executor import run_ray
+            from adaptive_po.harness.ray_executor import run_ray
 
             run_ray(todo, ray_address=ray_address, on_result=on_result, on_tick=on_tick, max_concurrent=workers)
     result.wall_time_s = time.time() - started

@@ -1,6 +1,6 @@
 """The sweep on a Ray cluster (``adaptive-po bench --executor ray``).
 
-Each run is one Ray task. The task runs :func:`adaptive_po.runner.execute_run` on a copy of the
+Each run is one Ray task. The task runs :func:`adaptive_po.harness.runner.execute_run` on a copy of the
 spec whose results root is a fresh temporary folder on the worker, packs the finished run folder
 (a tar.gz: a few kB for a classic-control run) and returns it with the outcome. The driver
 unpacks it into a hidden sibling of the run folder in its own ``--out`` and swaps it into place,
@@ -37,7 +37,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from adaptive_po.runner import FAILED, RunSpec, atomic_write_text, is_complete
+from adaptive_po.harness.runner import FAILED, RunSpec, atomic_write_text, is_complete
 
 RAY_MISSING = "Ray is not installed: pip install 'adaptive-po[distributed]'"
 #: GPU share of one run when ``spec.device`` is CUDA and ``gpus_per_run`` is not given
@@ -114,7 +114,7 @@ def run_attempt(spec_data: dict[str, Any]) -> dict[str, Any]:
     Returns ``{"outcome": execute_run's record, "archive": tar.gz bytes or None, "host", "pid"}``.
     Only what escapes ``execute_run`` (it never raises) or packing can raise here.
     """
-    from adaptive_po.runner import execute_run
+    from adaptive_po.harness.runner import execute_run
 
     root = Path(tempfile.gettempdir())
     _remove_stale_attempts(root)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adaptive_po.registry import ALGORITHMS
+from adaptive_po.harness.registry import ALGORITHMS
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ def resolve_device(device: str) -> str:
 
 def resolve_backend(env_ids: dict[str, str], backend: str) -> tuple[str, str]:
     """(backend, id) for a suite entry: ``auto`` prefers envpool where it supports the id."""
-    from adaptive_po.envs import available_backends
+    from adaptive_po.environments import available_backends
 
     if backend not in ("auto", "envpool", "gymnasium"):
         raise ValueError(f"unknown backend {backend!r}; use auto, envpool or gymnasium")
@@ -170,8 +170,8 @@ def resolve_backend(env_ids: dict[str, str], backend: str) -> tuple[str, str]:
 
 def config_for(spec: RunSpec) -> dict[str, Any]:
     """The resolved configuration written to ``config.json`` (and compared on resume)."""
-    from adaptive_po.config import get_env_config, hyperparams_for_json
-    from adaptive_po.registry import get_algorithm
+    from adaptive_po.harness.config import get_env_config, hyperparams_for_json
+    from adaptive_po.harness.registry import get_algorithm
 
     env_cfg = get_env_config(spec.env, spec.envs_dir)
     algo = get_algorithm(spec.algo)
@@ -284,9 +284,9 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.vec_env import VecNormalize, sync_envs_normalization
 
-    from adaptive_po.config import get_env_config
-    from adaptive_po.envs import make_vec_env
-    from adaptive_po.registry import get_algorithm
+    from adaptive_po.harness.config import get_env_config
+    from adaptive_po.environments import make_vec_env
+    from adaptive_po.harness.registry import get_algorithm
 
     device = resolve_device(spec.device)
     if device == "cpu":

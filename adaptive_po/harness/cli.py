@@ -85,8 +85,8 @@ def _shared_grid_fields(args: argparse.Namespace) -> dict:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from adaptive_po.bench import Grid, expand_grid
-    from adaptive_po.runner import execute_run
+    from adaptive_po.harness.sweep import Grid, expand_grid
+    from adaptive_po.harness.runner import execute_run
 
     specs = expand_grid(
         Grid(
@@ -115,8 +115,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from adaptive_po.bench import Grid, describe_grid, expand_grid, iter_failed, parse_list, run_sweep, seeds_from
-    from adaptive_po.suites import get_suite
+    from adaptive_po.harness.sweep import Grid, describe_grid, expand_grid, iter_failed, parse_list, run_sweep, seeds_from
+    from adaptive_po.harness.suites import get_suite
 
     suite = get_suite(args.suite)
     grid = Grid(
@@ -139,7 +139,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             print(spec.relative_dir)
         return 0
     if args.executor == "ray":
-        from adaptive_po.ray_executor import check_ray_available
+        from adaptive_po.harness.ray_executor import check_ray_available
 
         check_ray_available()
     result = run_sweep(specs, workers=args.workers, executor=args.executor, ray_address=args.ray_address, show_progress=not args.no_progress)
@@ -161,9 +161,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(_: argparse.Namespace) -> int:
-    from adaptive_po.config import available_envs, load_env_config
-    from adaptive_po.registry import ALGORITHMS
-    from adaptive_po.suites import SUITES
+    from adaptive_po.harness.config import available_envs, load_env_config
+    from adaptive_po.harness.registry import ALGORITHMS
+    from adaptive_po.harness.suites import SUITES
 
     print("environments (envs/*.yaml):")
     for name, path in available_envs().items():
@@ -211,7 +211,7 @@ def _cmd_readme(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from adaptive_po.runner import atomic_write_text, execute_run
+    from adaptive_po.harness.runner import atomic_write_text, execute_run
 
     spec = json.loads(Path(args.spec).read_text())
     outcome = execute_run(spec)

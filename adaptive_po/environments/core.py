@@ -47,7 +47,7 @@ screens are otherwise bit-identical (tested on Pong).
 
 Example::
 
-    from adaptive_po.envs import make_vec_env
+    from adaptive_po.environments import make_vec_env
     venv = make_vec_env("CartPole-v1", n_envs=8, seed=0)           # envpool
     venv = make_vec_env("ALE/Pong-v5", 8, 0, backend="gymnasium")  # Atari on gymnasium
 """
@@ -251,7 +251,7 @@ def _unknown_id_message(env_id: str) -> str:
         f"Unknown environment id {env_id!r}.{hint} "
         f"Classic control / Box2D (envpool and gymnasium): {', '.join(ENVPOOL_CLASSIC_IDS)}. "
         f"Atari: '<Game>-v5' or 'ALE/<Game>-v5' for {len(atari_ids())} games, e.g. Pong-v5, Breakout-v5 "
-        "(adaptive_po.envs.atari_ids() lists them). "
+        "(adaptive_po.environments.atari_ids() lists them). "
         "With backend='gymnasium' any id registered with gymnasium works."
     )
 
