@@ -37,17 +37,13 @@ from torch.nn import functional as F
 
 from adaptive_po.buffers import BehaviourRolloutBuffer, StoredRollout, behaviour_param_dim, compute_gae
 from adaptive_po.collector import BehaviourRecording, Collector, kl_to_behaviour, validate_off_policy_settings
-from adaptive_po.objectives import KL_FORMS, NEEDS_PROXIMAL, STAT_KEYS, PolicyBatch, get_objective
+from adaptive_po.hyperparams import check_hyperparams
+from adaptive_po.objectives import KL_FORMS, PolicyBatch, batch_statistics, get_objective, objective_statistics
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
 
 #: forward passes over stored data are chunked to bound memory (CNN observations are large)
 _FORWARD_CHUNK = 4096
-
-
-def _check_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _with_fused_adam(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
@@ -65,9 +61,11 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
 
     Constructor arguments follow SB3's PPO (units and defaults as there), plus:
 
-    :param objective: name in :data:`adaptive_po.objectives.OBJECTIVES`.
-    :param objective_kwargs: keyword arguments of the objective; values may be schedules
-        (callables of the remaining progress, 1 -> 0), evaluated once per update.
+    :param objective: an algorithm name in :data:`adaptive_po.objectives.OBJECTIVES`; its entry
+        declares what the loss needs (analytic KL with gradient, proximal log-probs).
+    :param objective_kwargs: keyword arguments of the objective, over the entry's fixed ones;
+        values may be schedules (callables of the remaining progress, 1 -> 0), evaluated once
+        per update.
     :param policy_lag: the actor acts with the parameters from this many updates ago.
     :param replay: each update also trains on this many previous rollout batches.
     :param action_noise: std of the Gaussian noise added to the actor's logits / means.
@@ -79,7 +77,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         "CnnPolicy": ActorCriticCnnPolicy,
         "MultiInputPolicy": MultiInputActorCriticPolicy,
     }
-    default_objective: ClassVar[str] = "ess"
+    default_objective: ClassVar[str] = "esspo"
     rollout_buffer: BehaviourRolloutBuffer
 
     def __init__(
@@ -110,17 +108,16 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         device: th.device | str = "auto",
         _init_setup_model: bool = True,
     ) -> None:
-        _check_positive_int("batch_size", batch_size)
-        _check_positive_int("n_steps", n_steps)
-        _check_positive_int("n_epochs", n_epochs)
-        for name, value in (("gamma", gamma), ("gae_lambda", gae_lambda)):
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
+        check_hyperparams(
+            learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs, gamma=gamma,
+            gae_lambda=gae_lambda, normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm,
+        )
         if normalize_advantage and batch_size < 2:
             raise ValueError(f"batch_size must be > 1 when normalize_advantage=True, got {batch_size!r}")
         self.objective_name = objective or self.default_objective
-        self.objective_fn = get_objective(self.objective_name)
-        self.objective_kwargs = dict(objective_kwargs or {})
+        self.objective_spec = get_objective(self.objective_name)
+        self.objective_kwargs = {**self.objective_spec.kwargs, **(objective_kwargs or {})}
         # plain settings are saved with the model; the collector is built from them in _setup_model
         validate_off_policy_settings(policy_lag, replay, action_noise, behaviour_log_prob)
         self.collector_settings = {
@@ -334,7 +331,8 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         return values, distribution.log_prob(actions), distribution.entropy(), distribution
 
     @th.no_grad()
-    def _proximal_log_prob(self, data: dict[str, th.Tensor]) -> th.Tensor:
+    def _log_prob(self, data: dict[str, th.Tensor]) -> th.Tensor:
+        """log pi_theta(a|s) of every stored transition under the current parameters."""
         out = []
         for start in range(0, len(data["actions"]), _FORWARD_CHUNK):
             obs = data["observations"][start : start + _FORWARD_CHUNK]
@@ -350,21 +348,24 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         return {k: (v(progress) if callable(v) else v) for k, v in self._objective_schedules.items()}
 
     def train(self) -> None:
-        """One update: recompute advantages, then ``n_epochs`` passes of minibatch gradient steps."""
+        """One update: recompute advantages, then ``n_epochs`` passes of minibatch gradient steps.
+
+        The loop gives the objective what its registry entry declares (the analytic KL to the
+        behaviour policy with gradient, the proximal log-probs) and computes the statistics every
+        algorithm reports the same way (:func:`~adaptive_po.objectives.batch_statistics`).
+        """
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         objective_arguments = self._objective_arguments()
-        needs_kl = objective_arguments.get("kl", "analytic") == "analytic" and self.objective_name == "ess"
+        spec = self.objective_spec
 
         current = self.rollout_buffer.freeze(copy=self.collector.replay > 0)
         batches = self.collector.training_batches(current)
         data = self._training_data(batches)
-        if self.objective_name in NEEDS_PROXIMAL:
-            data["proximal_log_prob"] = self._proximal_log_prob(data)
+        start_log_prob = self._log_prob(data)  # the proximal policy: the learner before this update
         n_samples = len(data["advantages"])
 
-        stat_rows: list[th.Tensor] = []
-        pg_losses, value_losses, entropy_losses = [], [], []
+        stat_rows: list[dict[str, th.Tensor]] = []
         loss = th.zeros(())
         for _epoch in range(self.n_epochs):
             permutation = th.as_tensor(np.random.permutation(n_samples), device=self.device)
@@ -375,16 +376,16 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
                 advantages = data["advantages"][idx]
                 if self.normalize_advantage and len(advantages) > 1:
                     advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-                behaviour_params = data["behaviour_params"][idx]
-                kl_values = kl_to_behaviour(distribution, behaviour_params) if needs_kl else None
+                with th.set_grad_enabled(spec.needs_kl):
+                    kl_values = kl_to_behaviour(distribution, data["behaviour_params"][idx])
                 batch = PolicyBatch(
                     log_prob=log_prob,
                     behaviour_log_prob=data["behaviour_log_prob"][idx],
                     advantages=advantages,
                     kl_behaviour=kl_values,
-                    proximal_log_prob=data["proximal_log_prob"][idx] if "proximal_log_prob" in data else None,
+                    proximal_log_prob=start_log_prob[idx] if spec.needs_proximal else None,
                 )
-                output = self.objective_fn(batch, **objective_arguments)
+                output = spec.loss(batch, **objective_arguments)
                 value_loss = F.mse_loss(data["returns"][idx], values)
                 entropy_loss = -th.mean(entropy) if entropy is not None else -th.mean(-log_prob)
                 loss = output.loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
@@ -394,62 +395,53 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
                 th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
                 self.policy.optimizer.step()
 
-                stat_rows.append(th.stack([output.stats[k].to(th.float64) for k in STAT_KEYS]))
-                value_losses.append(value_loss.detach())
-                entropy_losses.append(entropy_loss.detach())
+                row = {**batch_statistics(batch), **objective_statistics(output)}
+                row["value_loss"] = value_loss.detach().to(th.float64)
+                row["entropy"] = -entropy_loss.detach().to(th.float64)
+                stat_rows.append(row)
             self._n_updates += 1
 
+        log_ratio = self._log_prob(data) - start_log_prob
+        approx_kl = float(((th.exp(log_ratio) - 1.0) - log_ratio).mean())
         self.collector.after_update(self.policy, current)
-        self._record_update(stat_rows, value_losses, entropy_losses, loss, data, objective_arguments)
+        self._record_update(stat_rows, approx_kl, loss, data, objective_arguments)
 
-    def _record_update(self, stat_rows, value_losses, entropy_losses, loss, data, objective_arguments) -> None:  # type: ignore[no-untyped-def]
-        stats_matrix = th.stack(stat_rows).cpu().numpy()
-        column = {k: stats_matrix[:, i] for i, k in enumerate(STAT_KEYS)}
+    def _record_update(self, stat_rows, approx_kl, loss, data, objective_arguments) -> None:  # type: ignore[no-untyped-def]
+        """Reduce the minibatch statistics to the update's, log them as ``train/<name>``, tell the
+        listeners. The names are those of the run-folder contract's progress columns."""
+        column = {k: th.stack([row[k] for row in stat_rows]).cpu().numpy() for k in stat_rows[0]}
         n_fresh = self.rollout_buffer.buffer_size * self.rollout_buffer.n_envs
         explained_var = explained_variance(
             data["values"][:n_fresh].cpu().numpy(), data["returns"][:n_fresh].cpu().numpy()
         )
-        stats = {
+        stats: dict[str, float] = {
             "ess": float(column["ess"].mean()),
             "ess_min": float(column["ess"].min()),
             "cap_fraction": float(column["cap_fraction"].mean()),
             "kl_behaviour": float(column["kl_behaviour"].mean()),
+            "kl_behaviour_sampled": float(column["kl_behaviour_sampled"].mean()),
             "kl_weight": float(column["kl_weight"].mean()),
+            "approx_kl": approx_kl,
             "ratio_max": float(column["ratio_max"].max()),
             "ratio_mean": float(column["ratio_mean"].mean()),
             "ratio_above_2": float(column["ratio_above_2"].mean()),
-            "policy_gradient_loss": float(column["policy_loss"].mean()),
-            "value_loss": float(th.stack(value_losses).mean()),
-            "entropy_loss": float(th.stack(entropy_losses).mean()),
-            "loss": float(loss.detach()),
+            "policy_loss": float(column["policy_loss"].mean()),
+            "value_loss": float(column["value_loss"].mean()),
+            "entropy": float(column["entropy"].mean()),
             "explained_variance": float(explained_var),
             "learning_rate": float(self.policy.optimizer.param_groups[0]["lr"]),
-            "n_samples": int(len(data["advantages"])),
-            "acting_update": self.collector.acting_snapshot_update,
+            "loss": float(loss.detach()),
         }
-        for key in (
-            "ess",
-            "ess_min",
-            "cap_fraction",
-            "kl_behaviour",
-            "kl_weight",
-            "ratio_max",
-            "ratio_mean",
-            "ratio_above_2",
-            "policy_gradient_loss",
-            "value_loss",
-            "entropy_loss",
-            "loss",
-            "explained_variance",
-        ):
-            self.logger.record(f"train/{key}", stats[key])
+        for key, value in stats.items():
+            self.logger.record(f"train/{key}", value)
         if "clip_range" in objective_arguments:
             self.logger.record("train/clip_range", objective_arguments["clip_range"])
-            self.logger.record("train/clip_fraction", stats["cap_fraction"])
         if hasattr(self.policy, "log_std"):
             self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         self.logger.record("train/policy_lag", self.collector.policy_lag)
+        stats["n_samples"] = int(len(data["advantages"]))
+        stats["acting_update"] = self.collector.acting_snapshot_update
         self.last_update_stats = stats
         for listener in self._update_listeners:
             listener(stats)
@@ -537,7 +529,7 @@ class ESSPO(BatchPolicyOptimization):
             ent_coef=ent_coef,
             vf_coef=vf_coef,
             max_grad_norm=max_grad_norm,
-            objective="ess",
+            objective="esspo",
             objective_kwargs={"kl": kl, "cap": ess_cap, "regularizer": ess_regularizer},
             policy_lag=policy_lag,
             replay=replay,
@@ -557,8 +549,7 @@ class _ClippedBase(BatchPolicyOptimization):
     """Shared constructor of the clipped baselines (``clip_range`` may be a schedule)."""
 
     def __init__(self, policy, env, *, clip_range: float | Schedule = 0.2, objective: str, extra: dict[str, Any] | None = None, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        if not callable(clip_range) and not (isinstance(clip_range, (int, float)) and clip_range > 0):
-            raise ValueError(f"clip_range must be > 0 or a schedule, got {clip_range!r}")
+        check_hyperparams(clip_range=clip_range)
         self.clip_range = clip_range
         super().__init__(policy, env, objective=objective, objective_kwargs={"clip_range": clip_range, **(extra or {})}, **kwargs)
 
@@ -571,7 +562,7 @@ class PPO(_ClippedBase):
 
     def __init__(self, policy, env, learning_rate=3e-4, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.99, gae_lambda=0.95, clip_range=0.2, normalize_advantage=True, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(
-            policy, env, clip_range=clip_range, objective="ppo_clip", learning_rate=learning_rate, n_steps=n_steps,
+            policy, env, clip_range=clip_range, objective="ppo", learning_rate=learning_rate, n_steps=n_steps,
             batch_size=batch_size, n_epochs=n_epochs, gamma=gamma, gae_lambda=gae_lambda,
             normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
             max_grad_norm=max_grad_norm, **kwargs,
@@ -587,7 +578,7 @@ class DecoupledPPO(_ClippedBase):
 
     def __init__(self, policy, env, learning_rate=3e-4, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.99, gae_lambda=0.95, clip_range=0.2, is_truncation: float = 1.0, normalize_advantage=True, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(
-            policy, env, clip_range=clip_range, objective="decoupled_ppo", extra={"is_truncation": is_truncation},
+            policy, env, clip_range=clip_range, objective="decoupled-ppo", extra={"is_truncation": is_truncation},
             learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs, gamma=gamma,
             gae_lambda=gae_lambda, normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
             max_grad_norm=max_grad_norm, **kwargs,

@@ -14,7 +14,12 @@ Conventions
 * ``advantages``: ``(B,)`` advantage estimates (already normalized if the agent normalizes).
 * Ratios are always formed in log space: rho = exp(log pi_theta - log pi_b).
 * Every objective returns an :class:`ObjectiveOutput`: the scalar loss to *minimize* and a dict of
-  detached 0-dim statistics (the same keys for every objective, so runs can be compared).
+  detached 0-dim statistics of its own (``cap_fraction``, ``kl_weight``, ``policy_loss``; those it
+  leaves out default to 0, 0 and the loss). The statistics of the batch itself (ESS, ratios, KL
+  to the behaviour policy) are computed once by the training loop, :func:`batch_statistics`.
+* Objectives are pure and vmap-friendly: no data-dependent Python branches, no ``.item()``.
+* :data:`OBJECTIVES` is the registry: one :class:`ObjectiveSpec` per algorithm name, declaring
+  what the training loop must give the loss. Adding an objective is one function and one entry.
 
 This module imports torch only.
 """
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Any, Callable, Literal, Mapping
 
 import torch
 from torch import Tensor
@@ -159,25 +164,26 @@ def ratio_statistics(log_ratio: Tensor, ess: Tensor | None = None) -> dict[str, 
         }
 
 
-def _kl_statistic(batch: PolicyBatch) -> Tensor:
-    """Mean KL(pi_theta || pi_b): analytic when available, else the sampled estimate."""
-    with torch.no_grad():
-        if batch.kl_behaviour is not None:
-            return batch.kl_behaviour.detach().mean().to(torch.float64)
-        return sampled_kl(batch.log_prob.detach(), batch.behaviour_log_prob).mean().to(torch.float64)
+def batch_statistics(batch: PolicyBatch) -> dict[str, Tensor]:
+    """Detached float64 statistics of a minibatch that every algorithm reports, whatever its loss.
 
-
-def _unregularized_statistics(batch: PolicyBatch, log_ratio: Tensor, cap_fraction: Tensor, loss: Tensor) -> dict[str, Tensor]:
-    """The statistics of an objective without a KL term (its ``kl_weight`` is 0)."""
-    stats = ratio_statistics(log_ratio)
+    ``ess``, ``ratio_max``, ``ratio_mean``, ``ratio_above_2`` of pi_theta/pi_b; ``kl_behaviour``, the
+    analytic KL(pi_theta || pi_b) (needs ``batch.kl_behaviour``); ``kl_behaviour_sampled``, the
+    sampled estimator :func:`sampled_kl` at the taken actions (biased off-policy: the actions come
+    from pi_b, not pi_theta).
+    """
+    if batch.kl_behaviour is None:
+        raise ValueError("batch_statistics needs batch.kl_behaviour (the analytic KL to the behaviour policy)")
     with torch.no_grad():
-        stats.update(
-            cap_fraction=cap_fraction.detach().to(torch.float64),
-            kl_behaviour=_kl_statistic(batch),
-            kl_weight=stats["ess"].new_zeros(()),
-            policy_loss=loss.detach().to(torch.float64),
-        )
+        log_prob = batch.log_prob.detach()
+        stats = ratio_statistics(log_prob - batch.behaviour_log_prob)
+        stats["kl_behaviour"] = batch.kl_behaviour.detach().mean().to(torch.float64)
+        stats["kl_behaviour_sampled"] = sampled_kl(log_prob, batch.behaviour_log_prob).mean().to(torch.float64)
     return stats
+
+
+def _detached(value: Tensor) -> Tensor:
+    return value.detach().to(torch.float64)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -222,13 +228,11 @@ def ess_policy_loss(
         kl_values = sampled_kl(batch.log_prob, batch.behaviour_log_prob)
     loss = policy_term + kl_weight * kl_values.mean() if regularizer else policy_term
 
-    stats = ratio_statistics(log_ratio, ess)
-    stats.update(
-        cap_fraction=capped,
-        kl_behaviour=_kl_statistic(batch),
-        kl_weight=(1.0 - ess) if regularizer else ess.new_zeros(()),
-        policy_loss=policy_term.detach().to(torch.float64),
-    )
+    stats = {
+        "cap_fraction": capped,
+        "kl_weight": (1.0 - ess) if regularizer else ess.new_zeros(()),
+        "policy_loss": _detached(policy_term),
+    }
     return ObjectiveOutput(loss, stats)
 
 
@@ -249,7 +253,7 @@ def ppo_clip_loss(batch: PolicyBatch, *, clip_range: float = 0.2) -> ObjectiveOu
     )
     loss = -surrogate.mean()
     clipped = ((ratio.detach() - 1.0).abs() > clip_range).to(torch.float64).mean()
-    return ObjectiveOutput(loss, _unregularized_statistics(batch, log_ratio, clipped, loss))
+    return ObjectiveOutput(loss, {"cap_fraction": clipped})
 
 
 def decoupled_ppo_loss(
@@ -278,7 +282,7 @@ def decoupled_ppo_loss(
     )
     loss = -(behaviour_weight * surrogate).mean()
     clipped = ((prox_ratio.detach() - 1.0).abs() > clip_range).to(torch.float64).mean()
-    return ObjectiveOutput(loss, _unregularized_statistics(batch, batch.log_prob - batch.behaviour_log_prob, clipped, loss))
+    return ObjectiveOutput(loss, {"cap_fraction": clipped})
 
 
 def truncated_is_loss(batch: PolicyBatch, *, is_truncation: float = 1.0) -> ObjectiveOutput:
@@ -295,38 +299,79 @@ def truncated_is_loss(batch: PolicyBatch, *, is_truncation: float = 1.0) -> Obje
         weight = ratio.clamp(max=is_truncation).to(batch.log_prob.dtype)
     loss = -(weight * batch.log_prob * batch.advantages).mean()
     truncated = (ratio > is_truncation).to(torch.float64).mean()
-    return ObjectiveOutput(loss, _unregularized_statistics(batch, log_ratio, truncated, loss))
+    return ObjectiveOutput(loss, {"cap_fraction": truncated})
 
 
 Objective = Callable[..., ObjectiveOutput]
 
-#: name -> objective. Adding an objective is one function above and one entry here.
-OBJECTIVES: dict[str, Objective] = {
-    "ess": ess_policy_loss,
-    "ppo_clip": ppo_clip_loss,
-    "decoupled_ppo": decoupled_ppo_loss,
-    "truncated_is": truncated_is_loss,
+#: the statistics an objective may report about itself; :func:`objective_statistics` fills gaps
+OBJECTIVE_STATISTICS: tuple[str, ...] = ("cap_fraction", "kl_weight", "policy_loss")
+
+
+def objective_statistics(output: ObjectiveOutput) -> dict[str, Tensor]:
+    """The objective's own statistics, detached float64, with the defaults for those it leaves out:
+    ``cap_fraction`` 0 (nothing capped), ``kl_weight`` 0 (no KL term), ``policy_loss`` the loss."""
+    loss = _detached(output.loss)
+    defaults = {"cap_fraction": loss.new_zeros(()), "kl_weight": loss.new_zeros(()), "policy_loss": loss}
+    return {k: _detached(output.stats[k]) if k in output.stats else defaults[k] for k in OBJECTIVE_STATISTICS}
+
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """A registered objective: the loss, its fixed settings, and what the training loop owes it.
+
+    :param loss: the objective function, ``loss(batch, **kwargs) -> ObjectiveOutput``.
+    :param description: one line for ``adaptive-po list`` and ``config.json``.
+    :param kwargs: fixed keyword arguments (ablation switches such as ``regularizer=False``).
+    :param needs_kl: the loss uses ``batch.kl_behaviour``, so it is computed *with* gradient (the
+        loop always computes it, detached, for the ``kl_behaviour`` statistic).
+    :param needs_proximal: the loss uses ``batch.proximal_log_prob`` (the learner at the start of
+        the update); the loop fills it only for objectives that declare it.
+    :param tuned: names of environment-tuned hyper-parameters (fields of
+        :class:`adaptive_po.hyperparams.Hyperparams`, e.g. ``clip_range``) that the bench passes
+        to the loss as keyword arguments, from each environment's config.
+    """
+
+    loss: Objective
+    description: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    needs_kl: bool = False
+    needs_proximal: bool = False
+    tuned: tuple[str, ...] = ()
+
+
+#: algorithm name -> objective. Adding an objective is one function above and one entry here.
+OBJECTIVES: dict[str, ObjectiveSpec] = {
+    "esspo": ObjectiveSpec(
+        ess_policy_loss, "ESS objective: weight capped at e_B, (1 - e_B) analytic KL to the behaviour policy", needs_kl=True
+    ),
+    "esspo-cap-only": ObjectiveSpec(
+        ess_policy_loss, "ablation: the e_B cap without the KL regularizer", {"regularizer": False}, needs_kl=True
+    ),
+    "esspo-reg-only": ObjectiveSpec(
+        ess_policy_loss, "ablation: the (1 - e_B) KL regularizer with the uncapped importance weight", {"cap": False}, needs_kl=True
+    ),
+    "esspo-sampled-kl": ObjectiveSpec(
+        ess_policy_loss, "ESS objective with the reference code's sampled KL estimator", {"kl": "sampled"}
+    ),
+    "ppo": ObjectiveSpec(ppo_clip_loss, "PPO, Zoo-tuned clip, clipping against the behaviour policy", tuned=("clip_range",)),
+    "decoupled-ppo": ObjectiveSpec(
+        decoupled_ppo_loss,
+        "decoupled PPO: clip against the proximal policy, behaviour weight truncated at 1",
+        needs_proximal=True,
+        tuned=("clip_range",),
+    ),
+    "tis-pg": ObjectiveSpec(
+        truncated_is_loss,
+        "score-function gradient with importance weight truncated at a fixed 1 (no KL, no clip)",
+        {"is_truncation": 1.0},
+    ),
 }
 
-#: objectives that need ``PolicyBatch.proximal_log_prob``
-NEEDS_PROXIMAL: frozenset[str] = frozenset({"decoupled_ppo"})
 
-#: the statistics every objective returns
-STAT_KEYS: tuple[str, ...] = (
-    "ess",
-    "ratio_max",
-    "ratio_mean",
-    "ratio_above_2",
-    "cap_fraction",
-    "kl_behaviour",
-    "kl_weight",
-    "policy_loss",
-)
-
-
-def get_objective(name: str) -> Objective:
-    """Look up an objective by name; a clear error lists the known ones."""
+def get_objective(name: str) -> ObjectiveSpec:
+    """Look up a registered objective; a clear error lists the known ones."""
     try:
         return OBJECTIVES[name]
     except KeyError:
-        raise ValueError(f"unknown objective {name!r}; known: {sorted(OBJECTIVES)}") from None
+        raise ValueError(f"unknown algorithm {name!r}; available: {sorted(OBJECTIVES)}") from None

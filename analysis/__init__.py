@@ -1,8 +1,10 @@
-"""Analysis of the run folders written by the bench (contract: ``runs/README.md``).
+"""Analysis of the run folders written by the bench.
 
-Reads only ``config.json``, ``progress.csv``, ``eval.csv``, ``summary.json`` and the
-``COMPLETE``/``FAILED`` markers; never imports the training package, so results copied from
-another machine can be analysed as they are.
+The run-folder contract is :mod:`adaptive_po.harness.contract` (file names, columns and their
+meaning, condition naming, markers, atomic writes; shown in ``runs/README.md``). Analysis reads
+only the contract's files (``config.json``, ``progress.csv``, ``eval.csv``, ``summary.json`` and
+the ``COMPLETE``/``FAILED`` markers) and imports nothing of the training package but that
+torch-free module, so results copied from another machine can be analysed as they are.
 
 * :mod:`analysis.load`: :func:`load_runs` -> :class:`LoadedRuns` (tidy eval / progress / finals frames)
 * :mod:`analysis.stats`: IQM, bootstrap and stratified bootstrap CIs, probability of improvement,

@@ -1,8 +1,9 @@
-"""Read the run folders the bench writes (see ``runs/README.md``) into tidy pandas frames.
+"""Read the run folders the bench writes into tidy pandas frames.
 
-Only the files of the contract are read (``config.json``, ``progress.csv``, ``eval.csv``,
-``summary.json`` and the ``COMPLETE``/``FAILED`` markers); nothing from the training package is
-imported, so results copied from another machine can be analysed as they are. Keys come from
+Every schema fact (file names, columns, config keys, markers, condition naming) comes from
+:mod:`adaptive_po.harness.contract`, the one run-folder contract (documented in ``runs/README.md``);
+nothing else of the training package is imported (the contract imports the standard library only),
+so results copied from another machine can be analysed as they are. Keys come from
 ``config.json``, never from folder names.
 """
 
@@ -20,6 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from adaptive_po.harness import contract
+
 from .stats import auc as _auc
 from .stats import common_grid, interpolate_to_grid
 
@@ -29,52 +32,41 @@ __all__ = [
     "LoadWarning",
     "LoadedRuns",
     "load_runs",
-    "condition_label",
     "pretty_condition",
 ]
 
-#: Columns that identify a run (one row per run in ``finals``).
-RUN_KEYS = ["env", "algo", "policy_lag", "action_noise", "replay", "behaviour_log_prob", "seed"]
+#: Columns that identify a run (one row per run in ``finals``); the contract's RUN_KEYS as a list.
+RUN_KEYS = list(contract.RUN_KEYS)
 #: Columns that identify an experimental condition (everything but env, algo and seed).
-CONDITION_KEYS = ["policy_lag", "action_noise", "replay", "behaviour_log_prob"]
+CONDITION_KEYS = list(contract.CONDITION_KEYS)
 
 _SEED_DIR = re.compile(r"^seed-\d+$")
-_MARKERS = ("config.json", "COMPLETE", "FAILED")
+_MARKERS = (contract.CONFIG_FILE, contract.COMPLETE, contract.FAILED)
 
-# name -> (python type check, converter)
-_CONFIG_REQUIRED = {
-    "env": str,
-    "algo": str,
-    "seed": int,
-    "policy_lag": int,
-    "action_noise": float,
-    "replay": int,
-    "total_timesteps": int,
-}
-_CONFIG_OPTIONAL_NUMBERS = ("random_score", "solved_threshold", "eval_episodes", "eval_freq", "n_envs")
 
-EVAL_REQUIRED = ("timesteps", "eval_return_mean")
-EVAL_KNOWN = ("timesteps", "eval_return_mean", "eval_return_std", "eval_episodes")
-PROGRESS_REQUIRED = ("update", "timesteps", "ess_mean")
-PROGRESS_KNOWN = (
-    "update", "timesteps", "episodes", "time_elapsed", "rollout_return_mean", "rollout_length_mean",
-    "ess_mean", "ess_min", "cap_fraction", "kl_behaviour", "ratio_max", "ratio_mean", "ratio_above_2",
-    "policy_loss", "value_loss", "entropy", "learning_rate",
-)
-# columns that must have a value in every row (others may be empty, e.g. rollout_return_mean early on)
-_NO_MISSING = {"eval": ("timesteps", "eval_return_mean"), "progress": ("update", "timesteps")}
+@dataclass(frozen=True)
+class _CsvSchema:
+    """What the loader checks in one CSV file of the contract, derived from its ``Column`` list."""
+
+    required: tuple[str, ...]  # the file is malformed without these columns
+    known: tuple[str, ...]  # columns read; others (from a newer bench) are ignored
+    always: tuple[str, ...]  # every row has a value (others may be empty, e.g. no episode yet)
+
+    @classmethod
+    def of(cls, columns) -> "_CsvSchema":
+        return cls(
+            required=tuple(c.name for c in columns if c.required),
+            known=contract.column_names(columns),
+            always=tuple(c.name for c in columns if c.always),
+        )
+
+
+_EVAL = _CsvSchema.of(contract.EVAL_COLUMNS)
+_PROGRESS = _CsvSchema.of(contract.PROGRESS_COLUMNS)
 
 
 class LoadWarning(UserWarning):
     """Runs left out (incomplete or failed) or other anomalies found while loading."""
-
-
-def condition_label(policy_lag: int, action_noise: float, replay: int, behaviour_log_prob: str = "actual") -> str:
-    """The contract's condition string, built from values: ``lag4_noise0.5_replay0[_blp-policy]``."""
-    label = f"lag{int(policy_lag)}_noise{format(float(action_noise), 'g')}_replay{int(replay)}"
-    if behaviour_log_prob != "actual":
-        label += f"_blp-{behaviour_log_prob}"
-    return label
 
 
 def pretty_condition(policy_lag: int, action_noise: float, replay: int, behaviour_log_prob: str = "actual") -> str:
@@ -94,11 +86,11 @@ class LoadedRuns:
     * ``evals``: one row per evaluation: run keys, ``condition``, ``run_dir``, ``timesteps``,
       ``return`` (eval_return_mean), ``return_std``, ``eval_episodes``.
     * ``progress``: one row per update: run keys, ``condition``, ``run_dir`` and the numeric
-      columns of ``progress.csv`` (``ess_mean``, ``ratio_max``, ...).
+      columns of ``progress.csv`` (``ess``, ``ratio_max``, ...).
     * ``finals``: one row per complete run: run keys, ``condition``, ``run_dir``, config values
       (``total_timesteps``, ``random_score``, ``solved_threshold``, ...), summary values
       (``final_eval_return_mean``, ...), ``auc`` (mean eval return over training: trapezoid on the
-      env's common step grid divided by the step span) and ``ess_mean`` (mean over updates).
+      env's common step grid divided by the step span) and ``ess`` (mean over updates).
     * ``incomplete`` / ``failed``: run folders left out (no ``COMPLETE``; ``FAILED``).
     * ``notes``: other anomalies (also emitted as :class:`LoadWarning`).
     """
@@ -181,11 +173,11 @@ def _is_number(x: Any) -> bool:
 
 def _parse_config(path: Path) -> dict:
     cfg = _read_json(path)
-    missing = [k for k in _CONFIG_REQUIRED if k not in cfg]
+    missing = [k for k in contract.CONFIG_REQUIRED if k not in cfg]
     if missing:
         raise ValueError(f"{path}: missing required key(s) {missing}")
     out = dict(cfg)
-    for key, typ in _CONFIG_REQUIRED.items():
+    for key, typ in contract.CONFIG_REQUIRED.items():
         val = cfg[key]
         if typ is str:
             if not isinstance(val, str) or not val:
@@ -202,7 +194,7 @@ def _parse_config(path: Path) -> dict:
     if not isinstance(blp, str) or not blp:
         raise ValueError(f"{path}: 'behaviour_log_prob' must be a string, got {blp!r}")
     out["behaviour_log_prob"] = blp
-    for key in _CONFIG_OPTIONAL_NUMBERS:
+    for key in contract.CONFIG_NUMBERS:
         val = cfg.get(key)
         if val is None:
             out[key] = float("nan")
@@ -213,7 +205,8 @@ def _parse_config(path: Path) -> dict:
     return out
 
 
-def _read_csv(path: Path, required: tuple[str, ...], known: tuple[str, ...], kind: str) -> pd.DataFrame:
+def _read_csv(path: Path, schema: _CsvSchema) -> pd.DataFrame:
+    required, known = schema.required, schema.known
     if not path.is_file():
         raise ValueError(f"{path}: missing (a complete run must have it)")
     try:
@@ -243,11 +236,15 @@ def _read_csv(path: Path, required: tuple[str, ...], known: tuple[str, ...], kin
                 f"(data row {i + 1})"
             )
         out[col] = values.astype(float)
-    for col in _NO_MISSING[kind]:
+    for col in schema.always:
         if out[col].isna().any():
             i = int(np.flatnonzero(out[col].isna().to_numpy())[0])
             raise ValueError(f"{path}: empty value in required column '{col}' (data row {i + 1})")
     return out
+
+
+# summary.json keys that would clash with a config.json value of the same name in ``finals``
+_SUMMARY_RENAME = {"timesteps": "final_timesteps", "eval_episodes": "final_eval_episodes"}
 
 
 def _parse_summary(path: Path) -> dict:
@@ -256,9 +253,11 @@ def _parse_summary(path: Path) -> dict:
     if not _is_number(val):
         raise ValueError(f"{path}: 'final_eval_return_mean' must be a number, got {val!r}")
     out = {"final_eval_return_mean": float(val)}
-    for key in ("final_eval_return_std", "timesteps", "updates", "wall_time_s"):
+    for key in contract.SUMMARY_REQUIRED:
+        if key in out or key == "status":
+            continue
         v = s.get(key)
-        out[key if key != "timesteps" else "final_timesteps"] = float(v) if _is_number(v) else float("nan")
+        out[_SUMMARY_RENAME.get(key, key)] = float(v) if _is_number(v) else float("nan")
     out["status"] = s.get("status")
     return out
 
@@ -296,7 +295,7 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
     run_dirs = _find_run_dirs(root)
     if not run_dirs:
         raise ValueError(
-            f"{root}: no run folders found (expected <env>/<algo>/<condition>/seed-<n>/ with config.json)"
+            f"{root}: no run folders found (expected <env>/<algo>/<condition>/seed-<n>/ with {contract.CONFIG_FILE})"
         )
 
     notes: list[str] = []
@@ -304,8 +303,8 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
     failed: list[Path] = []
     complete: list[Path] = []
     for d in run_dirs:
-        has_complete = (d / "COMPLETE").is_file()
-        has_failed = (d / "FAILED").exists()
+        has_complete = contract.is_complete(d)
+        has_failed = (d / contract.FAILED).exists()
         if has_complete:
             complete.append(d)
             if has_failed:
@@ -333,15 +332,15 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
     progress_frames: list[pd.DataFrame] = []
     configs: dict[str, dict] = {}
     for d in complete:
-        cfg = _parse_config(d / "config.json")
-        summary = _parse_summary(d / "summary.json")
-        ev = _read_csv(d / "eval.csv", EVAL_REQUIRED, EVAL_KNOWN, "eval")
-        pr = _read_csv(d / "progress.csv", PROGRESS_REQUIRED, PROGRESS_KNOWN, "progress")
+        cfg = _parse_config(d / contract.CONFIG_FILE)
+        summary = _parse_summary(d / contract.SUMMARY_FILE)
+        ev = _read_csv(d / contract.EVAL_FILE, _EVAL)
+        pr = _read_csv(d / contract.PROGRESS_FILE, _PROGRESS)
         if summary["status"] not in (None, "complete"):
-            _warn(f"{d / 'summary.json'}: status is {summary['status']!r} although COMPLETE exists", notes)
+            _warn(f"{d / contract.SUMMARY_FILE}: status is {summary['status']!r} although COMPLETE exists", notes)
 
         keys = {k: cfg[k] for k in RUN_KEYS}
-        keys["condition"] = condition_label(
+        keys["condition"] = contract.condition_name(
             cfg["policy_lag"], cfg["action_noise"], cfg["replay"], cfg["behaviour_log_prob"]
         )
         keys["run_dir"] = str(d)
@@ -354,11 +353,11 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
         progress_frames.append(pr.assign(**keys).reset_index(drop=True))
 
         row = dict(keys)
-        row.update({k: cfg[k] for k in ("total_timesteps",) + _CONFIG_OPTIONAL_NUMBERS})
+        row.update({k: cfg[k] for k in ("total_timesteps",) + tuple(contract.CONFIG_NUMBERS)})
         row["suite"] = cfg.get("suite")
         row.update({k: v for k, v in summary.items() if k != "status"})
         row["last_eval_timesteps"] = float(ev["timesteps"].iloc[-1])
-        row["ess_mean"] = float(pr["ess_mean"].mean())
+        row["ess"] = float(pr["ess"].mean())
         run_rows.append(row)
 
     finals = pd.DataFrame(run_rows)

@@ -1,8 +1,9 @@
 """Figures: learning curves, staleness (policy lag) and action-noise ablations, ESS over training.
 
 Every function returns a matplotlib ``Figure`` (Agg backend) and leaves saving to the caller
-(:func:`analysis._io.save_figure_atomic`). Colours are fixed per algorithm through one palette
-(:func:`algo_colors`) shared by all figures; legends sit below the axes, outside the data.
+(:func:`analysis.report.make_report` saves them atomically). Colours are fixed per algorithm
+through one palette (:func:`algo_colors`) shared by all figures; legends sit below the axes,
+outside the data.
 """
 
 from __future__ import annotations
@@ -284,7 +285,7 @@ def plot_ess(
     runs: LoadedRuns, colors: dict[str, tuple], confidence: float = 0.95,
     n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, max_points: int = 200,
 ):
-    """Normalized ESS (``ess_mean`` of progress.csv) over training: one panel per env x algorithm,
+    """Normalized ESS (``ess`` of progress.csv) over training: one panel per env x algorithm,
     one line per policy lag (mean over seeds, bootstrap CI band), noise/replay at baseline."""
     envs = runs.envs
     algos = [a for a in colors if a in set(runs.finals["algo"])]
@@ -308,7 +309,7 @@ def plot_ess(
                 g = g_algo[g_algo["policy_lag"] == lag]
                 if g.empty:
                     continue
-                band = curve_band(g, "ess_mean", grid, confidence, n_resamples, seed)
+                band = curve_band(g, "ess", grid, confidence, n_resamples, seed)
                 ax.plot(grid, band["mean"], color=lag_colors[lag], lw=1.6)
                 ax.fill_between(grid, band["low"], band["high"], color=lag_colors[lag], alpha=0.2, lw=0)
             ax.set_title(f"{env}: {algo}", fontsize=10, color=colors[algo], fontweight="bold")

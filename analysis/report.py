@@ -7,6 +7,7 @@ Command line: ``python -m analysis <suite_root> [--out DIR]`` (see :func:`main`)
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import warnings
@@ -21,7 +22,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ._io import save_figure_atomic, write_csv_atomic, write_text_atomic  # noqa: E402
+from adaptive_po.harness.contract import atomic_write, atomic_write_text  # noqa: E402
+
 from .load import LoadedRuns, LoadWarning, load_runs  # noqa: E402
 from .plots import algo_colors, plot_ess, plot_learning_curves, plot_noise, plot_staleness  # noqa: E402
 from .stats import DEFAULT_RESAMPLES  # noqa: E402
@@ -36,6 +38,17 @@ from .tables import (  # noqa: E402
 )
 
 __all__ = ["Report", "make_report", "main"]
+
+
+# Every output goes through the contract's atomic write: a reader (or a second analysis run)
+# never sees a half-written figure or table.
+def _save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
+    """Save a matplotlib figure as PNG (the format is explicit: the temporary name has no .png)."""
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
+
+
+def _save_csv(df: pd.DataFrame, path: str | os.PathLike) -> Path:
+    return atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
 
 
 @dataclass
@@ -138,7 +151,7 @@ def make_report(
 
     def _save(name: str, fig) -> None:
         try:
-            figures[name] = save_figure_atomic(fig, out_dir / name, dpi=dpi)
+            figures[name] = _save_figure(fig, out_dir / name, dpi=dpi)
         finally:
             plt.close(fig)
 
@@ -155,10 +168,10 @@ def make_report(
     _save("ess.png", plot_ess(runs, colors, **kw))
 
     tables = {
-        "aggregate.csv": write_csv_atomic(agg.table, out_dir / "aggregate.csv"),
-        "references.csv": write_csv_atomic(agg.references, out_dir / "references.csv"),
-        "conditions.csv": write_csv_atomic(conditions, out_dir / "conditions.csv"),
-        "runs.csv": write_csv_atomic(runs.finals, out_dir / "runs.csv"),
+        "aggregate.csv": _save_csv(agg.table, out_dir / "aggregate.csv"),
+        "references.csv": _save_csv(agg.references, out_dir / "references.csv"),
+        "conditions.csv": _save_csv(conditions, out_dir / "conditions.csv"),
+        "runs.csv": _save_csv(runs.finals, out_dir / "runs.csv"),
     }
 
     agg_md = to_markdown(format_aggregate_table(agg, confidence), align="llrrlll") if not agg.table.empty \
@@ -203,8 +216,8 @@ def make_report(
         + "\n## Final return per environment, algorithm and condition\n\n" + cond_md
         + "\n## Runs left out\n\n" + (left_out or "None: every run folder found is complete.") + "\n"
     )
-    report_md = write_text_atomic(out_dir / "report.md", report)
-    results_path = write_text_atomic(out_dir / "results.md", results_md)
+    report_md = atomic_write_text(out_dir / "report.md", report)
+    results_path = atomic_write_text(out_dir / "results.md", results_md)
     return Report(out_dir=out_dir, report_md=report_md, results_md=results_path, figures=figures,
                   tables=tables, runs=runs, aggregate=agg, conditions=conditions, skipped=skipped)
 

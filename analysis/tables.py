@@ -72,7 +72,7 @@ def condition_table(
             auc_mean=auc_ci.estimate,
             auc_ci_low=auc_ci.low,
             auc_ci_high=auc_ci.high,
-            ess_mean=float(g["ess_mean"].mean()),
+            ess=float(g["ess"].mean()),
         )
         rows.append(row)
     table = pd.DataFrame(rows)
@@ -310,7 +310,7 @@ def format_condition_table(ct: pd.DataFrame, confidence: float = 0.95) -> pd.Dat
             f"[{fmt_num(r.final_ci_low, _decimals(r.final_mean))}, {fmt_num(r.final_ci_high, _decimals(r.final_mean))}]"
             for r in ct.itertuples()],
         f"AUC mean [{pct} CI]": [_interval(r.auc_mean, r.auc_ci_low, r.auc_ci_high) for r in ct.itertuples()],
-        "mean ESS": [fmt_num(r.ess_mean, 3) for r in ct.itertuples()],
+        "mean ESS": [fmt_num(r.ess, 3) for r in ct.itertuples()],
     })
 
 

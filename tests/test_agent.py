@@ -8,6 +8,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
 from adaptive_po import ESSPO, PPO, DecoupledPPO
+from adaptive_po.harness.contract import UPDATE_STATISTICS
 
 CARTPOLE_ZOO = dict(n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8, learning_rate=1e-3)
 
@@ -97,8 +98,10 @@ def test_tensorboard_callbacks_and_progress_bar(tmp_path):
     events = EventAccumulator(str(run_dirs[0]))
     events.Reload()
     tags = set(events.Tags()["scalars"])
-    for key in ("train/ess", "train/cap_fraction", "train/kl_behaviour", "train/ratio_max", "train/value_loss", "rollout/ep_rew_mean", "time/fps"):
+    # one name per statistic: TensorBoard's train/<name> are the progress.csv columns of the contract
+    for key in (*(f"train/{name}" for name in UPDATE_STATISTICS), "rollout/ep_rew_mean", "time/fps"):
         assert key in tags, (key, sorted(tags))
+    assert not tags & {"train/policy_gradient_loss", "train/entropy_loss", "train/clip_fraction"}
     ess_values = [e.value for e in events.Scalars("train/ess")]
     assert all(0 < v <= 1 for v in ess_values)
 
@@ -122,6 +125,8 @@ def test_baselines_train_on_box_and_discrete(cls):
         model.learn(256)
         stats = model.last_update_stats
         assert 0 < stats["ess"] <= 1 and np.isfinite(stats["loss"])
+        # the analytic KL to the behaviour policy and the learner's own step, for every algorithm
+        assert stats["kl_behaviour"] > 0 and stats["kl_behaviour_sampled"] > 0 and stats["approx_kl"] >= 0
 
 
 def test_esspo_analytic_kl_statistic_matches_behaviour_distribution_on_stale_data():

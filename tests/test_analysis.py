@@ -1,9 +1,8 @@
-"""Tests of analysis/ on synthetic run folders written exactly as runs/README.md specifies."""
+"""Tests of analysis/ on synthetic run folders written through the run-folder contract
+(:mod:`adaptive_po.harness.contract`: its columns, condition names and writers)."""
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from adaptive_po.harness import contract
 from analysis import (
     LoadWarning,
     auc,
@@ -34,29 +34,18 @@ from analysis.report import make_report
 from analysis.tables import aggregate_table, condition_table, reference_scores
 
 REPO = Path(__file__).resolve().parents[1]
-PROGRESS_COLUMNS = [
-    "update", "timesteps", "episodes", "time_elapsed", "rollout_return_mean", "rollout_length_mean",
-    "ess_mean", "ess_min", "cap_fraction", "kl_behaviour", "ratio_max", "ratio_mean", "ratio_above_2",
-    "policy_loss", "value_loss", "entropy", "learning_rate",
-]
-EVAL_COLUMNS = ["timesteps", "eval_return_mean", "eval_return_std", "eval_episodes"]
 
 
 # ---------------------------------------------------------------------------------------------
 # synthetic run folders
 
 
-def _condition(lag: int, noise: float, replay: int, blp: str) -> str:
-    name = f"lag{lag}_noise{format(noise, 'g')}_replay{replay}"
-    return name + ("_blp-policy" if blp == "policy" else "")
-
-
-def _write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns)
-        w.writeheader()
-        for r in rows:
-            w.writerow({c: r.get(c, "") for c in columns})
+def _row(columns: tuple[contract.Column, ...], values: dict) -> dict:
+    """One CSV row with a value for every column of the contract: ``values`` where given (None is
+    an empty cell), 0.0 for any other column (e.g. one the contract added since)."""
+    unknown = set(values) - set(contract.column_names(columns))
+    assert not unknown, f"not contract columns: {unknown}"
+    return {c.name: values.get(c.name, 0.0) for c in columns}
 
 
 def write_run(
@@ -67,49 +56,55 @@ def write_run(
     n_updates: int = 5,
 ) -> Path:
     """Write one run folder (config.json, progress.csv, eval.csv, summary.json and, for
-    status 'complete', COMPLETE; for 'failed', FAILED; for 'running', no marker)."""
+    status 'complete', COMPLETE; for 'failed', FAILED; for 'running', no marker) with the
+    contract's file names, columns and writers."""
     eval_steps = [int(t) for t in (eval_steps if eval_steps is not None else [1000, 2000, 3000, 4000])]
     eval_returns = list(eval_returns if eval_returns is not None else [20.0, 100.0, 200.0, 300.0])
     total = int(total_timesteps if total_timesteps is not None else eval_steps[-1])
-    cond = _condition(lag, noise, replay, blp)
+    cond = contract.condition_name(lag, noise, replay, blp)
     d = folder or suite_root / env / algo / cond / f"seed-{seed}"
     d.mkdir(parents=True, exist_ok=True)
     config = {
-        "suite": suite_root.name, "env": env, "algo": algo, "seed": seed, "policy_lag": lag,
+        "run_format": contract.RUN_FORMAT, "suite": suite_root.name, "env": env, "algo": algo, "seed": seed, "policy_lag": lag,
         "replay": replay, "action_noise": noise, "behaviour_log_prob": blp, "condition": cond,
         "total_timesteps": total, "n_envs": 8, "backend": "envpool", "device": "cpu",
         "random_score": random_score, "solved_threshold": solved_threshold,
         "eval_episodes": 10, "eval_freq": int(eval_steps[0]),
-        "hyperparams": {"n_steps": 32, "batch_size": 256}, "algo_kwargs": {},
+        "hyperparams": {"n_steps": 32, "batch_size": 256}, "objective_kwargs": {},
         "versions": {"adaptive_po": "0.1.0"},
     }
-    (d / "config.json").write_text(json.dumps(config))
+    contract.atomic_write_json(d / contract.CONFIG_FILE, config)
     ess = list(ess if ess is not None else np.linspace(0.95, 0.7, n_updates))
     steps = np.linspace(total / len(ess), total, len(ess)).astype(int)
-    rows = []
-    for i, (t, e) in enumerate(zip(steps, ess)):
-        rows.append({
+    rows = [
+        _row(contract.PROGRESS_COLUMNS, {
             "update": i + 1, "timesteps": int(t), "episodes": 3 * i, "time_elapsed": 0.5 * (i + 1),
-            "rollout_return_mean": "" if i == 0 else 10.0 * i, "rollout_length_mean": "" if i == 0 else 10.0 * i,
-            "ess_mean": e, "ess_min": e - 0.1, "cap_fraction": 0.1, "kl_behaviour": 0.01, "ratio_max": 3.0,
+            "rollout_return_mean": None if i == 0 else 10.0 * i,
+            "rollout_length_mean": None if i == 0 else 10.0 * i,
+            "ess": e, "ess_min": e - 0.1, "cap_fraction": 0.1, "kl_behaviour": 0.01, "ratio_max": 3.0,
             "ratio_mean": 1.0, "ratio_above_2": 0.02, "policy_loss": -0.01, "value_loss": 1.0,
             "entropy": 0.6, "learning_rate": 3e-4,
         })
-    _write_csv(d / "progress.csv", PROGRESS_COLUMNS, rows)
-    _write_csv(d / "eval.csv", EVAL_COLUMNS, [
-        {"timesteps": t, "eval_return_mean": r, "eval_return_std": 1.0, "eval_episodes": 10}
+        for i, (t, e) in enumerate(zip(steps, ess))
+    ]
+    contract.atomic_write_rows(d / contract.PROGRESS_FILE, contract.PROGRESS_COLUMNS, rows)
+    contract.atomic_write_rows(d / contract.EVAL_FILE, contract.EVAL_COLUMNS, [
+        _row(contract.EVAL_COLUMNS, {"timesteps": t, "eval_return_mean": r, "eval_return_std": 1.0,
+                                     "eval_episodes": 10})
         for t, r in zip(eval_steps, eval_returns)
     ])
     if status == "running":
         return d
     if status == "failed":
-        (d / "FAILED").write_text("RuntimeError: boom\nTraceback ...")
+        contract.atomic_write_text(d / contract.FAILED, "RuntimeError: boom\nTraceback ...")
         return d
-    (d / "summary.json").write_text(json.dumps({
+    summary = {
         "final_eval_return_mean": float(eval_returns[-1]), "final_eval_return_std": 1.0, "eval_episodes": 10,
         "timesteps": total, "updates": len(ess), "wall_time_s": 1.0, "status": "complete",
-    }))
-    (d / "COMPLETE").write_text(json.dumps({"finished_at": "2025-01-01T00:00:00"}))
+    }
+    assert set(summary) == set(contract.SUMMARY_REQUIRED)
+    contract.atomic_write_json(d / contract.SUMMARY_FILE, summary)
+    contract.atomic_write_json(d / contract.COMPLETE, {"finished_at": "2025-01-01T00:00:00"})
     return d
 
 
@@ -294,8 +289,11 @@ def test_load_runs_frames_and_keys_from_config(tmp_path):
     for col in ["env", "algo", "policy_lag", "action_noise", "replay", "behaviour_log_prob", "seed",
                 "timesteps", "return"]:
         assert col in runs.evals.columns
-    for col in ["ess_mean", "ratio_max", "ratio_mean", "kl_behaviour", "timesteps", "update"]:
+    for col in contract.column_names(contract.PROGRESS_COLUMNS):
         assert col in runs.progress.columns
+    # per-run aggregate of the same statistic keeps its name: mean of ess over the updates
+    odd_progress = runs.progress[runs.progress["run_dir"] == odd["run_dir"]]
+    assert odd["ess"] == pytest.approx(odd_progress["ess"].mean())
     assert runs.progress["rollout_return_mean"].isna().sum() == len(runs.finals)  # first update empty
     assert set(runs.finals["action_noise"]) == {0.0, 0.5}
     assert runs.evals.groupby("run_dir").size().eq(6).sum() == len(runs.finals) - 1
@@ -322,8 +320,10 @@ def test_malformed_files_raise_value_error_naming_the_file(tmp_path):
     d = write_run(root)
     progress = d / "progress.csv"
     text = progress.read_text()
-    progress.write_text(text.replace("ess_mean", "ess_avg"))
-    with pytest.raises(ValueError, match="progress.csv.*ess_mean"):
+    header, rest = text.split("\n", 1)
+    assert ",ess," in header
+    progress.write_text(header.replace(",ess,", ",ess_avg,") + "\n" + rest)
+    with pytest.raises(ValueError, match=r"progress.csv.*\['ess'\]"):
         load_runs(root)
     lines = text.splitlines()
     lines[2] = lines[2].replace(lines[2].split(",")[1], "oops", 1)

@@ -15,7 +15,9 @@ import yaml
 
 from adaptive_po.harness.sweep import Grid, expand_grid, run_sweep, seeds_from
 from adaptive_po.harness.config import DEFAULT_ENVS_DIR, ConfigError, available_envs, get_env_config, load_env_config
-from adaptive_po.harness.runner import COMPLETE, EVAL_COLUMNS, FAILED, PROGRESS_COLUMNS, RunSpec, execute_run
+from adaptive_po.harness import contract
+from adaptive_po.harness.contract import COMPLETE, FAILED
+from adaptive_po.harness.runner import RunSpec, execute_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,10 +46,12 @@ def test_every_shipped_env_file_is_valid():
     assert {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3", "Pendulum-v1", "Pong-v5", "Breakout-v5"} <= set(envs)
     for name in envs:
         cfg = get_env_config(name)
-        assert cfg.hyperparams["source"].startswith("RL Baselines3 Zoo")
-    cartpole = get_env_config("CartPole-v1")
-    assert cartpole.hyperparams["n_steps"] == 32 and cartpole.hyperparams["batch_size"] == 256
-    assert repr(cartpole.hyperparams["learning_rate"]) == "lin_0.001" and cartpole.hyperparams["learning_rate"](0.5) == pytest.approx(5e-4)
+        assert cfg.hyperparams.source.startswith("RL Baselines3 Zoo")
+    cartpole = get_env_config("CartPole-v1").hyperparams
+    assert cartpole.n_steps == 32 and cartpole.batch_size == 256 and cartpole.n_epochs == 20
+    assert repr(cartpole.learning_rate) == "lin_0.001" and cartpole.learning_rate(0.5) == pytest.approx(5e-4)
+    # a key the file leaves out takes SB3 PPO's default, typed in one place
+    assert cartpole.vf_coef == 0.5 and cartpole.normalize_advantage is True
 
 
 @pytest.mark.parametrize(
@@ -153,13 +157,14 @@ def test_run_writes_the_contract_and_resumes(tmp_path):
 
     config = json.loads((run_dir / "config.json").read_text())
     assert (config["env"], config["algo"], config["policy_lag"], config["total_timesteps"]) == ("CartPole-v1", "esspo", 2, 1024)
-    assert config["hyperparams"]["learning_rate"] == "lin_0.001" and "clip_range" not in config["hyperparams"]
+    assert config["hyperparams"]["learning_rate"] == "lin_0.001" and config["run_format"] == contract.RUN_FORMAT
+    assert config["objective_kwargs"] == {}  # esspo takes no tuned knob: CartPole's clip range is not passed
     progress = pd.read_csv(run_dir / "progress.csv")
-    assert tuple(progress.columns) == PROGRESS_COLUMNS
+    assert tuple(progress.columns) == contract.column_names(contract.PROGRESS_COLUMNS)
     assert list(progress["update"]) == [1, 2, 3, 4] and list(progress["timesteps"]) == [256, 512, 768, 1024]
-    assert progress["ess_mean"].between(0, 1).all()
+    assert progress["ess"].between(0, 1).all()
     evals = pd.read_csv(run_dir / "eval.csv")
-    assert tuple(evals.columns) == EVAL_COLUMNS and evals["timesteps"].iloc[-1] == 1024
+    assert tuple(evals.columns) == contract.column_names(contract.EVAL_COLUMNS) and evals["timesteps"].iloc[-1] == 1024
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["final_eval_return_mean"] == evals["eval_return_mean"].iloc[-1]
 
@@ -266,6 +271,6 @@ def test_train_cli_one_run(tmp_path):
     run_dir = tmp_path / "train/CartPole-v1/esspo-cap-only/lag1_noise0.3_replay0/seed-0"
     assert (run_dir / COMPLETE).is_file() and "final evaluation return" in result.stdout
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["algo_kwargs"] == {"ess_regularizer": False} and config["action_noise"] == 0.3
+    assert config["objective_kwargs"] == {"regularizer": False} and config["action_noise"] == 0.3
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert again.returncode == 0 and "already complete" in again.stdout

@@ -6,8 +6,10 @@ import pytest
 import torch
 
 from adaptive_po.objectives import (
+    OBJECTIVE_STATISTICS,
     OBJECTIVES,
     PolicyBatch,
+    batch_statistics,
     categorical_kl,
     decoupled_ppo_loss,
     diag_gaussian_kl,
@@ -15,6 +17,7 @@ from adaptive_po.objectives import (
     effective_sample_size_from_log_ratios,
     ess_policy_loss,
     get_objective,
+    objective_statistics,
     ppo_clip_loss,
     sampled_kl,
     truncated_is_loss,
@@ -100,7 +103,7 @@ def test_fresh_batch_reduces_to_plain_score_function():
     out = ess_policy_loss(batch)
     expected = -(batch.log_prob * advantages).mean()
     assert out.loss.item() == pytest.approx(expected.item(), abs=1e-7)
-    assert out.stats["ess"].item() == 1.0
+    assert batch_statistics(batch)["ess"].item() == 1.0
     assert out.stats["kl_weight"].item() == 0.0
     out.loss.backward()
     assert torch.allclose(batch.log_prob.grad, -advantages / 4)
@@ -116,7 +119,8 @@ def test_sampled_form_per_sample_gradient_matches_formula():
     e = effective_sample_size(rho)
     expected = (-torch.minimum(rho, torch.tensor(e, dtype=torch.float64)) * advantages.double() + (1 - e) * (1 - 1 / rho)) / len(rho)
     assert torch.allclose(batch.log_prob.grad.double(), expected, atol=1e-6)
-    assert out.stats["ess"].item() == pytest.approx(e, abs=1e-6)  # float32 log-ratio rounding
+    batch.kl_behaviour = torch.zeros(5)
+    assert batch_statistics(batch)["ess"].item() == pytest.approx(e, abs=1e-6)  # float32 log-ratio rounding
 
 
 def test_no_gradient_reaches_ess_or_weight():
@@ -148,7 +152,7 @@ def test_regularizer_switch_and_analytic_kl_term():
     kl = torch.tensor([0.3, 0.1, 0.05, 0.2], requires_grad=True)
     with_reg = ess_policy_loss(make_batch(log_ratios, advantages, kl=kl))
     without = ess_policy_loss(make_batch(log_ratios, advantages, kl=kl), regularizer=False)
-    e = with_reg.stats["ess"].item()
+    e = batch_statistics(make_batch(log_ratios, advantages, kl=kl))["ess"].item()
     assert with_reg.loss.item() - without.loss.item() == pytest.approx((1 - e) * kl.mean().item(), abs=1e-6)
     with_reg.loss.backward()
     assert torch.allclose(kl.grad, torch.full((4,), (1 - e) / 4), atol=1e-7)
@@ -167,26 +171,42 @@ def test_losses_finite_at_extreme_log_ratios(name):
     advantages = torch.tensor([1.0, -1.0, 0.5, -0.5, 2.0, -2.0])
     batch = make_batch(log_ratios, advantages, kl=torch.full((6,), 5.0, requires_grad=True))
     batch.proximal_log_prob = batch.behaviour_log_prob + 1.0
-    kwargs = {"kl": "sampled"} if name == "ess" else {}
-    out = get_objective(name)(batch, **kwargs)
+    spec = get_objective(name)
+    out = spec.loss(batch, **spec.kwargs)
     out.loss.backward()
     assert torch.isfinite(out.loss)
     assert torch.isfinite(batch.log_prob.grad).all()
-    assert all(torch.isfinite(v) for v in out.stats.values())
-    if name == "ess":
-        out = ess_policy_loss(make_batch(log_ratios, advantages, kl=torch.full((6,), 5.0, requires_grad=True)))
-        assert torch.isfinite(out.loss)
+    assert all(torch.isfinite(v) for v in objective_statistics(out).values())
+    assert all(torch.isfinite(v) for v in batch_statistics(batch).values())
 
 
 def test_statistics_keys_and_values():
-    out = ess_policy_loss(make_batch([math.log(4), 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]), kl="sampled")
-    s = {k: v.item() for k, v in out.stats.items()}
+    batch = make_batch([math.log(4), 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], kl=torch.tensor([0.5, 0.1, 0.1, 0.1]))
+    out = ess_policy_loss(batch, kl="sampled")
+    s = {k: v.item() for k, v in {**batch_statistics(batch), **objective_statistics(out)}.items()}
+    assert set(s) == {"ess", "ratio_max", "ratio_mean", "ratio_above_2", "kl_behaviour", "kl_behaviour_sampled", *OBJECTIVE_STATISTICS}
+    assert s["kl_behaviour"] == pytest.approx(0.2)
+    # log r + 1/r - 1 at r = 4 and three times 0
+    assert s["kl_behaviour_sampled"] == pytest.approx((math.log(4) + 0.25 - 1) / 4, rel=1e-6)
     assert s["ess"] == pytest.approx(49 / 76, abs=1e-6)
     assert s["ratio_max"] == pytest.approx(4.0, rel=1e-6)
     assert s["ratio_mean"] == pytest.approx(7 / 4, rel=1e-6)
     assert s["ratio_above_2"] == pytest.approx(0.25)
     assert s["cap_fraction"] == pytest.approx(1.0)  # 4 > e and 1 > e
     assert s["kl_weight"] == pytest.approx(1 - 49 / 76, abs=1e-6)
+
+
+def test_objective_statistics_defaults_for_an_unregularized_loss():
+    batch = make_batch([0.5, -0.5], [1.0, -1.0], kl=torch.zeros(2))
+    out = truncated_is_loss(batch)
+    s = objective_statistics(out)
+    assert s["kl_weight"].item() == 0.0 and s["policy_loss"].item() == pytest.approx(out.loss.item())
+    assert s["cap_fraction"].item() == 0.5  # rho = e^0.5 > 1 is truncated
+
+
+def test_batch_statistics_need_the_analytic_kl():
+    with pytest.raises(ValueError, match="kl_behaviour"):
+        batch_statistics(make_batch([0.1], [1.0]))
 
 
 def test_unknown_objective_is_named():

@@ -40,7 +40,8 @@ except ImportError:
 from adaptive_po.harness import ray_executor  # noqa: E402
 from adaptive_po.harness.sweep import Grid, expand_grid, run_sweep  # noqa: E402
 from adaptive_po.harness.ray_executor import ATTEMPT_LOG_ENV, check_ray_available, land, run_ray  # noqa: E402
-from adaptive_po.harness.runner import COMPLETE, FAILED, RunSpec, atomic_write_text  # noqa: E402
+from adaptive_po.harness.contract import COMPLETE, FAILED, atomic_write_text  # noqa: E402
+from adaptive_po.harness.runner import RunSpec  # noqa: E402
 
 TIME_COLUMNS = {"time_elapsed"}
 GRID = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo", "ppo"], seeds=[0, 1], lags=[0, 2], noise=[0.0], replay=[0])

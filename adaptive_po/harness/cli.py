@@ -162,7 +162,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _cmd_list(_: argparse.Namespace) -> int:
     from adaptive_po.harness.config import available_envs, load_env_config
-    from adaptive_po.harness.registry import ALGORITHMS
+    from adaptive_po.objectives import OBJECTIVES
     from adaptive_po.harness.suites import SUITES
 
     print("environments (envs/*.yaml):")
@@ -170,7 +170,7 @@ def _cmd_list(_: argparse.Namespace) -> int:
         cfg = load_env_config(path)
         print(f"  {name:18s} ids {cfg.ids}  budgets {cfg.budget}")
     print("algorithms:")
-    for name, spec in ALGORITHMS.items():
+    for name, spec in OBJECTIVES.items():
         print(f"  {name:18s} {spec.description}")
     print("suites:")
     for name, suite in SUITES.items():
@@ -211,7 +211,8 @@ def _cmd_readme(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from adaptive_po.harness.runner import atomic_write_text, execute_run
+    from adaptive_po.harness.contract import atomic_write_text
+    from adaptive_po.harness.runner import execute_run
 
     spec = json.loads(Path(args.spec).read_text())
     outcome = execute_run(spec)

@@ -9,21 +9,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
+from adaptive_po.hyperparams import Hyperparams
+
 #: where the suite's YAML files live: ``$ADAPTIVE_PO_ENVS``, else ``envs/`` beside the package
 DEFAULT_ENVS_DIR = Path(os.environ.get("ADAPTIVE_PO_ENVS", Path(__file__).resolve().parents[2] / "envs"))
-
-#: hyper-parameters an env file may set, with their checks; the algorithm's own defaults
-#: (SB3's PPO defaults) apply to the rest
-_POSITIVE_INT = ("n_envs", "n_steps", "batch_size", "n_epochs")
-_UNIT_INTERVAL = ("gamma", "gae_lambda")
-_NON_NEGATIVE = ("ent_coef", "vf_coef", "max_grad_norm")
-_SCHEDULES = ("learning_rate", "clip_range")
-_ALLOWED_HYPERPARAMS = {"source", "policy", "policy_kwargs", "normalize_advantage", *_POSITIVE_INT, *_UNIT_INTERVAL, *_NON_NEGATIVE, *_SCHEDULES}
-_POLICIES = ("MlpPolicy", "CnnPolicy")
 
 
 class ConfigError(ValueError):
@@ -42,51 +35,8 @@ class EnvConfig:
     budget: dict[str, int]
     eval_episodes: int
     eval_every: int
-    hyperparams: dict[str, Any]
+    hyperparams: Hyperparams
     path: Path = field(compare=False)
-
-    @property
-    def clip_range(self) -> Any:
-        return self.hyperparams.get("clip_range", 0.2)
-
-    def training_hyperparams(self, uses_clip: bool) -> dict[str, Any]:
-        """Constructor keyword arguments shared by every algorithm (``clip_range`` only if used)."""
-        out = {k: v for k, v in self.hyperparams.items() if k not in ("source", "policy", "n_envs", "clip_range")}
-        if uses_clip:
-            out["clip_range"] = self.clip_range
-        return out
-
-
-def parse_schedule(value: Any, where: str) -> float | Callable[[float], float]:
-    """``3e-4`` -> constant; ``"lin_1e-3"`` -> linear decay from 1e-3 to 0 over training."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{where} must be a number or 'lin_<number>', got {value!r}")
-    if isinstance(value, (int, float)):
-        if not value > 0:
-            raise ConfigError(f"{where} must be > 0, got {value!r}")
-        return float(value)
-    if isinstance(value, str) and value.startswith("lin_"):
-        try:
-            initial = float(value[4:])
-        except ValueError:
-            raise ConfigError(f"{where} must be a number or 'lin_<number>', got {value!r}") from None
-        if not initial > 0:
-            raise ConfigError(f"{where} must be > 0, got {value!r}")
-        return LinearSchedule(initial)
-    raise ConfigError(f"{where} must be a number or 'lin_<number>', got {value!r}")
-
-
-@dataclass(frozen=True)
-class LinearSchedule:
-    """Linear decay to zero over training; SB3 calls it with the remaining progress (1 -> 0)."""
-
-    initial: float
-
-    def __call__(self, progress_remaining: float) -> float:
-        return progress_remaining * self.initial
-
-    def __repr__(self) -> str:
-        return f"lin_{self.initial:g}"
 
 
 def _require(data: dict, key: str, where: str) -> Any:
@@ -154,46 +104,10 @@ def load_env_config(path: str | Path) -> EnvConfig:
     hp = _require(data, "hyperparams", str(path))
     if not isinstance(hp, dict):
         raise ConfigError(f"{path}: key 'hyperparams' must be a mapping, got {hp!r}")
-    unknown = sorted(set(hp) - _ALLOWED_HYPERPARAMS)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {['hyperparams.' + k for k in unknown]}; allowed: {sorted(_ALLOWED_HYPERPARAMS)}")
-    for key in ("source", "policy", "n_envs", "n_steps", "batch_size", "learning_rate"):
-        _require(hp, key, f"{path}: key 'hyperparams'")
-    if hp["policy"] not in _POLICIES:
-        raise ConfigError(f"{path}: key 'hyperparams.policy' must be one of {_POLICIES}, got {hp['policy']!r}")
-    hyperparams: dict[str, Any] = {"source": str(hp["source"]), "policy": hp["policy"]}
-    for key in _POSITIVE_INT:
-        if key in hp:
-            hyperparams[key] = _positive_int(hp[key], f"{path}: key 'hyperparams.{key}'")
-    for key in _UNIT_INTERVAL:
-        if key in hp:
-            value = _number(hp[key], f"{path}: key 'hyperparams.{key}'")
-            if not 0 <= value <= 1:
-                raise ConfigError(f"{path}: key 'hyperparams.{key}' must lie in [0, 1], got {value!r}")
-            hyperparams[key] = value
-    for key in _NON_NEGATIVE:
-        if key in hp:
-            value = _number(hp[key], f"{path}: key 'hyperparams.{key}'")
-            if value < 0:
-                raise ConfigError(f"{path}: key 'hyperparams.{key}' must be >= 0, got {value!r}")
-            hyperparams[key] = value
-    for key in _SCHEDULES:
-        if key in hp:
-            hyperparams[key] = parse_schedule(hp[key], f"{path}: key 'hyperparams.{key}'")
-    if "normalize_advantage" in hp:
-        if not isinstance(hp["normalize_advantage"], bool):
-            raise ConfigError(f"{path}: key 'hyperparams.normalize_advantage' must be true or false")
-        hyperparams["normalize_advantage"] = hp["normalize_advantage"]
-    if "policy_kwargs" in hp:
-        if not isinstance(hp["policy_kwargs"], dict):
-            raise ConfigError(f"{path}: key 'hyperparams.policy_kwargs' must be a mapping")
-        hyperparams["policy_kwargs"] = dict(hp["policy_kwargs"])
-    rollout = hyperparams["n_steps"] * hyperparams["n_envs"]
-    if hyperparams["batch_size"] > rollout:
-        raise ConfigError(
-            f"{path}: key 'hyperparams.batch_size' ({hyperparams['batch_size']}) is larger than the rollout "
-            f"n_steps * n_envs = {rollout}"
-        )
+    try:
+        hyperparams = Hyperparams.from_mapping(hp, prefix="hyperparams.")
+    except ValueError as err:
+        raise ConfigError(f"{path}: key {err}") from None
     return EnvConfig(
         name=name,
         ids=dict(ids),
@@ -225,8 +139,3 @@ def get_env_config(name: str, envs_dir: str | Path | None = None) -> EnvConfig:
     if config.name != name:
         raise ConfigError(f"{known[name]}: key 'name' is {config.name!r} but the file is named {name!r}")
     return config
-
-
-def hyperparams_for_json(hyperparams: dict[str, Any]) -> dict[str, Any]:
-    """A JSON-friendly view (schedules as ``lin_<x>`` strings)."""
-    return {k: (repr(v) if isinstance(v, LinearSchedule) else v) for k, v in hyperparams.items()}

@@ -37,7 +37,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from adaptive_po.harness.runner import FAILED, RunSpec, atomic_write_text, is_complete
+from adaptive_po.harness.contract import FAILED, atomic_write_text, is_complete
+from adaptive_po.harness.runner import RunSpec
 
 RAY_MISSING = "Ray is not installed: pip install 'adaptive-po[distributed]'"
 #: GPU share of one run when ``spec.device`` is CUDA and ``gpus_per_run`` is not given

@@ -8,13 +8,9 @@ produces a non-finite loss leaves a ``FAILED`` file with its traceback instead; 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
-import os
 import shutil
-import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -24,36 +20,11 @@ from typing import Any
 
 import numpy as np
 
-PROGRESS_COLUMNS = (
-    "update",
-    "timesteps",
-    "episodes",
-    "time_elapsed",
-    "rollout_return_mean",
-    "rollout_length_mean",
-    "ess_mean",
-    "ess_min",
-    "cap_fraction",
-    "kl_behaviour",
-    "ratio_max",
-    "ratio_mean",
-    "ratio_above_2",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "learning_rate",
-)
-EVAL_COLUMNS = ("timesteps", "eval_return_mean", "eval_return_std", "eval_episodes")
-COMPLETE, FAILED = "COMPLETE", "FAILED"
-STATUS_FILE = ".status.json"  # live progress for the sweep's display; not part of the contract
+from adaptive_po.harness import contract
+from adaptive_po.harness.contract import COMPLETE, FAILED, STATUS_FILE, atomic_write_json, atomic_write_rows, is_complete
+
 #: seconds between rewrites of progress.csv during training (it is always written at the end)
 PROGRESS_WRITE_INTERVAL = 5.0
-
-
-def condition_name(policy_lag: int, action_noise: float, replay: int, behaviour_log_prob: str = "actual") -> str:
-    """The folder name of a data condition, e.g. ``lag4_noise0.5_replay0``."""
-    name = f"lag{policy_lag}_noise{format(float(action_noise), 'g')}_replay{replay}"
-    return name if behaviour_log_prob == "actual" else f"{name}_blp-{behaviour_log_prob}"
 
 
 @dataclass(frozen=True)
@@ -77,11 +48,11 @@ class RunSpec:
 
     @property
     def condition(self) -> str:
-        return condition_name(self.policy_lag, self.action_noise, self.replay, self.behaviour_log_prob)
+        return contract.condition_name(self.policy_lag, self.action_noise, self.replay, self.behaviour_log_prob)
 
     @property
     def relative_dir(self) -> Path:
-        return Path(self.suite) / self.env / self.algo / self.condition / f"seed-{self.seed}"
+        return contract.run_relative_dir(self.suite, self.env, self.algo, self.condition, self.seed)
 
     @property
     def run_dir(self) -> Path:
@@ -93,41 +64,6 @@ class RunSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         return cls(**data)
-
-
-# -- atomic files ---------------------------------------------------------------------------------
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; results are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def atomic_write_csv(path: Path, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ("" if v is None or (isinstance(v, float) and math.isnan(v)) else v) for k, v in row.items()})
-    atomic_write_text(path, buffer.getvalue())
-
-
-def is_complete(run_dir: Path) -> bool:
-    return (run_dir / COMPLETE).is_file()
 
 
 def _versions() -> dict[str, str]:
@@ -170,13 +106,14 @@ def resolve_backend(env_ids: dict[str, str], backend: str) -> tuple[str, str]:
 
 def config_for(spec: RunSpec) -> dict[str, Any]:
     """The resolved configuration written to ``config.json`` (and compared on resume)."""
-    from adaptive_po.harness.config import get_env_config, hyperparams_for_json
-    from adaptive_po.harness.registry import get_algorithm
+    from adaptive_po.harness.config import get_env_config
+    from adaptive_po.objectives import get_objective
 
     env_cfg = get_env_config(spec.env, spec.envs_dir)
-    algo = get_algorithm(spec.algo)
-    hyperparams = env_cfg.training_hyperparams(algo.uses_clip)
+    objective = get_objective(spec.algo)
+    hp = env_cfg.hyperparams
     return {
+        "run_format": contract.RUN_FORMAT,
         "suite": spec.suite,
         "env": spec.env,
         "algo": spec.algo,
@@ -187,8 +124,8 @@ def config_for(spec: RunSpec) -> dict[str, Any]:
         "behaviour_log_prob": spec.behaviour_log_prob,
         "condition": spec.condition,
         "total_timesteps": spec.total_timesteps,
-        "n_envs": env_cfg.hyperparams["n_envs"],
-        "policy": env_cfg.hyperparams["policy"],
+        "n_envs": hp.n_envs,
+        "policy": hp.policy,
         "backend": spec.backend,
         "device": spec.device,
         "normalize": env_cfg.normalize,
@@ -196,12 +133,14 @@ def config_for(spec: RunSpec) -> dict[str, Any]:
         "solved_threshold": env_cfg.solved_threshold,
         "eval_episodes": env_cfg.eval_episodes,
         "eval_freq": env_cfg.eval_every,
-        "hyperparams": hyperparams_for_json(hyperparams),
-        "hyperparams_source": env_cfg.hyperparams["source"],
-        "algo_class": algo.cls.__name__,
-        "algo_kwargs": algo.kwargs,
-        "algo_description": algo.description,
+        "hyperparams": hp.to_json(),
+        "objective_kwargs": _json_friendly({**objective.kwargs, **hp.tuned_values(objective.tuned)}),
+        "algo_description": objective.description,
     }
+
+
+def _json_friendly(values: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(values, default=repr))
 
 
 class _Recorder:
@@ -218,7 +157,7 @@ class _Recorder:
     def write_progress(self, force: bool = False) -> None:
         now = time.time()
         if force or now - self._last_write >= PROGRESS_WRITE_INTERVAL:
-            atomic_write_csv(self.run_dir / "progress.csv", PROGRESS_COLUMNS, self.progress)
+            atomic_write_rows(self.run_dir / contract.PROGRESS_FILE, contract.PROGRESS_COLUMNS, self.progress)
             timesteps = self.progress[-1]["timesteps"] if self.progress else 0
             atomic_write_json(self.run_dir / STATUS_FILE, {"timesteps": timesteps, "total_timesteps": self.total_timesteps})
             self._last_write = now
@@ -246,7 +185,7 @@ def _make_callback(model, recorder: _Recorder, evaluate, eval_every: int):  # ty
     callback = RunCallback()
 
     def on_update(stats: dict[str, float]) -> None:
-        if not all(math.isfinite(stats[k]) for k in ("loss", "value_loss", "policy_gradient_loss")):
+        if not all(math.isfinite(stats[k]) for k in ("loss", "value_loss", "policy_loss")):
             raise FloatingPointError(f"non-finite loss at update {len(recorder.progress) + 1}: {stats}")
         buffer = model.ep_info_buffer
         returns = [e["r"] for e in buffer] if buffer else []
@@ -259,17 +198,7 @@ def _make_callback(model, recorder: _Recorder, evaluate, eval_every: int):  # ty
                 "time_elapsed": round(time.time() - recorder.started, 3),
                 "rollout_return_mean": float(np.mean(returns)) if returns else None,
                 "rollout_length_mean": float(np.mean(lengths)) if lengths else None,
-                "ess_mean": stats["ess"],
-                "ess_min": stats["ess_min"],
-                "cap_fraction": stats["cap_fraction"],
-                "kl_behaviour": stats["kl_behaviour"],
-                "ratio_max": stats["ratio_max"],
-                "ratio_mean": stats["ratio_mean"],
-                "ratio_above_2": stats["ratio_above_2"],
-                "policy_loss": stats["policy_gradient_loss"],
-                "value_loss": stats["value_loss"],
-                "entropy": -stats["entropy_loss"],
-                "learning_rate": stats["learning_rate"],
+                **{name: stats[name] for name in contract.UPDATE_STATISTICS},
             }
         )
         recorder.write_progress()
@@ -284,31 +213,34 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.vec_env import VecNormalize, sync_envs_normalization
 
-    from adaptive_po.harness.config import get_env_config
+    from adaptive_po.algorithms import BatchPolicyOptimization
     from adaptive_po.environments import make_vec_env
-    from adaptive_po.harness.registry import get_algorithm
+    from adaptive_po.harness.config import get_env_config
+    from adaptive_po.objectives import get_objective
 
     device = resolve_device(spec.device)
     if device == "cpu":
         torch.set_num_threads(1)
     env_cfg = get_env_config(spec.env, spec.envs_dir)
-    algo = get_algorithm(spec.algo)
+    objective = get_objective(spec.algo)
     backend, env_id = resolve_backend(env_cfg.ids, spec.backend)
     hp = env_cfg.hyperparams
-    n_envs = hp["n_envs"]
+    n_envs = hp.n_envs
 
     train_env = make_vec_env(env_id, n_envs, spec.seed, backend, training=True)
     eval_envs = min(env_cfg.eval_episodes, 10)
     eval_env = make_vec_env(env_id, eval_envs, spec.seed + 10_000, backend, training=False)
     if env_cfg.normalize:
-        train_env = VecNormalize(train_env, gamma=hp.get("gamma", 0.99))
+        train_env = VecNormalize(train_env, gamma=hp.gamma)
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
     recorder = _Recorder(run_dir, spec.total_timesteps)
 
     try:
-        model = algo.cls(
-            hp["policy"],
+        model = BatchPolicyOptimization(
+            hp.policy,
             train_env,
+            objective=spec.algo,
+            objective_kwargs=hp.tuned_values(objective.tuned),
             seed=spec.seed,
             device=device,
             policy_lag=spec.policy_lag,
@@ -316,10 +248,9 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
             action_noise=spec.action_noise,
             behaviour_log_prob=spec.behaviour_log_prob,
             verbose=0,
-            **env_cfg.training_hyperparams(algo.uses_clip),
-            **algo.kwargs,
+            **hp.algorithm_kwargs(),
         )
-        model.set_logger(configure(str(run_dir / "tb"), ["tensorboard"]))
+        model.set_logger(configure(str(run_dir / contract.TENSORBOARD_DIR), ["tensorboard"]))
 
         def evaluate(timesteps: int) -> dict[str, Any]:
             if env_cfg.normalize:
@@ -334,7 +265,7 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
                 "eval_episodes": len(returns),
             }
             recorder.evaluations.append(row)
-            atomic_write_csv(run_dir / "eval.csv", EVAL_COLUMNS, recorder.evaluations)
+            atomic_write_rows(run_dir / contract.EVAL_FILE, contract.EVAL_COLUMNS, recorder.evaluations)
             model.logger.record("eval/mean_reward", row["eval_return_mean"])
             return row
 
@@ -367,8 +298,8 @@ def completed_summary(spec: RunSpec, config: dict[str, Any] | None = None) -> di
         return None
     config = config if config is not None else config_for(spec)
     try:
-        previous = json.loads((run_dir / "config.json").read_text())
-        summary = json.loads((run_dir / "summary.json").read_text())
+        previous = json.loads((run_dir / contract.CONFIG_FILE).read_text())
+        summary = json.loads((run_dir / contract.SUMMARY_FILE).read_text())
     except (OSError, ValueError):
         return None
     if {k: previous.get(k) for k in config} != json.loads(json.dumps(config, default=str)):
@@ -396,11 +327,11 @@ def execute_run(spec: RunSpec | dict[str, Any]) -> dict[str, Any]:
             shutil.rmtree(run_dir)  # an incomplete, failed or differently configured earlier attempt
         run_dir.mkdir(parents=True)
         config["versions"] = _versions()
-        atomic_write_json(run_dir / "config.json", config)
+        atomic_write_json(run_dir / contract.CONFIG_FILE, config)
         summary = _train(spec, run_dir, config)
         wall = time.time() - started
         summary.update(wall_time_s=round(wall, 3), status="complete")
-        atomic_write_json(run_dir / "summary.json", summary)
+        atomic_write_json(run_dir / contract.SUMMARY_FILE, summary)
         atomic_write_json(run_dir / COMPLETE, {"finished_at": datetime.now(timezone.utc).isoformat()})
         status_file = run_dir / STATUS_FILE
         if status_file.exists():
@@ -410,7 +341,7 @@ def execute_run(spec: RunSpec | dict[str, Any]) -> dict[str, Any]:
         text = traceback.format_exc()
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(run_dir / FAILED, text)
+            contract.atomic_write_text(run_dir / FAILED, text)
         except OSError:
             pass
         if isinstance(err, KeyboardInterrupt):

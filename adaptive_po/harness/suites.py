@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adaptive_po.harness.registry import ALGORITHMS
+from adaptive_po.objectives import OBJECTIVES
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ SUITES: dict[str, Suite] = {
     "classic": Suite(
         "classic",
         envs=("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3", "Pendulum-v1"),
-        algos=tuple(ALGORITHMS),
+        algos=tuple(OBJECTIVES),
         seeds=5,
         lags=(0, 1, 2, 4, 8),
         noise=(0.0, 0.5),

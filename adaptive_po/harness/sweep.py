@@ -19,18 +19,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from adaptive_po.collector import validate_off_policy_settings
 from adaptive_po.harness.config import ConfigError, get_env_config
-from adaptive_po.harness.registry import get_algorithm
-from adaptive_po.harness.runner import (
-    FAILED,
-    STATUS_FILE,
-    RunSpec,
-    atomic_write_text,
-    completed_summary,
-    is_complete,
-    resolve_backend,
-    resolve_device,
-)
+from adaptive_po.harness.contract import FAILED, STATUS_FILE, atomic_write_text, is_complete
+from adaptive_po.harness.runner import RunSpec, completed_summary, resolve_backend, resolve_device
 from adaptive_po.harness.suites import get_suite
+from adaptive_po.objectives import get_objective
 
 
 @dataclass
@@ -73,7 +65,7 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     for algo in grid.algos:
-        get_algorithm(algo)
+        get_objective(algo)
     for lag, noise, replay, blp in itertools.product(grid.lags, grid.noise, grid.replay, grid.behaviour_log_prob):
         validate_off_policy_settings(lag, replay, noise, blp)
     if grid.timesteps is not None and (isinstance(grid.timesteps, bool) or grid.timesteps < 1):
@@ -96,7 +88,7 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
             raise ConfigError(
                 f"{env_cfg.path}: key 'budget.{suite.name}' is missing; give --timesteps or add a budget for suite {suite.name!r}"
             )
-        rollout = env_cfg.hyperparams["n_envs"] * env_cfg.hyperparams["n_steps"]
+        rollout = env_cfg.hyperparams.n_envs * env_cfg.hyperparams.n_steps
         for algo, (lag, noise, replay, blp), seed in itertools.product(
             grid.algos, itertools.product(grid.lags, grid.noise, grid.replay, grid.behaviour_log_prob), grid.seeds
         ):
@@ -138,7 +130,7 @@ def describe_grid(specs: Sequence[RunSpec]) -> str:
     mlp_steps = cnn_steps = 0
     for env, runs in by_env.items():
         steps = sum(r.total_timesteps for r in runs)
-        if get_env_config(env, runs[0].envs_dir).hyperparams["policy"] == "CnnPolicy":
+        if get_env_config(env, runs[0].envs_dir).hyperparams.policy == "CnnPolicy":
             cnn_steps += steps
         else:
             mlp_steps += steps

@@ -1,0 +1,215 @@
+"""The run-folder contract: what the bench writes and analysis reads, in one place.
+
+One folder per run, ``<out>/<suite>/<env>/<algo>/<condition>/seed-<n>/``, holding:
+
+=================  ====================================================================
+``config.json``    the resolved configuration, written first (:data:`CONFIG_REQUIRED`)
+``progress.csv``   one row per update (:data:`PROGRESS_COLUMNS`), rewritten during training
+``eval.csv``       one row per deterministic evaluation (:data:`EVAL_COLUMNS`)
+``tb/``            TensorBoard events (``train/<statistic>`` with the progress names below)
+``summary.json``   final evaluation and timing (:data:`SUMMARY_REQUIRED`), written at the end
+``COMPLETE``       written last, only on success: the run is complete iff this file exists
+``FAILED``         the error and its traceback, only on failure
+=================  ====================================================================
+
+Every file is written atomically (:func:`atomic_write`): a temporary file in the same folder,
+then ``os.replace``, so a reader never sees half a file. Analysis reads values from
+``config.json``, never from folder names.
+
+This module imports the standard library only (no torch, no pandas): the training code and
+analysis/ both import it, and analysis imports nothing else of the training code.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+#: bumped when a file's meaning changes; the bench redoes complete runs of another format
+RUN_FORMAT = 2
+
+CONFIG_FILE = "config.json"
+PROGRESS_FILE = "progress.csv"
+EVAL_FILE = "eval.csv"
+SUMMARY_FILE = "summary.json"
+TENSORBOARD_DIR = "tb"
+COMPLETE = "COMPLETE"
+FAILED = "FAILED"
+#: live progress for the sweep's display; not part of the contract
+STATUS_FILE = ".status.json"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a CSV file of the contract.
+
+    :param required: the file is malformed without this column.
+    :param always: every row has a value (otherwise a cell may be empty, e.g. no episode yet).
+    """
+
+    name: str
+    meaning: str
+    required: bool = False
+    always: bool = False
+
+
+#: progress.csv: one row per update (one rollout and one ``train()`` call). The statistics keep
+#: one name everywhere: the same key in TensorBoard (``train/<name>``) and in analysis.
+PROGRESS_COLUMNS: tuple[Column, ...] = (
+    Column("update", "1, 2, ...", required=True, always=True),
+    Column("timesteps", "environment steps so far (all envs)", required=True, always=True),
+    Column("episodes", "training episodes finished so far"),
+    Column("time_elapsed", "seconds since the run started"),
+    Column("rollout_return_mean", "mean return of the last 100 finished training episodes (the acting policy, with its lag and noise); empty before the first episode ends"),
+    Column("rollout_length_mean", "mean length of the same episodes"),
+    Column("ess", "normalized effective sample size of pi_theta/pi_b, mean over the update's minibatches (every algorithm)", required=True),
+    Column("ess_min", "the same, minimum over the minibatches"),
+    Column("cap_fraction", "fraction of samples whose weight the objective capped or clipped (ESS: weight at e_B; PPO: ratio clipped; 0 for objectives without a cap)"),
+    Column("kl_behaviour", "analytic KL(pi_theta || pi_b) over the whole action distribution, from the stored behaviour distribution, mean over minibatches (every algorithm)"),
+    Column("kl_behaviour_sampled", "the sampled estimate (log r + 1/r - 1 at the taken action, r = pi_theta/pi_b) of the same KL, mean over minibatches; biased off-policy"),
+    Column("kl_weight", "weight of the objective's KL term (ESS: 1 - e_B; 0 for objectives without one)"),
+    Column("approx_kl", "KL between the learner at the start of the update and after it, estimated as mean((r - 1) - log r), r = pi_after/pi_start over the update's samples"),
+    Column("ratio_max", "max of pi_theta/pi_b over the update"),
+    Column("ratio_mean", "mean of pi_theta/pi_b"),
+    Column("ratio_above_2", "fraction of pi_theta/pi_b above 2"),
+    Column("policy_loss", "the objective's policy term (its KL term excluded), mean over minibatches"),
+    Column("value_loss", "mean squared error of the critic against the GAE returns"),
+    Column("entropy", "mean entropy of pi_theta (nats)"),
+    Column("explained_variance", "explained variance of the fresh batch's returns by the critic's values"),
+    Column("learning_rate", "the learning rate used in this update"),
+)
+
+#: the per-update statistics of :data:`PROGRESS_COLUMNS`: the keys the algorithms report
+UPDATE_STATISTICS: tuple[str, ...] = tuple(c.name for c in PROGRESS_COLUMNS[6:])
+
+#: eval.csv: deterministic evaluation of the clean current policy on separate environments
+EVAL_COLUMNS: tuple[Column, ...] = (
+    Column("timesteps", "environment steps at evaluation; the last row is the final evaluation", required=True, always=True),
+    Column("eval_return_mean", "mean return over the episodes (raw, unclipped, full games for Atari)", required=True, always=True),
+    Column("eval_return_std", "standard deviation of the same returns"),
+    Column("eval_episodes", "number of episodes"),
+)
+
+#: config.json keys analysis relies on, with their types
+CONFIG_REQUIRED: dict[str, type] = {
+    "env": str,
+    "algo": str,
+    "seed": int,
+    "policy_lag": int,
+    "action_noise": float,
+    "replay": int,
+    "total_timesteps": int,
+}
+#: numbers config.json also holds (null allowed)
+CONFIG_NUMBERS: tuple[str, ...] = ("random_score", "solved_threshold", "eval_episodes", "eval_freq", "n_envs")
+
+#: summary.json: the keys every complete run's summary has
+SUMMARY_REQUIRED: tuple[str, ...] = (
+    "final_eval_return_mean",
+    "final_eval_return_std",
+    "eval_episodes",
+    "timesteps",
+    "updates",
+    "wall_time_s",
+    "status",
+)
+
+#: the keys that identify a run, and those that identify its data condition
+RUN_KEYS: tuple[str, ...] = ("env", "algo", "policy_lag", "action_noise", "replay", "behaviour_log_prob", "seed")
+CONDITION_KEYS: tuple[str, ...] = ("policy_lag", "action_noise", "replay", "behaviour_log_prob")
+
+
+def column_names(columns: Iterable[Column]) -> tuple[str, ...]:
+    return tuple(c.name for c in columns)
+
+
+def condition_name(policy_lag: int, action_noise: float, replay: int, behaviour_log_prob: str = "actual") -> str:
+    """The folder name of a data condition: ``lag4_noise0.5_replay0``, plus ``_blp-policy`` when
+    the behaviour log-probability was recorded from the clean policy."""
+    name = f"lag{int(policy_lag)}_noise{format(float(action_noise), 'g')}_replay{int(replay)}"
+    return name if behaviour_log_prob == "actual" else f"{name}_blp-{behaviour_log_prob}"
+
+
+def run_relative_dir(suite: str, env: str, algo: str, condition: str, seed: int) -> Path:
+    return Path(suite) / env / algo / condition / f"seed-{seed}"
+
+
+def is_complete(run_dir: str | os.PathLike) -> bool:
+    return (Path(run_dir) / COMPLETE).is_file()
+
+
+# -- atomic files ---------------------------------------------------------------------------------
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: read once at import: setting the umask to read it is not thread-safe
+_UMASK = _read_umask()
+
+
+def atomic_write(path: str | os.PathLike, writer: Callable[[str], None]) -> Path:
+    """Call ``writer(tmp_path)``, flush it to disk, then move it onto ``path`` with ``os.replace``.
+
+    The temporary file lives in the target folder (same filesystem), so the replace is atomic; on
+    any error it is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes it private; results are meant to be shared
+        writer(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+    return atomic_write(path, write)
+
+
+def atomic_write_json(path: str | os.PathLike, data: Any) -> Path:
+    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def atomic_write_rows(path: str | os.PathLike, columns: Iterable[Column], rows: Iterable[Mapping[str, Any]]) -> Path:
+    """A CSV with exactly ``columns`` (a missing key or a NaN is an empty cell)."""
+    names = column_names(columns)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(row.get(k)) for k in names})
+    return atomic_write_text(path, buffer.getvalue())
+
+
+def _cell(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return value
+
+
+def markdown_table(columns: Iterable[Column]) -> str:
+    """The columns as the Markdown table that ``runs/README.md`` shows (a test keeps them equal)."""
+    lines = ["| column | meaning |", "|---|---|"]
+    lines += [f"| `{c.name}` | {c.meaning.replace('|', chr(92) + '|')} |" for c in columns]
+    return "\n".join(lines)

@@ -1,0 +1,182 @@
+"""Training hyper-parameters, typed and validated in one place.
+
+:class:`Hyperparams` is one environment's settings (the RL Zoo's tuned PPO values, read from
+``envs/<name>.yaml``); its fields carry their documentation and their check. The algorithms
+validate their constructor arguments with the same checks (:func:`check_hyperparams`), so a rule
+is written once, whoever the value comes from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+Schedule = Callable[[float], float]
+
+
+@dataclass(frozen=True)
+class LinearSchedule:
+    """Linear decay to zero over training; SB3 calls it with the remaining progress (1 -> 0)."""
+
+    initial: float
+
+    def __call__(self, progress_remaining: float) -> float:
+        return progress_remaining * self.initial
+
+    def __repr__(self) -> str:
+        return f"lin_{self.initial:g}"
+
+
+# -- the checks (each raises ValueError naming the value) ------------------------------------------
+def positive_int(name: str, value: Any) -> int:
+    # numpy integers are fine; bools are not numbers here
+    if isinstance(value, bool) or not hasattr(value, "__index__") or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def unit_interval(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def non_negative(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < float("inf"):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def schedule(name: str, value: Any) -> float | Schedule:
+    """A number > 0, ``"lin_<number>"`` (linear decay to 0) or any callable of the remaining progress."""
+    if isinstance(value, LinearSchedule) or (callable(value) and not isinstance(value, type)):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not 0 < value < float("inf"):
+            raise ValueError(f"{name} must be > 0, got {value!r}")
+        return float(value)
+    if isinstance(value, str) and value.startswith("lin_"):
+        try:
+            initial = float(value[4:])
+        except ValueError:
+            initial = float("nan")
+        if not 0 < initial < float("inf"):
+            raise ValueError(f"{name} must be a number > 0 or 'lin_<number > 0>', got {value!r}")
+        return LinearSchedule(initial)
+    raise ValueError(f"{name} must be a number > 0 or 'lin_<number>', got {value!r}")
+
+
+def non_empty_text(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def policy_name(name: str, value: Any) -> str:
+    if value not in POLICIES:
+        raise ValueError(f"{name} must be one of {POLICIES}, got {value!r}")
+    return value
+
+
+def mapping(name: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be a mapping, got {value!r}")
+    return dict(value)
+
+
+POLICIES: tuple[str, ...] = ("MlpPolicy", "CnnPolicy")
+
+
+def _field(check: Callable[[str, Any], Any], doc: str, *, default: Any = dataclasses.MISSING, role: str = "algorithm", **kw: Any) -> Any:
+    """A dataclass field with its check, its documentation and its role:
+    ``algorithm`` (a constructor argument of every algorithm), ``tuned`` (an argument only of the
+    objectives that declare it) or ``run`` (used by the runner, not the algorithm)."""
+    metadata = {"check": check, "doc": doc, "role": role}
+    if "default_factory" in kw:
+        return field(default_factory=kw["default_factory"], metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class Hyperparams:
+    """One environment's training hyper-parameters; defaults are SB3 PPO's.
+
+    Every field is checked when the object is built (:class:`ValueError` naming the field), so a
+    :class:`Hyperparams` is always valid. ``learning_rate`` and ``clip_range`` are numbers or
+    :class:`LinearSchedule` (``"lin_<x>"`` in YAML).
+    """
+
+    source: str = _field(non_empty_text, "where the values come from (e.g. the RL Zoo's ppo.yml)", role="run")
+    policy: str = _field(policy_name, "SB3 policy: MlpPolicy or CnnPolicy", role="run")
+    n_envs: int = _field(positive_int, "parallel environments per run", role="run")
+    n_steps: int = _field(positive_int, "steps per environment per rollout (a rollout is n_envs * n_steps transitions)")
+    batch_size: int = _field(positive_int, "minibatch size (transitions)")
+    learning_rate: float | Schedule = _field(schedule, "Adam step size, constant or linearly decayed to 0")
+    n_epochs: int = _field(positive_int, "passes over each update's data", default=10)
+    gamma: float = _field(unit_interval, "discount factor", default=0.99)
+    gae_lambda: float = _field(unit_interval, "GAE lambda", default=0.95)
+    ent_coef: float = _field(non_negative, "entropy bonus coefficient", default=0.0)
+    vf_coef: float = _field(non_negative, "value loss coefficient", default=0.5)
+    max_grad_norm: float = _field(non_negative, "global gradient-norm clip", default=0.5)
+    normalize_advantage: bool = _field(flag, "normalize advantages per minibatch", default=True)
+    policy_kwargs: dict[str, Any] = _field(mapping, "SB3 policy keyword arguments (net_arch, activation, ...)", default_factory=dict)
+    clip_range: float | Schedule = _field(schedule, "PPO-style clip range (a tuned knob: only objectives that declare it get it)", default=0.2, role="tuned")
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
+        rollout = self.n_steps * self.n_envs
+        if self.batch_size > rollout:
+            raise ValueError(f"batch_size ({self.batch_size}) is larger than the rollout n_steps * n_envs = {rollout}")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], prefix: str = "") -> Hyperparams:
+        """Build from a plain mapping (a YAML file's ``hyperparams``); an unknown or missing key or
+        a bad value is a :class:`ValueError` naming the key as ``<prefix><key>``."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown key(s) {[prefix + k for k in unknown]}; allowed: {sorted(known)}")
+        missing = [prefix + f.name for f in dataclasses.fields(cls) if f.name not in data and _required(f)]
+        if missing:
+            raise ValueError(f"missing required key(s) {missing}")
+        try:
+            return cls(**data)
+        except ValueError as err:  # every check's message starts with the field's name
+            raise ValueError(f"{prefix}{err}") from None
+
+    def algorithm_kwargs(self) -> dict[str, Any]:
+        """Constructor arguments every algorithm takes (the ``algorithm`` fields); the ``tuned``
+        ones go to the objectives that declare them (:meth:`tuned_values`)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata["role"] == "algorithm"}
+
+    def tuned_values(self, tuned: tuple[str, ...]) -> dict[str, Any]:
+        """The environment's values of the tuned knobs an objective declares."""
+        names = {f.name for f in dataclasses.fields(self) if f.metadata["role"] == "tuned"}
+        bad = sorted(set(tuned) - names)
+        if bad:
+            raise ValueError(f"unknown tuned hyper-parameter(s) {bad}; environment configs tune: {sorted(names)}")
+        return {name: getattr(self, name) for name in tuned}
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-friendly view (schedules as ``lin_<x>`` strings)."""
+        return {f.name: (repr(v) if isinstance(v, LinearSchedule) else v) for f in dataclasses.fields(self) for v in [getattr(self, f.name)]}
+
+
+def _required(f: dataclasses.Field) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+
+
+def check_hyperparams(**values: Any) -> None:
+    """Check algorithm constructor arguments with the rules of the :class:`Hyperparams` fields of
+    the same names (a ``ValueError`` names the first bad one)."""
+    fields = {f.name: f for f in dataclasses.fields(Hyperparams)}
+    for name, value in values.items():
+        fields[name].metadata["check"](name, value)
