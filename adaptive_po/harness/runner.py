@@ -283,6 +283,7 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
             "updates": len(recorder.progress),
             "backend": backend,
             "env_id": env_id,
+            "engine": "process",
         }
     finally:
         if recorder.progress:
@@ -307,6 +308,37 @@ def completed_summary(spec: RunSpec, config: dict[str, Any] | None = None) -> di
     return summary
 
 
+def start_run_folder(spec: RunSpec, config: dict[str, Any]) -> None:
+    """A fresh folder for ``spec`` with its ``config.json`` (an earlier incomplete, failed or
+    differently configured attempt is removed)."""
+    run_dir = spec.run_dir
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    atomic_write_json(run_dir / contract.CONFIG_FILE, {**config, "versions": _versions()})
+
+
+def finish_run_folder(spec: RunSpec, summary: dict[str, Any], wall_time_s: float) -> dict[str, Any]:
+    """Write ``summary.json`` and then ``COMPLETE``; returns the summary as written."""
+    run_dir = spec.run_dir
+    summary = {**summary, "wall_time_s": round(wall_time_s, 3), "status": "complete"}
+    atomic_write_json(run_dir / contract.SUMMARY_FILE, summary)
+    atomic_write_json(run_dir / COMPLETE, {"finished_at": datetime.now(timezone.utc).isoformat()})
+    status_file = run_dir / STATUS_FILE
+    if status_file.exists():
+        status_file.unlink()
+    return summary
+
+
+def fail_run_folder(spec: RunSpec, text: str) -> None:
+    """Leave ``FAILED`` with ``text`` (the error and its traceback) in the run folder, if possible."""
+    try:
+        spec.run_dir.mkdir(parents=True, exist_ok=True)
+        contract.atomic_write_text(spec.run_dir / FAILED, text)
+    except OSError:
+        pass
+
+
 def execute_run(spec: RunSpec | dict[str, Any]) -> dict[str, Any]:
     """Run one configuration into its folder; never raises. Returns a small result record.
 
@@ -323,27 +355,12 @@ def execute_run(spec: RunSpec | dict[str, Any]) -> dict[str, Any]:
         summary = completed_summary(spec, config)
         if summary is not None:
             return {**result, "status": "skipped", "final_return": summary.get("final_eval_return_mean"), "wall_time_s": 0.0}
-        if run_dir.exists():
-            shutil.rmtree(run_dir)  # an incomplete, failed or differently configured earlier attempt
-        run_dir.mkdir(parents=True)
-        config["versions"] = _versions()
-        atomic_write_json(run_dir / contract.CONFIG_FILE, config)
-        summary = _train(spec, run_dir, config)
-        wall = time.time() - started
-        summary.update(wall_time_s=round(wall, 3), status="complete")
-        atomic_write_json(run_dir / contract.SUMMARY_FILE, summary)
-        atomic_write_json(run_dir / COMPLETE, {"finished_at": datetime.now(timezone.utc).isoformat()})
-        status_file = run_dir / STATUS_FILE
-        if status_file.exists():
-            status_file.unlink()
-        return {**result, "status": "complete", "final_return": summary["final_eval_return_mean"], "wall_time_s": wall}
+        start_run_folder(spec, config)
+        summary = finish_run_folder(spec, _train(spec, run_dir, config), time.time() - started)
+        return {**result, "status": "complete", "final_return": summary["final_eval_return_mean"], "wall_time_s": summary["wall_time_s"]}
     except BaseException as err:  # noqa: BLE001 - a run must never take the sweep down
         text = traceback.format_exc()
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            contract.atomic_write_text(run_dir / FAILED, text)
-        except OSError:
-            pass
+        fail_run_folder(spec, text)
         if isinstance(err, KeyboardInterrupt):
             raise
         last = text.strip().splitlines()[-1] if text.strip() else repr(err)

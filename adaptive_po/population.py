@@ -1,0 +1,475 @@
+"""The population engine's learner: K runs of one algorithm stacked with :mod:`torch.func`.
+
+The SB3 classes (:class:`~adaptive_po.algorithms.BatchPolicyOptimization` and its subclasses) are
+the face a user imports; this is the same algorithm's second face, for sweeps. K *members* share
+the observation and action spaces, the objective and the hyper-parameters; they differ in seed
+and in the data dials (policy lag, action noise, behaviour recording). Stacked per member:
+
+* parameters (built exactly as the SB3 class builds them from the member's seed, then stacked with
+  :func:`torch.func.stack_module_state`) and Adam's state;
+* random streams: one generator for the actions, one for the action noise, one NumPy stream for
+  the minibatch order (``RandomState(seed)``, which is what the SB3 class's global NumPy stream
+  is after ``set_random_seed(seed)``);
+* the snapshot history behind the policy lag (each member acts with its own k-old parameters);
+* gradient-norm clipping and GAE under the member's current critic.
+
+What is shared with the SB3 classes, not copied: the objectives and their registry
+(:mod:`adaptive_po.objectives`: loss, :func:`batch_statistics`, :func:`objective_statistics`),
+GAE (:func:`adaptive_po.buffers.compute_gae`), the analytic KLs, and the action-noise dial
+(:func:`adaptive_po.distributions.perturb`). The per-member loss is the SB3 class's ``train()``
+step written as a function of the parameters, so that ``vmap(grad(...))`` applies it to every
+member at once; tests check that one update equals the SB3 class's update member by member.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.utils import FloatSchedule, set_random_seed
+from torch import Tensor, nn
+from torch.func import functional_call, grad, stack_module_state, vmap
+
+from adaptive_po import distributions as D
+from adaptive_po.buffers import compute_gae
+from adaptive_po.collector import validate_off_policy_settings
+from adaptive_po.hyperparams import check_hyperparams
+from adaptive_po.objectives import PolicyBatch, batch_statistics, get_objective, objective_statistics
+
+#: Adam's constants as SB3's actor-critics use them (eps = 1e-5), see algorithms._with_fused_adam
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class Member:
+    """What tells one member from the others: its seed and its data dials."""
+
+    seed: int
+    policy_lag: int = 0
+    action_noise: float = 0.0
+    behaviour_log_prob: str = "actual"
+
+
+@dataclass
+class StackedRollout:
+    """One rollout of every member, ``(K, n_steps, n_envs, ...)`` tensors on the learner's device.
+
+    ``timeout`` marks time-limit truncations; ``timeout_observations`` holds the true last
+    observation there (zeros elsewhere), so truncations bootstrap with its value.
+    """
+
+    observations: Tensor
+    actions: Tensor
+    rewards: Tensor
+    episode_starts: Tensor
+    behaviour_log_prob: Tensor
+    behaviour_params: Tensor
+    timeout: Tensor
+    timeout_observations: Tensor
+    last_observation: Tensor
+    last_dones: Tensor
+
+
+class _TanhFunction(torch.autograd.Function):
+    """tanh as ``2 sigmoid(2x) - 1`` with tanh's own backward ``g (1 - y^2)``: the same function
+    to float32 rounding (absolute error below 1e-7) at a fraction of ``torch.tanh``'s cost on the
+    CPU builds measured here (tanh and its sigmoid-based backward were half of a vmapped step)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: Tensor) -> Tensor:  # type: ignore[override]
+        return torch.sigmoid(2.0 * x).mul_(2.0).sub_(1.0)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Tensor], output: Tensor) -> None:
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: Tensor) -> Tensor:  # type: ignore[override]
+        (y,) = ctx.saved_tensors
+        return torch.addcmul(grad_output, grad_output * y, y, value=-1.0)
+
+
+class _FastTanh(nn.Module):
+    """Drop-in for ``nn.Tanh`` in the engine's copy of the network (see :class:`_TanhFunction`)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return _TanhFunction.apply(x)
+
+
+def _with_fast_tanh(module: nn.Module) -> None:
+    for name, child in module.named_children():
+        if type(child) is nn.Tanh:
+            setattr(module, name, _FastTanh())
+        else:
+            _with_fast_tanh(child)
+
+
+class _Heads(nn.Module):
+    """An SB3 actor-critic's forward pass to the flat distribution parameters and the value,
+    the same path as ``BatchPolicyOptimization._evaluate``."""
+
+    def __init__(self, policy: ActorCriticPolicy, kind: D.Kind) -> None:
+        super().__init__()
+        self.policy = policy
+        self.kind = kind
+
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        policy = self.policy
+        features = policy.extract_features(obs)  # type: ignore[arg-type]
+        if policy.share_features_extractor:
+            latent_pi, latent_vf = policy.mlp_extractor(features)
+        else:
+            pi_features, vf_features = features
+            latent_pi = policy.mlp_extractor.forward_actor(pi_features)
+            latent_vf = policy.mlp_extractor.forward_critic(vf_features)
+        out = policy.action_net(latent_pi)
+        if self.kind == "gaussian":
+            out = torch.cat([out, policy.log_std.expand_as(out)], dim=-1)
+        return out, policy.value_net(latent_vf).squeeze(-1)
+
+
+def distribution_kind(action_space: spaces.Space) -> D.Kind:
+    if isinstance(action_space, spaces.Discrete):
+        return "categorical"
+    if isinstance(action_space, spaces.Box):
+        return "gaussian"
+    raise ValueError(f"the population engine supports Discrete and Box actions, got {action_space}")
+
+
+class PopulationLearner:
+    """K members of one algorithm, stacked; acting, and one update at a time.
+
+    Constructor arguments are those of :class:`~adaptive_po.algorithms.BatchPolicyOptimization`
+    (same meaning, units and defaults), except ``members`` (one :class:`Member` each) and the
+    spaces given directly.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        members: list[Member],
+        *,
+        objective: str = "esspo",
+        objective_kwargs: dict[str, Any] | None = None,
+        learning_rate: float | Callable[[float], float] = 3e-4,
+        n_steps: int = 2048,
+        batch_size: int = 64,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        replay: int = 0,
+        policy_kwargs: dict[str, Any] | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if not members:
+            raise ValueError("a population needs at least one member")
+        check_hyperparams(
+            learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs, gamma=gamma,
+            gae_lambda=gae_lambda, normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm,
+        )
+        for m in members:
+            validate_off_policy_settings(m.policy_lag, replay, m.action_noise, m.behaviour_log_prob)
+        self.members = list(members)
+        self.k = len(members)
+        self.device = torch.device(device)
+        self.kind = distribution_kind(action_space)
+        self.observation_space, self.action_space = observation_space, action_space
+        self.spec = get_objective(objective)
+        self.objective_name = objective
+        self.objective_kwargs = {**self.spec.kwargs, **(objective_kwargs or {})}
+        self._objective_schedules = {
+            k: (FloatSchedule(v) if (isinstance(v, (int, float)) and not isinstance(v, bool)) or callable(v) else v)
+            for k, v in self.objective_kwargs.items()
+        }
+        self.lr_schedule = FloatSchedule(learning_rate)
+        self.n_steps, self.batch_size, self.n_epochs = n_steps, batch_size, n_epochs
+        self.gamma, self.gae_lambda = gamma, gae_lambda
+        self.normalize_advantage = normalize_advantage
+        self.ent_coef, self.vf_coef, self.max_grad_norm = ent_coef, vf_coef, max_grad_norm
+        self.replay = replay
+
+        # Parameters as the SB3 class makes them: seed everything, then build the policy.
+        policies = []
+        for m in self.members:
+            set_random_seed(m.seed)
+            policies.append(
+                ActorCriticPolicy(observation_space, action_space, self.lr_schedule, use_sde=False, **(policy_kwargs or {})).to(self.device)
+            )
+        self._module = _Heads(policies[0], self.kind)
+        _with_fast_tanh(self._module)
+        params, buffers = stack_module_state(policies)
+        self.params = {f"policy.{k}": v.detach().clone() for k, v in params.items()}
+        self.buffers = {f"policy.{k}": v for k, v in buffers.items()}
+        self._initial = {k: v.clone() for k, v in self.params.items()}
+        self._adam_m = {k: torch.zeros_like(v) for k, v in self.params.items()}
+        self._adam_v = {k: torch.zeros_like(v) for k, v in self.params.items()}
+        self._adam_count = 0
+
+        self.alive = torch.ones(self.k, dtype=torch.bool, device=self.device)
+        self.n_updates = 0
+        self.lags = [m.policy_lag for m in self.members]
+        self._history: deque[dict[str, Tensor]] = deque([self._initial], maxlen=max(self.lags) + 1)
+        self._acting = self._initial
+        self._replay: deque[StackedRollout] = deque(maxlen=max(replay, 1))
+        self.noise = torch.tensor([m.action_noise for m in self.members], device=self.device, dtype=torch.float32)
+        self.record_actual = torch.tensor([m.behaviour_log_prob == "actual" for m in self.members], device=self.device)
+        self.action_generators = [self._generator(m.seed) for m in self.members]
+        self.noise_generators = [self._generator(m.seed + 7919) for m in self.members]  # the Collector's offset
+        self.permutation_rngs = [np.random.RandomState(m.seed) for m in self.members]
+
+    def _generator(self, seed: int) -> torch.Generator:
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(int(seed))
+        return generator
+
+    # -- forward passes ------------------------------------------------------------------------------
+    def _heads(self, params: dict[str, Tensor], buffers: dict[str, Tensor], obs: Tensor) -> tuple[Tensor, Tensor]:
+        return functional_call(self._module, {**params, **buffers}, (obs,))
+
+    def forward(self, params: dict[str, Tensor], obs: Tensor) -> tuple[Tensor, Tensor]:
+        """``(K, B, ...)`` observations -> ``(K, B, P)`` distribution parameters, ``(K, B)`` values."""
+        return vmap(self._heads, in_dims=(0, 0, 0))(params, self.buffers, obs)
+
+    @torch.no_grad()
+    def values(self, obs: Tensor) -> Tensor:
+        return self.forward(self.params, obs)[1]
+
+    @torch.no_grad()
+    def deterministic_actions(self, obs: Tensor) -> Tensor:
+        """The clean current policy's actions (for evaluation), ``(K, B[, d])``."""
+        return D.mode(self.kind, self.forward(self.params, obs)[0])
+
+    # -- acting -----------------------------------------------------------------------------------
+    @property
+    def acting_updates(self) -> list[int]:
+        """For each member, the index of the update whose parameters act now (0 = initial)."""
+        return [max(0, self.n_updates - lag) for lag in self.lags]
+
+    def _refresh_acting_params(self) -> None:
+        """Each member acts with the parameters of ``policy_lag`` updates ago (its own)."""
+        newest = self.n_updates
+        slots = [len(self._history) - 1 - (newest - u) for u in self.acting_updates]
+        if len(set(slots)) == 1:
+            self._acting = self._history[slots[0]]
+            return
+        # K small copies per tensor: cheap next to stacking the whole history
+        self._acting = {
+            name: torch.stack([self._history[slot][name][m] for m, slot in enumerate(slots)]) for name in self.params
+        }
+
+    @torch.no_grad()
+    def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Sample actions for ``(K, n_envs, ...)`` observations with each member's acting parameters
+        and dials. Returns ``(actions, behaviour_log_prob, behaviour_params)`` as the collector
+        records them: the distribution actually sampled from, or the clean policy's for members
+        that record ``behaviour_log_prob="policy"``."""
+        clean, _ = self.forward(self._acting, obs)
+        noise_shape = D.sampling_noise_shape(self.kind, clean.shape[1:])
+        sampler = clean
+        if bool((self.noise > 0).any()):
+            z = torch.stack([torch.randn(noise_shape, generator=g, device=self.device) for g in self.noise_generators])
+            sigma = self.noise.view(self.k, *([1] * (z.dim() - 1)))
+            sampler = D.perturb(self.kind, clean, sigma, z)
+        draw = torch.rand if self.kind == "categorical" else torch.randn
+        u = torch.stack([draw(noise_shape, generator=g, device=self.device) for g in self.action_generators])
+        actions = D.sample(self.kind, sampler, u)
+        actual = self.record_actual.view(self.k, *([1] * (clean.dim() - 1)))
+        recorded = torch.where(actual, sampler, clean)
+        return actions, D.log_prob(self.kind, recorded, actions), recorded
+
+    # -- one update -------------------------------------------------------------------------------
+    def _flat(self, x: Tensor) -> Tensor:
+        """``(K, T, E, ...)`` -> ``(K, E * T, ...)``, env-major as SB3's buffer yields it."""
+        k, t, e = x.shape[:3]
+        return x.transpose(1, 2).reshape(k, e * t, *x.shape[3:])
+
+    @torch.no_grad()
+    def _advantages(self, batch: StackedRollout) -> tuple[Tensor, Tensor, Tensor]:
+        """Values, advantages and returns ``(K, T, E)`` under each member's current critic."""
+        k, t, e = batch.rewards.shape
+        obs = torch.cat(
+            [batch.observations.reshape(k, t * e, *batch.observations.shape[3:]), batch.last_observation,
+             batch.timeout_observations.reshape(k, t * e, *batch.observations.shape[3:])],
+            dim=1,
+        )
+        all_values = self.values(obs)
+        values = all_values[:, : t * e].reshape(k, t, e)
+        last_values = all_values[:, t * e : t * e + e]
+        terminal_values = all_values[:, t * e + e :].reshape(k, t, e)
+        rewards = batch.rewards + self.gamma * torch.where(batch.timeout, terminal_values, torch.zeros_like(terminal_values))
+        # GAE is per (member, env) column: the shared NumPy routine runs on (T, K * E)
+        to_np = lambda x: x.permute(1, 0, 2).reshape(t, k * e).cpu().numpy()  # noqa: E731
+        advantages, returns = compute_gae(
+            to_np(rewards), to_np(values), to_np(batch.episode_starts), last_values.reshape(k * e).cpu().numpy(),
+            batch.last_dones.reshape(k * e).cpu().numpy(), self.gamma, self.gae_lambda,
+        )
+        back = lambda a: torch.as_tensor(a, device=self.device).reshape(t, k, e).permute(1, 0, 2)  # noqa: E731
+        return values, back(advantages), back(returns)
+
+    def _training_data(self, batches: list[StackedRollout]) -> dict[str, Tensor]:
+        columns: dict[str, list[Tensor]] = {k: [] for k in ("observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values")}
+        for batch in batches:
+            values, advantages, returns = self._advantages(batch)
+            columns["observations"].append(self._flat(batch.observations))
+            columns["actions"].append(self._flat(batch.actions))
+            columns["behaviour_log_prob"].append(self._flat(batch.behaviour_log_prob))
+            columns["behaviour_params"].append(self._flat(batch.behaviour_params))
+            columns["advantages"].append(self._flat(advantages))
+            columns["returns"].append(self._flat(returns))
+            columns["values"].append(self._flat(values))
+        return {name: torch.cat(parts, dim=1) for name, parts in columns.items()}
+
+    @torch.no_grad()
+    def _log_prob(self, params: dict[str, Tensor], obs: Tensor, actions: Tensor) -> Tensor:
+        return D.log_prob(self.kind, self.forward(params, obs)[0], actions)
+
+    def _member_loss(self, params, buffers, mb, arguments):  # type: ignore[no-untyped-def]
+        """One member's minibatch loss: the SB3 class's ``train()`` step as a pure function."""
+        dist_params, values = self._heads(params, buffers, mb["observations"])
+        log_prob = D.log_prob(self.kind, dist_params, mb["actions"])
+        entropy = D.entropy(self.kind, dist_params)
+        advantages = mb["advantages"]
+        if self.normalize_advantage and advantages.shape[0] > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        kl_values = D.kl(self.kind, dist_params, mb["behaviour_params"])
+        if not self.spec.needs_kl:
+            kl_values = kl_values.detach()
+        batch = PolicyBatch(
+            log_prob=log_prob,
+            behaviour_log_prob=mb["behaviour_log_prob"],
+            advantages=advantages,
+            kl_behaviour=kl_values,
+            proximal_log_prob=mb["proximal_log_prob"] if self.spec.needs_proximal else None,
+        )
+        output = self.spec.loss(batch, **arguments)
+        value_loss = torch.mean((mb["returns"] - values) ** 2)
+        entropy_loss = -torch.mean(entropy)
+        loss = output.loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+        stats = {**batch_statistics(batch), **objective_statistics(output)}
+        stats["value_loss"] = value_loss.detach().to(torch.float64)
+        stats["entropy"] = -entropy_loss.detach().to(torch.float64)
+        stats["loss"] = loss.detach().to(torch.float64)
+        return loss, stats
+
+    def _adam_step(self, grads: dict[str, Tensor], lr: float) -> None:
+        """Per-member global-norm clipping, then Adam (torch.optim.Adam's update, eps 1e-5)."""
+        alive = self.alive
+        sq = sum(g.reshape(self.k, -1).pow(2).sum(1) for g in grads.values())
+        coef = (self.max_grad_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+        self._adam_count += 1
+        beta1, beta2 = ADAM_BETAS
+        bias1 = 1.0 - beta1**self._adam_count
+        bias2_sqrt = math.sqrt(1.0 - beta2**self._adam_count)
+        step = torch.where(alive, torch.full_like(coef, lr / bias1), torch.zeros_like(coef))
+        for name, g in grads.items():
+            shape = (self.k, *([1] * (g.dim() - 1)))
+            g = torch.where(alive.view(shape), g * coef.view(shape), torch.zeros_like(g))
+            m, v = self._adam_m[name], self._adam_v[name]
+            m.mul_(beta1).add_(g, alpha=1.0 - beta1)
+            v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+            denom = (v.sqrt() / bias2_sqrt).add_(ADAM_EPS)
+            self.params[name] = self.params[name] - step.view(shape) * m / denom
+
+    def objective_arguments(self, progress_remaining: float) -> dict[str, Any]:
+        return {k: (v(progress_remaining) if callable(v) else v) for k, v in self._objective_schedules.items()}
+
+    def update(self, rollout: StackedRollout, progress_remaining: float) -> dict[str, Tensor]:
+        """One update of every member on its rollout (plus its replayed ones).
+
+        ``progress_remaining`` (1 -> 0) drives the learning-rate and objective schedules, as SB3's
+        ``_current_progress_remaining`` does. Returns the update's statistics, ``(K,)`` tensors
+        keyed by the names of the run-folder contract's progress columns (plus ``loss``).
+        """
+        lr = self.lr_schedule(progress_remaining)
+        arguments = self.objective_arguments(progress_remaining)
+        batches = [rollout, *reversed(self._replay)] if self.replay > 0 else [rollout]
+        data = self._training_data(batches)
+        data["proximal_log_prob"] = self._log_prob(self.params, data["observations"], data["actions"])
+        start_log_prob = data["proximal_log_prob"]
+        n_samples = data["advantages"].shape[1]
+        per_member_grad = vmap(grad(self._member_loss, has_aux=True), in_dims=(0, 0, 0, None))
+        keys = ("observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "proximal_log_prob")
+        rows: list[dict[str, Tensor]] = []
+        members = torch.arange(self.k, device=self.device)[:, None]
+        for _epoch in range(self.n_epochs):
+            order = torch.as_tensor(np.stack([rng.permutation(n_samples) for rng in self.permutation_rngs]), device=self.device)
+            for start in range(0, n_samples, self.batch_size):
+                idx = order[:, start : start + self.batch_size]
+                minibatch = {name: data[name][members, idx] for name in keys}
+                grads, stats = per_member_grad(self.params, self.buffers, minibatch, arguments)
+                self._adam_step(grads, lr)
+                rows.append(stats)
+        log_ratio = self._log_prob(self.params, data["observations"], data["actions"]) - start_log_prob
+        self.n_updates += 1
+        self._after_update(rollout)
+        return self._reduce(rows, ((torch.exp(log_ratio) - 1.0) - log_ratio).mean(1), data, rollout, lr)
+
+    def _after_update(self, rollout: StackedRollout) -> None:
+        if self.replay > 0:
+            self._replay.append(rollout)
+        if max(self.lags) > 0:
+            self._history.append({k: v.detach().clone() for k, v in self.params.items()})
+        else:
+            self._history[0] = self.params
+        self._refresh_acting_params()
+
+    def _reduce(self, rows, approx_kl, data, rollout, lr) -> dict[str, Tensor]:  # type: ignore[no-untyped-def]
+        column = {name: torch.stack([row[name] for row in rows], dim=1) for name in rows[0]}  # (K, n_minibatches)
+        n_fresh = rollout.rewards.shape[1] * rollout.rewards.shape[2]
+        values, returns = data["values"][:, :n_fresh].double(), data["returns"][:, :n_fresh].double()
+        var_y = returns.var(dim=1, unbiased=False)
+        explained = torch.where(var_y == 0, torch.full_like(var_y, float("nan")), 1 - (returns - values).var(dim=1, unbiased=False) / var_y)
+        stats = {
+            "ess": column["ess"].mean(1),
+            "ess_min": column["ess"].amin(1),
+            "cap_fraction": column["cap_fraction"].mean(1),
+            "kl_behaviour": column["kl_behaviour"].mean(1),
+            "kl_behaviour_sampled": column["kl_behaviour_sampled"].mean(1),
+            "kl_weight": column["kl_weight"].mean(1),
+            "approx_kl": approx_kl.double(),
+            "ratio_max": column["ratio_max"].amax(1),
+            "ratio_mean": column["ratio_mean"].mean(1),
+            "ratio_above_2": column["ratio_above_2"].mean(1),
+            "policy_loss": column["policy_loss"].mean(1),
+            "value_loss": column["value_loss"].mean(1),
+            "entropy": column["entropy"].mean(1),
+            "explained_variance": explained,
+            "learning_rate": torch.full((self.k,), float(lr), dtype=torch.float64, device=self.device),
+            "loss": column["loss"][:, -1],
+        }
+        return stats
+
+    # -- failure isolation ------------------------------------------------------------------------
+    def finite_members(self) -> Tensor:
+        """``(K,)`` True where every parameter of the member is finite."""
+        ok = torch.ones(self.k, dtype=torch.bool, device=self.device)
+        for v in self.params.values():
+            ok &= torch.isfinite(v.reshape(self.k, -1)).all(1)
+        return ok
+
+    def retire(self, member: int) -> None:
+        """Stop training ``member``: its parameters go back to their finite initial values and it
+        takes no more steps, so a diverged member cannot poison the population's computations."""
+        self.alive[member] = False
+        for store in (self.params, *(h for h in self._history)):
+            for name in store:
+                store[name][member] = self._initial[name][member]
+        for state in (self._adam_m, self._adam_v):
+            for name in state:
+                state[name][member] = 0.0
+        self._refresh_acting_params()

@@ -1,0 +1,237 @@
+"""The population engine is the SB3 classes' algorithm, stacked: the tests prove the two faces agree.
+
+1. From identical initial parameters and an identical stored rollout, one engine update equals the
+   SB3 class's update, member by member, for every registered algorithm, Discrete and Box, with
+   lag and noise on.
+2. The lag dial gives each member exactly its own k-old parameters; the noise dial its own noise.
+3. Run folders are the runner's; resume is per run; a diverging member fails alone.
+"""
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import configure
+
+import analysis
+from adaptive_po import BatchPolicyOptimization
+from adaptive_po.harness import contract
+from adaptive_po.harness.population import execute_population, group_populations, population_key
+from adaptive_po.harness.runner import RunSpec, execute_run
+from adaptive_po.objectives import OBJECTIVES
+from adaptive_po.population import Member, PopulationLearner, StackedRollout
+
+SMALL = dict(n_steps=32, batch_size=16, n_epochs=2, learning_rate=3e-3)
+
+
+def _objective_kwargs(algo):
+    return {"clip_range": 0.2} if "clip_range" in OBJECTIVES[algo].tuned else None
+
+
+class _Nothing(BaseCallback):
+    def _on_step(self):
+        return True
+
+
+def _stored_rollout(env_id, algo, member):
+    """A rollout from an actor that is ``policy_lag`` updates old and noisy: behaviour != learner."""
+    env = make_vec_env(env_id, n_envs=2, seed=member.seed)
+    model = BatchPolicyOptimization(
+        "MlpPolicy", env, objective=algo, objective_kwargs=_objective_kwargs(algo), seed=member.seed, device="cpu",
+        policy_lag=member.policy_lag, action_noise=member.action_noise, **SMALL,
+    )
+    model.learn(64 * 3)
+    callback = _Nothing()
+    callback.init_callback(model)
+    model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)
+    return model.rollout_buffer.freeze(copy=True), env
+
+
+def _stack(rollouts, discrete):
+    obs_shape = rollouts[0].observations.shape[2:]
+    timeout, terminal = [], []
+    for r in rollouts:
+        mask = np.zeros(r.rewards.shape, bool)
+        obs = np.zeros((*r.rewards.shape, *obs_shape), np.float32)
+        for (step, env), o in zip(r.timeout_index, r.timeout_observations):
+            mask[step, env], obs[step, env] = True, o
+        timeout.append(mask)
+        terminal.append(obs)
+
+    def t(xs):
+        return torch.as_tensor(np.stack(xs))
+
+    actions = [r.actions.reshape(r.rewards.shape) if discrete else r.actions for r in rollouts]
+    return StackedRollout(
+        t([r.observations for r in rollouts]), t(actions), t([r.rewards for r in rollouts]),
+        t([r.episode_starts for r in rollouts]), t([r.behaviour_log_prob for r in rollouts]),
+        t([r.behaviour_params for r in rollouts]), t(timeout), t(terminal),
+        t([r.last_observation for r in rollouts]), t([r.last_dones for r in rollouts]),
+    )
+
+
+@pytest.mark.parametrize("algo", sorted(OBJECTIVES))
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_one_engine_update_equals_the_sb3_class_update_for_every_member(env_id, algo):
+    members = [Member(3, policy_lag=2, action_noise=0.3), Member(4, policy_lag=1, action_noise=0.5, behaviour_log_prob="policy")]
+    rollouts, classes = [], []
+    for member in members:
+        rollout, env = _stored_rollout(env_id, algo, member)
+        rollouts.append(rollout)
+        model = BatchPolicyOptimization(
+            "MlpPolicy", env, objective=algo, objective_kwargs=_objective_kwargs(algo), seed=member.seed, device="cpu",
+            policy_lag=member.policy_lag, action_noise=member.action_noise, behaviour_log_prob=member.behaviour_log_prob, **SMALL,
+        )
+        model.rollout_buffer.freeze = lambda copy, r=rollout: r  # train on the stored rollout
+        model._current_progress_remaining = 0.7
+        model.set_logger(configure(None, []))
+        np.random.seed(100 + member.seed)  # the SB3 class draws its minibatch order from NumPy's global stream
+        model.train()
+        classes.append(model)
+
+    learner = PopulationLearner(env.observation_space, env.action_space, members, objective=algo, objective_kwargs=_objective_kwargs(algo), **SMALL)
+    learner.permutation_rngs = [np.random.RandomState(100 + m.seed) for m in members]
+    initial = {k: v.clone() for k, v in learner.params.items()}
+    stats = learner.update(_stack(rollouts, isinstance(env.action_space, gym.spaces.Discrete)), 0.7)
+
+    for m, model in enumerate(classes):
+        moved = 0.0
+        for name, value in model.policy.state_dict().items():
+            key = f"policy.{name}"
+            if key in learner.params:
+                torch.testing.assert_close(learner.params[key][m], value, atol=2e-6, rtol=1e-5)
+                moved = max(moved, (value - initial[key][m]).abs().max().item())
+        assert moved > 1e-3  # the update really moved the parameters
+        for name in contract.UPDATE_STATISTICS:
+            np.testing.assert_allclose(stats[name][m].item(), model.last_update_stats[name], rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def _learner(members, **kwargs):
+    env = gym.make("CartPole-v1")
+    return PopulationLearner(env.observation_space, env.action_space, members, n_steps=4, batch_size=8, n_epochs=1, learning_rate=1e-2, **kwargs)
+
+
+def _random_rollout(learner, n_steps=4, n_envs=2):
+    k = learner.k
+    g = torch.Generator().manual_seed(learner.n_updates)
+    obs = torch.randn(k, n_steps, n_envs, 4, generator=g)
+    actions, blp, params = learner.act(obs.reshape(k, n_steps * n_envs, 4))
+    shape = (k, n_steps, n_envs)
+    return StackedRollout(
+        obs, actions.reshape(shape), torch.randn(shape, generator=g), torch.zeros(shape), blp.reshape(shape),
+        params.reshape(*shape, -1), torch.zeros(shape, dtype=torch.bool), torch.zeros(*shape, 4),
+        torch.randn(k, n_envs, 4, generator=g), torch.zeros(k, n_envs),
+    )
+
+
+def test_the_lag_dial_gives_each_member_its_own_k_old_parameters():
+    lags = [0, 1, 3]
+    learner = _learner([Member(s, policy_lag=lag) for s, lag in enumerate(lags)])
+    snapshots = [{k: v.clone() for k, v in learner.params.items()}]  # snapshots[u]: after u updates
+    obs = torch.randn(len(lags), 5, 4)
+    for update in range(1, 6):
+        learner.update(_random_rollout(learner), 1.0)
+        snapshots.append({k: v.clone() for k, v in learner.params.items()})
+        _, _, recorded = learner.act(obs)
+        for m, lag in enumerate(lags):
+            expected, _ = learner.forward(snapshots[max(0, update - lag)], obs)
+            torch.testing.assert_close(recorded[m], expected[m])
+            if lag and update > lag:  # and not anyone else's parameters
+                other, _ = learner.forward(snapshots[update], obs)
+                assert not torch.allclose(recorded[m], other[m])
+        assert learner.acting_updates == [max(0, update - lag) for lag in lags]
+
+
+def test_the_noise_dial_gives_each_member_its_own_noise_and_recording():
+    members = [Member(0), Member(1, action_noise=0.5), Member(2, action_noise=0.5), Member(3, action_noise=0.5, behaviour_log_prob="policy")]
+    learner = _learner(members)
+    obs = torch.randn(4, 6, 4)
+    clean, _ = learner.forward(learner.params, obs)
+    actions, blp, recorded = learner.act(obs)
+    torch.testing.assert_close(recorded[0], clean[0])  # no noise: the clean policy
+    for m in (1, 2):  # the member's own stream, as the Collector seeds it (seed + 7919)
+        z = torch.randn(6, 2, generator=torch.Generator().manual_seed(members[m].seed + 7919))
+        torch.testing.assert_close(recorded[m], clean[m] + 0.5 * z)
+    assert not torch.allclose(recorded[1], recorded[2])
+    torch.testing.assert_close(recorded[3], clean[3])  # "policy" records the clean distribution
+    for m in range(4):  # the recorded log-prob is that of the recorded distribution at the taken action
+        expected = torch.log_softmax(recorded[m], -1).gather(-1, actions[m][:, None]).squeeze(-1)
+        torch.testing.assert_close(blp[m], expected)
+
+
+def test_grouping_keeps_only_compatible_runs_together(tmp_path):
+    specs = [RunSpec("s", "CartPole-v1", algo, seed, 512, policy_lag=lag, out=str(tmp_path)) for algo in ("esspo", "ppo") for seed in range(3) for lag in (0, 4)]
+    groups = group_populations(specs, max_members=4)
+    assert sorted(len(g) for g in groups) == [2, 2, 4, 4]
+    for group in groups:
+        assert len({population_key(s) for s in group}) == 1
+
+
+def _spec(tmp_path, **kw):
+    base = dict(suite="t", env="CartPole-v1", algo="esspo", seed=0, total_timesteps=768, out=str(tmp_path), device="cpu")
+    return RunSpec(**{**base, **kw})
+
+
+def test_population_run_folders_are_the_runners(tmp_path):
+    pop = [_spec(tmp_path / "pop", seed=s, policy_lag=lag) for s, lag in ((0, 0), (1, 2))]
+    results = execute_population(pop)
+    assert [r["status"] for r in results] == ["complete", "complete"], results
+    single = _spec(tmp_path / "proc", seed=1, policy_lag=2)
+    assert execute_run(single)["status"] == "complete"
+    a, b = pop[1].run_dir, single.run_dir
+    assert sorted(p.name for p in a.iterdir()) == sorted(p.name for p in b.iterdir())
+    assert list((a / "tb").glob("events.out.tfevents.*"))
+    ca, cb = (json.loads((d / "config.json").read_text()) for d in (a, b))
+    ca.pop("versions"), cb.pop("versions")
+    assert ca == cb
+    for name in ("progress.csv", "eval.csv"):
+        ha, hb = ((d / name).read_text().splitlines() for d in (a, b))
+        assert ha[0] == hb[0] and len(ha) == len(hb)  # same columns, same number of rows
+    eval_steps = [line.split(",")[0] for line in (a / "eval.csv").read_text().splitlines()[1:]]
+    assert eval_steps == [line.split(",")[0] for line in (b / "eval.csv").read_text().splitlines()[1:]]
+    summary = json.loads((a / "summary.json").read_text())
+    assert summary["engine"] == "population" and summary["updates"] == 3 and summary["timesteps"] == 768
+    loaded = analysis.load_runs(tmp_path / "pop" / "t")
+    assert len(loaded.finals) == 2 and not loaded.notes
+
+
+def test_resume_is_per_run_and_nothing_complete_is_rewritten(tmp_path):
+    specs = [_spec(tmp_path, seed=s) for s in range(3)]
+    assert [r["status"] for r in execute_population(specs)] == ["complete"] * 3
+    stamps = {s.seed: (s.run_dir / "summary.json").stat().st_mtime_ns for s in specs}
+    (specs[1].run_dir / contract.COMPLETE).unlink()  # as if it had been interrupted
+    results = execute_population(specs)
+    assert [r["status"] for r in results] == ["skipped", "complete", "skipped"]
+    assert (specs[0].run_dir / "summary.json").stat().st_mtime_ns == stamps[0]
+    assert (specs[2].run_dir / "summary.json").stat().st_mtime_ns == stamps[2]
+    assert contract.is_complete(specs[1].run_dir)
+
+
+def test_a_diverging_member_fails_alone_with_its_reason(tmp_path, monkeypatch):
+    original = PopulationLearner.update
+
+    def update(self, rollout, progress_remaining):
+        stats = original(self, rollout, progress_remaining)
+        if self.n_updates == 2:
+            self.params["policy.action_net.weight"][1] = float("nan")
+        return stats
+
+    monkeypatch.setattr(PopulationLearner, "update", update)
+    specs = [_spec(tmp_path, seed=s) for s in range(3)]
+    results = execute_population(specs)
+    assert [r["status"] for r in results] == ["complete", "failed", "complete"]
+    assert "non-finite parameter at update 2" in results[1]["error"]
+    failed = specs[1].run_dir
+    assert (failed / contract.FAILED).is_file() and not (failed / contract.COMPLETE).exists()
+    assert "FloatingPointError" in (failed / contract.FAILED).read_text()
+    for s in (specs[0], specs[2]):
+        assert json.loads((s.run_dir / "summary.json").read_text())["updates"] == 3
+
+
+def test_members_that_cannot_share_a_population_are_refused(tmp_path):
+    results = execute_population([_spec(tmp_path), _spec(tmp_path, algo="ppo", seed=1)])
+    assert all(r["status"] == "failed" and "cannot share a population" in r["error"] for r in results)
