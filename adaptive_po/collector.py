@@ -30,8 +30,8 @@ from stable_baselines3.common.distributions import CategoricalDistribution, Diag
 from stable_baselines3.common.policies import ActorCriticPolicy
 from torch.distributions import Categorical, Normal
 
+from adaptive_po import distributions as D
 from adaptive_po.buffers import StoredRollout
-from adaptive_po.objectives import categorical_kl, diag_gaussian_kl
 
 BehaviourRecording = Literal["actual", "policy"]
 BEHAVIOUR_RECORDINGS: tuple[str, ...] = ("actual", "policy")
@@ -65,15 +65,17 @@ def distribution_params(distribution: Distribution) -> th.Tensor:
     raise ValueError(f"unsupported action distribution {type(distribution).__name__}")
 
 
+def distribution_kind(distribution: Distribution) -> D.Kind:
+    if isinstance(distribution, CategoricalDistribution):
+        return "categorical"
+    if isinstance(distribution, DiagGaussianDistribution):
+        return "gaussian"
+    raise ValueError(f"unsupported action distribution {type(distribution).__name__}")
+
+
 def kl_to_behaviour(distribution: Distribution, behaviour_params: th.Tensor) -> th.Tensor:
     """Analytic ``KL(pi_theta(.|s) || pi_b(.|s))`` per state, ``(B,)``, with gradient through pi_theta."""
-    if isinstance(distribution, CategoricalDistribution):
-        return categorical_kl(distribution.distribution.logits, behaviour_params)
-    if isinstance(distribution, DiagGaussianDistribution):
-        normal = distribution.distribution
-        d = behaviour_params.shape[-1] // 2
-        return diag_gaussian_kl(normal.mean, th.log(normal.stddev), behaviour_params[:, :d], behaviour_params[:, d:])
-    raise ValueError(f"unsupported action distribution {type(distribution).__name__}")
+    return D.kl(distribution_kind(distribution), distribution_params(distribution), behaviour_params)
 
 
 @dataclass
@@ -163,23 +165,22 @@ class Collector:
             return ActorStep(actions, distribution.log_prob(actions), distribution_params(distribution))
 
         clean_params = distribution_params(distribution)
-        if isinstance(distribution, CategoricalDistribution):
-            noise = th.randn(clean_params.shape, generator=self._noise_generator, device=clean_params.device)
-            perturbed = clean_params + self.action_noise * noise
+        kind = distribution_kind(distribution)
+        noise_shape = D.sampling_noise_shape(kind, clean_params.shape)
+        noise = th.randn(noise_shape, generator=self._noise_generator, device=clean_params.device)
+        perturbed = D.perturb(kind, clean_params, self.action_noise, noise)  # the dial, shared with the engine
+        if kind == "categorical":
             sampler = Categorical(logits=perturbed)
             actions = sampler.sample()
             if self.behaviour_log_prob == "actual":
                 return ActorStep(actions, sampler.log_prob(actions), sampler.logits)
             return ActorStep(actions, distribution.log_prob(actions), clean_params)
 
-        d = clean_params.shape[-1] // 2
-        mean, log_std = clean_params[:, :d], clean_params[:, d:]
-        noise = th.randn(mean.shape, generator=self._noise_generator, device=mean.device)
-        perturbed_mean = mean + self.action_noise * noise
-        sampler = Normal(perturbed_mean, log_std.exp())
+        mean, log_std = perturbed.chunk(2, dim=-1)
+        sampler = Normal(mean, log_std.exp())
         actions = sampler.sample()
         if self.behaviour_log_prob == "actual":
-            return ActorStep(actions, sampler.log_prob(actions).sum(-1), th.cat([perturbed_mean, log_std], -1))
+            return ActorStep(actions, sampler.log_prob(actions).sum(-1), perturbed)
         return ActorStep(actions, distribution.log_prob(actions), clean_params)
 
     # -- after each update ------------------------------------------------------------------------
