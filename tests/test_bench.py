@@ -208,13 +208,13 @@ def test_sweep_survives_a_failing_run_and_resumes(tmp_path):
     assert len(second.skipped) == 1 and len(second.failed) == 1
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
-def test_bench_cli_killed_halfway_resumes(tmp_path, stop_signal):
+@pytest.mark.parametrize("stop_signal,engine", [(signal.SIGINT, "population"), (signal.SIGTERM, "process")])
+def test_bench_cli_killed_halfway_resumes(tmp_path, stop_signal, engine):
     out = tmp_path / "runs"
     cmd = [
         sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--envs", "CartPole-v1", "--algos", "esspo,ppo",
         "--seeds", "2", "--lags", "0", "--timesteps", "2048", "--workers", "1", "--out", str(out), "--device", "cpu",
-        "--no-report", "--no-progress",
+        "--no-report", "--no-progress", "--engine", engine,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

@@ -1,4 +1,5 @@
-"""The sweep on Ray: same results as the local executor, loopback only, a killed worker retried.
+"""The sweep on Ray: same results as the local executor, loopback only, a killed worker retried
+(a population's or a single run's).
 
 Real Ray, on local instances bound to 127.0.0.1 that the tests start and always stop.
 """
@@ -261,10 +262,18 @@ def test_local_instance_listens_on_loopback_only(ray_head):
     assert [s for s in sockets if s[1] not in LOOPBACK] == []
 
 
-def test_killed_worker_is_retried_and_lands_once(tmp_path, ray_head, attempt_log, local_reference):
+def test_killed_worker_is_retried_and_lands_once(tmp_path, tmp_path_factory, ray_head, attempt_log):
+    """On the population engine: the esspo and the ppo population (lags 0 and 2) are two tasks.
+
+    A member's environments are seeded by its place in its population, so the reference is the
+    same populations run locally."""
     address, _ = ray_head
     for old in attempt_log.glob("*.json"):
         old.unlink()
+    local_specs = grid_specs(tmp_path_factory.mktemp("local-seed0"), seeds=[0])
+    local = run_sweep(local_specs, workers=2, executor="local", show_progress=False)
+    assert len(local.complete) == len(local_specs), local.failed
+    local_reference = {str(s.relative_dir): run_record(s.run_dir) for s in local_specs}
     specs = grid_specs(tmp_path, seeds=[0])
     results: list[tuple[RunSpec, dict]] = []
     ticks: list[list[RunSpec]] = []
@@ -278,9 +287,12 @@ def test_killed_worker_is_retried_and_lands_once(tmp_path, ray_head, attempt_log
     assert killer.killed is not None, "no worker was caught mid-run"
     assert sorted(str(s.relative_dir) for s, _ in results) == sorted(str(s.relative_dir) for s in specs)  # once each
     assert all(o["status"] == "complete" and o["run_dir"] == str(s.run_dir) for s, o in results), results
-    assert ticks and all(len(t) <= 2 for t in ticks)
-    tries = [a for a in attempts(attempt_log) if a["relative_dir"] == killer.killed["relative_dir"]]
-    assert len(tries) == 2 and killer.killed["pid"] in {a["pid"] for a in tries}
+    assert ticks and all(len(t) <= 4 for t in ticks)  # two tasks of two runs at most
+    killed = [a for a in attempts(attempt_log) if a["workdir"] == killer.killed["workdir"]]
+    assert len(killed) == 2 and len({a["relative_dir"] for a in killed}) == 2  # the whole population was killed ...
+    for member in killed:  # ... and tried again
+        tries = [a for a in attempts(attempt_log) if a["relative_dir"] == member["relative_dir"]]
+        assert len(tries) == 2 and killer.killed["pid"] in {a["pid"] for a in tries}
     for spec in specs:  # the retried run is the same run, and every run landed once
         assert run_record(spec.run_dir) == local_reference[str(spec.relative_dir)], spec.relative_dir
     assert_clean_tree(tmp_path, specs)
@@ -288,23 +300,30 @@ def test_killed_worker_is_retried_and_lands_once(tmp_path, ray_head, attempt_log
     assert leftover == []  # the killed attempt's folder was removed by the next task on the node
 
 
-def test_retries_exhausted_records_failed_and_goes_on(tmp_path, ray_head, attempt_log):
+@pytest.mark.parametrize("engine", ["process", "population"])
+def test_retries_exhausted_records_failed_and_goes_on(tmp_path, ray_head, attempt_log, engine):
+    """process: one task per run, the first run is the victim; population: the ppo population
+    (lags 0 and 2) is the first task and the victim, the esspo one survives."""
     address, _ = ray_head
     for old in attempt_log.glob("*.json"):
         old.unlink()
-    victim, survivor = grid_specs(tmp_path, seeds=[0], algos=["ppo"])
+    ppo = grid_specs(tmp_path, seeds=[0], algos=["ppo"])
+    victims, survivors = (ppo[:1], ppo[1:]) if engine == "process" else (ppo, grid_specs(tmp_path, seeds=[0], algos=["esspo"]))
     results: list[tuple[RunSpec, dict]] = []
     killer = Killer(attempt_log)
     killer.start()
-    try:  # one run at a time, so the killer's victim is the first run
-        run_ray([victim, survivor], ray_address=address, on_result=lambda s, o: results.append((s, o)), max_concurrent=1, max_retries=0)
+    try:  # one task at a time, so the killer's victim is the first task
+        run_ray(
+            victims + survivors, ray_address=address, on_result=lambda s, o: results.append((s, o)), max_concurrent=1, max_retries=0, engine=engine
+        )
     finally:
         killer.stop.set()
         killer.join()
-    assert killer.killed is not None and killer.killed["relative_dir"] == str(victim.relative_dir)
-    assert [(s, o["status"]) for s, o in results] == [(victim, "failed"), (survivor, "complete")]
-    outcome = results[0][1]
-    assert outcome["error"].startswith("Ray task lost its worker on every attempt (1 in all)") and outcome["run_dir"] == str(victim.run_dir)
-    assert (victim.run_dir / FAILED).is_file() and not (victim.run_dir / COMPLETE).exists()
-    assert "Ray task lost its worker" in (victim.run_dir / FAILED).read_text()
-    assert (survivor.run_dir / COMPLETE).is_file()
+    assert killer.killed is not None and killer.killed["relative_dir"] in {str(v.relative_dir) for v in victims}
+    assert [(s, o["status"]) for s, o in results] == [(v, "failed") for v in victims] + [(s, "complete") for s in survivors]
+    for victim, outcome in results[: len(victims)]:
+        assert outcome["error"].startswith("Ray task lost its worker on every attempt (1 in all)") and outcome["run_dir"] == str(victim.run_dir)
+        assert (victim.run_dir / FAILED).is_file() and not (victim.run_dir / COMPLETE).exists()
+        assert "Ray task lost its worker" in (victim.run_dir / FAILED).read_text()
+    for survivor in survivors:
+        assert (survivor.run_dir / COMPLETE).is_file()

@@ -25,6 +25,16 @@ def _add_grid_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timesteps", type=int, default=None, help="override the per-environment budget")
 
 
+def _add_engine_flag(parser: argparse.ArgumentParser, population_help: str) -> None:
+    parser.add_argument(
+        "--engine",
+        default="population",
+        choices=("population", "process"),
+        help=f"population (default): {population_help}; MLP policies only, CnnPolicy (Atari) runs always use "
+        "the process engine. process: one run per process",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="adaptive-po", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -40,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--suite", default="quick", help="suite whose budget applies (default: quick)")
     train.add_argument("--suite-name", default="train", help="results folder under --out (default: train)")
     _add_grid_flags(train)
+    _add_engine_flag(train, "train as a population of one run, the code a bench run of the same engine uses")
 
     bench = sub.add_parser("bench", help="run a grid of environments x algorithms x seeds x conditions")
     bench.add_argument("--suite", default="quick", help="quick, classic or atari (default: quick)")
@@ -50,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--noise", default=None, help="comma-separated action-noise levels")
     bench.add_argument("--replay", default=None, help="comma-separated replay depths")
     bench.add_argument("--behaviour-log-prob", default=None, help="comma-separated: actual, policy")
-    bench.add_argument("--workers", type=int, default=None, help="concurrent runs (default: one per core)")
+    bench.add_argument("--workers", type=int, default=None, help="concurrent jobs, a population being one job (default: one per core)")
     bench.add_argument("--executor", default="local", help="local (default) or ray")
     bench.add_argument("--ray-address", default=None, help="Ray cluster address (auto, ray://host:10001); none: start a local one")
     bench.add_argument("--suite-name", default=None, help="results folder under --out (default: the suite's name)")
@@ -58,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-report", action="store_true", help="skip the analysis report at the end")
     bench.add_argument("--no-progress", action="store_true", help="no progress bars (one line per finished run)")
     _add_grid_flags(bench)
+    _add_engine_flag(bench, "runs that differ only in seed, policy lag, action noise or behaviour log-prob train together in one "
+        "process (one job)")
 
     sub.add_parser("list", help="environments, algorithms and suites")
 
@@ -69,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("_run", help=argparse.SUPPRESS)
     run.add_argument("spec")
     run.add_argument("--result", required=True)
+
+    population = sub.add_parser("_run_population", help=argparse.SUPPRESS)
+    population.add_argument("specs", help="a JSON file holding a list of run specs")
+    population.add_argument("--result", required=True)
     return parser
 
 
@@ -85,8 +102,9 @@ def _shared_grid_fields(args: argparse.Namespace) -> dict:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from adaptive_po.harness.sweep import Grid, expand_grid
+    from adaptive_po.harness.population import execute_population, supports_population
     from adaptive_po.harness.runner import execute_run
+    from adaptive_po.harness.sweep import Grid, expand_grid
 
     specs = expand_grid(
         Grid(
@@ -102,8 +120,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         )
     )
     spec = specs[0]
-    print(f"training {spec.relative_dir} for {spec.total_timesteps:,} steps ...", file=sys.stderr)
-    outcome = execute_run(spec)
+    # the engine a bench would use for this run, so that `train` reproduces a bench run folder
+    population = args.engine == "population" and supports_population(spec)
+    engine = "population engine, a population of one" if population else "process engine"
+    print(f"training {spec.relative_dir} for {spec.total_timesteps:,} steps ({engine}) ...", file=sys.stderr)
+    outcome = execute_population([spec])[0] if population else execute_run(spec)
     if outcome["status"] == "failed":
         print(outcome.get("traceback", outcome.get("error")), file=sys.stderr)
         print(f"FAILED: {spec.run_dir}: {outcome.get('error')}", file=sys.stderr)
@@ -118,6 +139,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from adaptive_po.harness.sweep import Grid, describe_grid, expand_grid, iter_failed, parse_list, run_sweep, seeds_from
     from adaptive_po.harness.suites import get_suite
 
+    if args.workers is not None and args.workers < 1:  # before the dry run: it would accept it
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     suite = get_suite(args.suite)
     grid = Grid(
         suite=suite.name,
@@ -133,7 +156,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     )
     specs = expand_grid(grid)
     print(f"suite {suite.name}: {suite.description}", file=sys.stderr)
-    print(describe_grid(specs), file=sys.stderr)
+    print(describe_grid(specs, engine=args.engine), file=sys.stderr)
     if args.dry_run:
         for spec in specs:
             print(spec.relative_dir)
@@ -142,7 +165,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from adaptive_po.harness.ray_executor import check_ray_available
 
         check_ray_available()
-    result = run_sweep(specs, workers=args.workers, executor=args.executor, ray_address=args.ray_address, show_progress=not args.no_progress)
+    result = run_sweep(
+        specs,
+        workers=args.workers,
+        executor=args.executor,
+        ray_address=args.ray_address,
+        show_progress=not args.no_progress,
+        engine=args.engine,
+    )
     print(
         f"sweep finished in {result.wall_time_s:.0f}s: {len(result.complete)} complete, "
         f"{len(result.skipped)} skipped (already complete), {len(result.failed)} failed",
@@ -222,6 +252,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if outcome["status"] != "failed" else 1
 
 
+def _cmd_run_population(args: argparse.Namespace) -> int:
+    from adaptive_po.harness.contract import atomic_write_text
+    from adaptive_po.harness.population import execute_population
+
+    specs = json.loads(Path(args.specs).read_text())
+    outcomes = execute_population(specs)
+    for outcome in outcomes:
+        if outcome["status"] == "failed":
+            print(f"{outcome.get('relative_dir')}:\n{outcome.get('traceback', outcome.get('error', ''))}", file=sys.stderr)
+    atomic_write_text(Path(args.result), json.dumps(outcomes))
+    return 0 if all(o["status"] != "failed" for o in outcomes) else 1
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -233,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     # that starts us in the background without job control leaves it ignored.
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    handlers = {"train": _cmd_train, "bench": _cmd_bench, "list": _cmd_list, "readme": _cmd_readme, "_run": _cmd_run}
+    handlers = {"train": _cmd_train, "bench": _cmd_bench, "list": _cmd_list, "readme": _cmd_readme, "_run": _cmd_run, "_run_population": _cmd_run_population}
     try:
         return handlers[args.command](args)
     except (ValueError, FileNotFoundError) as err:

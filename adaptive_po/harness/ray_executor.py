@@ -1,17 +1,21 @@
 """The sweep on a Ray cluster (``adaptive-po bench --executor ray``).
 
-Each run is one Ray task. The task runs :func:`adaptive_po.harness.runner.execute_run` on a copy of the
-spec whose results root is a fresh temporary folder on the worker, packs the finished run folder
-(a tar.gz: a few kB for a classic-control run) and returns it with the outcome. The driver
-unpacks it into a hidden sibling of the run folder in its own ``--out`` and swaps it into place,
-so the results arrive whether or not the workers share a filesystem with the driver, and a run
-folder is only ever absent, the previous incomplete one, or the finished one.
+Each job of the sweep (:func:`adaptive_po.harness.sweep.plan_jobs`) is one Ray task: a
+population (:func:`adaptive_po.harness.population.execute_population`, the default engine) or
+one run (:func:`adaptive_po.harness.runner.execute_run`: the process engine, and runs the
+population engine does not support). The task trains copies of its specs whose results root is
+a fresh temporary folder on the worker, packs each finished run folder (a tar.gz: a few kB for a
+classic-control run) and returns them with the outcomes. The driver unpacks each into a hidden
+sibling of the run folder in its own ``--out`` and swaps it into place, so the results arrive
+whether or not the workers share a filesystem with the driver, and a run folder is only ever
+absent, the previous incomplete one, or the finished one.
 
-A worker lost mid-run (process killed, node gone) is a system failure: Ray runs the task again,
+A worker lost mid-job (process killed, node gone) is a system failure: Ray runs the task again,
 at most ``max_retries`` times, each attempt in its own temporary folder, and only the attempt
-that returns lands. A run that raises or diverges is not retried: ``execute_run`` turns it into
-a ``failed`` outcome whose ``FAILED`` file lands like any other result. When the retries are
-spent the driver writes ``FAILED`` (with Ray's error) into the run folder and goes on.
+that returns lands. A run that raises or diverges is not retried: the engines turn it into a
+``failed`` outcome whose ``FAILED`` file lands like any other result. When the retries are spent
+the driver writes ``FAILED`` (with Ray's error) into the folder of each of the job's runs and
+goes on.
 
 Without an address a local Ray instance is started for the sweep, bound to 127.0.0.1 only, and
 shut down at the end; with one (``auto``, ``ray://head:10001``, ``host:6379``) the driver
@@ -35,18 +39,22 @@ import time
 import uuid
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from adaptive_po.harness.contract import FAILED, atomic_write_text, is_complete
 from adaptive_po.harness.runner import RunSpec
 
+if TYPE_CHECKING:
+    from adaptive_po.harness.sweep import Job
+
 RAY_MISSING = "Ray is not installed: pip install 'adaptive-po[distributed]'"
-#: GPU share of one run when ``spec.device`` is CUDA and ``gpus_per_run`` is not given
+#: GPU share of one task (a run or a population) when its device is CUDA and ``gpus_per_run`` is not given
 DEFAULT_GPU_FRACTION = 0.25
 #: worker-side temporary folders are named ``<prefix><pid>-<random>`` (stale ones are removed)
 ATTEMPT_PREFIX = "adaptive-po-ray-"
 #: if set in the workers' environment: a folder where each attempt leaves a small JSON record
-#: (pid, run, temporary folder). Tests use it to kill a worker mid-run; it is off otherwise.
+#: (pid, run, temporary folder), one per run of the task. Tests use it to kill a worker mid-run;
+#: it is off otherwise.
 ATTEMPT_LOG_ENV = "ADAPTIVE_PO_RAY_ATTEMPT_LOG"
 #: seconds between ``on_tick`` calls (and the ``ray.wait`` timeout)
 TICK_S = 0.5
@@ -109,26 +117,36 @@ def _pack(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
-def run_attempt(spec_data: dict[str, Any]) -> dict[str, Any]:
-    """One attempt at one run, on a worker: train into a private temporary folder, return it packed.
+def run_attempt(specs_data: list[dict[str, Any]], population: bool = False) -> dict[str, Any]:
+    """One attempt at one job on a worker: train into a private temporary folder, return it packed.
 
-    Returns ``{"outcome": execute_run's record, "archive": tar.gz bytes or None, "host", "pid"}``.
-    Only what escapes ``execute_run`` (it never raises) or packing can raise here.
+    ``specs_data``: the job's runs (one unless ``population``). Returns ``{"members": [{"outcome":
+    the engine's record, "archive": tar.gz bytes of the run folder or None}, ...] (one per run, in
+    order), "host", "pid"}``. Only what escapes the engines (they never raise) or packing can raise.
     """
     from adaptive_po.harness.runner import execute_run
 
     root = Path(tempfile.gettempdir())
     _remove_stale_attempts(root)
-    spec = RunSpec.from_dict(spec_data)
+    specs = [RunSpec.from_dict(data) for data in specs_data]
     workdir = Path(tempfile.mkdtemp(prefix=f"{ATTEMPT_PREFIX}{os.getpid()}-", dir=root))
     try:
-        local = dataclasses.replace(spec, out=str(workdir))
-        _note_attempt(spec, workdir)
-        outcome = execute_run(local)
-        archive = _pack(local.run_dir) if local.run_dir.is_dir() else None
+        local = [dataclasses.replace(spec, out=str(workdir)) for spec in specs]
+        for spec in specs:
+            _note_attempt(spec, workdir)
+        if population:
+            from adaptive_po.harness.population import execute_population
+
+            outcomes = execute_population(local)
+        else:
+            outcomes = [execute_run(spec) for spec in local]
+        members = [
+            {"outcome": outcome, "archive": _pack(spec.run_dir) if spec.run_dir.is_dir() else None}
+            for spec, outcome in zip(local, outcomes)
+        ]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return {"outcome": outcome, "archive": archive, "host": socket.gethostname(), "pid": os.getpid()}
+    return {"members": members, "host": socket.gethostname(), "pid": os.getpid()}
 
 
 # -- the driver side ------------------------------------------------------------------------------
@@ -189,8 +207,22 @@ def _record_failure(spec: RunSpec, error: str, detail: str) -> dict[str, Any]:
     }
 
 
-def _finish(spec: RunSpec, ref: Any, max_retries: int) -> dict[str, Any]:
-    """The driver's outcome for a finished task: its run folder landed, or the failure recorded."""
+def _land_member(spec: RunSpec, member: dict[str, Any], host: str | None) -> dict[str, Any]:
+    """The driver's outcome for one run of a returned task: its folder landed, or the failure recorded."""
+    outcome = dict(member["outcome"])
+    outcome.update(run_dir=str(spec.run_dir), relative_dir=str(spec.relative_dir), host=host)
+    if member.get("archive") is None:  # the engine could not even create its folder
+        error = str(outcome.get("error") or "the worker produced no run folder")
+        return {**outcome, **_record_failure(spec, error, str(outcome.get("traceback", "")))}
+    try:
+        land(spec, member["archive"])
+    except Exception as err:  # noqa: BLE001 - e.g. the driver's disk is full
+        return _record_failure(spec, f"could not unpack the run folder from {host}: {err!r}", "")
+    return outcome
+
+
+def _finish(job: Job, ref: Any, max_retries: int) -> list[dict[str, Any]]:
+    """The driver's outcomes for a finished task, one per run of its job, in order."""
     import ray
 
     try:
@@ -203,17 +235,12 @@ def _finish(spec: RunSpec, ref: Any, max_retries: int) -> dict[str, Any]:
         )
         what = f"lost its worker on every attempt ({max_retries + 1} in all)" if isinstance(err, lost) else "failed"
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        return _record_failure(spec, f"Ray task {what}: {type(err).__name__}: {first}", str(err))
-    outcome = dict(reply["outcome"])
-    outcome.update(run_dir=str(spec.run_dir), relative_dir=str(spec.relative_dir), host=reply.get("host"))
-    if reply.get("archive") is None:  # execute_run could not even create its folder
-        error = str(outcome.get("error") or "the worker produced no run folder")
-        return {**outcome, **_record_failure(spec, error, str(outcome.get("traceback", "")))}
-    try:
-        land(spec, reply["archive"])
-    except Exception as err:  # noqa: BLE001 - e.g. the driver's disk is full
-        return _record_failure(spec, f"could not unpack the run folder from {reply.get('host')}: {err!r}", "")
-    return outcome
+        return [_record_failure(spec, f"Ray task {what}: {type(err).__name__}: {first}", str(err)) for spec in job.specs]
+    members = reply.get("members") or []
+    if len(members) != len(job.specs):
+        error = f"the task returned {len(members)} results for {len(job.specs)} runs"
+        return [_record_failure(spec, error, "") for spec in job.specs]
+    return [_land_member(spec, member, reply.get("host")) for spec, member in zip(job.specs, members)]
 
 
 _LOOPBACK_ENV = {
@@ -297,8 +324,13 @@ def run_ray(
     max_retries: int = 2,
     cpus_per_run: float = 1,
     gpus_per_run: float | None = None,
+    engine: str = "population",
 ) -> None:
     """Run ``specs`` as Ray tasks; their run folders land in each spec's ``out`` on this machine.
+
+    ``engine``: ``population`` makes one task of each population
+    (:func:`~adaptive_po.harness.sweep.plan_jobs`) and one of each other run; ``process`` one task
+    per run.
 
     ``ray_address``: None starts a local instance (loopback only) for the sweep and stops it at
     the end; an address (``auto``, ``ray://host:10001``) connects to that cluster and disconnects
@@ -307,13 +339,17 @@ def run_ray(
     folder has landed; ``outcome`` is ``execute_run``'s record with ``run_dir`` pointing here.
     ``on_tick(running_specs)`` is called about every half second with the specs in flight.
     ``max_concurrent`` caps the tasks in flight (None: all at once, Ray queues them).
-    ``max_retries``: attempts after a lost worker or node (not after a failed run).
-    ``cpus_per_run`` / ``gpus_per_run``: each task's resource request; GPUs only for CUDA runs
-    (default share 0.25 of a GPU).
+    ``max_retries``: attempts after a lost worker or node (not after a failed run); a retried
+    population trains all its runs again.
+    ``cpus_per_run`` / ``gpus_per_run``: each task's resource request, a population's as a single
+    run's; GPUs only for CUDA runs (default share 0.25 of a GPU).
     """
     check_ray_available()
     import ray
 
+    from adaptive_po.harness.sweep import check_engine, plan_jobs
+
+    check_engine(engine)
     if max_concurrent is not None and max_concurrent < 1:
         raise ValueError(f"max_concurrent must be >= 1 or None, got {max_concurrent!r}")
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
@@ -345,25 +381,26 @@ def run_ray(
                 raise ValueError(f"could not connect to the Ray cluster at {ray_address!r}: {err}{cause}") from err
         owned = True
     remote = ray.remote(run_attempt)
-    pending = deque(specs)
-    in_flight: dict[Any, RunSpec] = {}
+    pending = deque(plan_jobs(specs, engine))
+    in_flight: dict[Any, Job] = {}
     try:
         while pending or in_flight:
             while pending and (max_concurrent is None or len(in_flight) < max_concurrent):
-                spec = pending.popleft()
+                job = pending.popleft()
                 ref = remote.options(
-                    name=f"adaptive-po {spec.relative_dir}",
+                    name=f"adaptive-po {job.name}",
                     num_cpus=cpus_per_run,
-                    num_gpus=_num_gpus(spec, gpus_per_run),
+                    num_gpus=_num_gpus(job.specs[0], gpus_per_run),
                     max_retries=max_retries,
                     retry_exceptions=False,
-                ).remote(spec.to_dict())
-                in_flight[ref] = spec
+                ).remote([spec.to_dict() for spec in job.specs], job.population)
+                in_flight[ref] = job
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=TICK_S)
             for ref in ready:
-                spec = in_flight.pop(ref)
-                on_result(spec, _finish(spec, ref, max_retries))
-            on_tick(list(in_flight.values()))
+                job = in_flight.pop(ref)
+                for spec, outcome in zip(job.specs, _finish(job, ref, max_retries)):
+                    on_result(spec, outcome)
+            on_tick([spec for job in in_flight.values() for spec in job.specs])
     except BaseException:
         for ref in in_flight:
             with contextlib.suppress(Exception):

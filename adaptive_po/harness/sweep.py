@@ -1,8 +1,15 @@
 """The sweep: expand a grid into runs, validate it up front, run it resumably with progress.
 
-Each run is an independent process (``python -m adaptive_po _run SPEC``) with one torch thread on
-CPU, so a crash, a hang killed by the user or a NaN costs that run only; the run records itself
-as failed and the sweep goes on. A rerun skips complete runs and restarts the others.
+The runs to do are split into *jobs* (:func:`plan_jobs`), and each job is one worker process
+with one torch thread on CPU (or one Ray task). With the population engine (the default) a job
+is a population: the runs of one environment, algorithm and budget that differ only in seed and
+data dials, trained together in one process (``python -m adaptive_po _run_population SPECS``,
+:mod:`adaptive_po.harness.population`). Runs the engine does not support (CnnPolicy, i.e. Atari),
+and every run with the process engine, are jobs of one run (``python -m adaptive_po _run SPEC``).
+
+A crash, a hang killed by the user or a NaN costs that job's runs only: they record themselves as
+failed (a worker that dies without a result has ``FAILED`` written for each of its unfinished
+runs) and the sweep goes on. A rerun skips complete runs and restarts the others.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from adaptive_po.collector import validate_off_policy_settings
 from adaptive_po.harness.config import ConfigError, get_env_config
-from adaptive_po.harness.contract import FAILED, STATUS_FILE, atomic_write_text, is_complete
+from adaptive_po.harness.contract import FAILED, STATUS_FILE, SUMMARY_FILE, atomic_write_text, is_complete
 from adaptive_po.harness.runner import RunSpec, completed_summary, resolve_backend, resolve_device
 from adaptive_po.harness.suites import get_suite
 from adaptive_po.objectives import get_objective
@@ -114,26 +121,42 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
     return specs
 
 
+#: the engines: ``population`` trains the runs of one environment together in one process where
+#: the runs allow it (MLP policies), ``process`` gives every run its own process
+ENGINES = ("population", "process")
+
 #: measured here (2-core CPU, one torch thread per run): CartPole-v1 and Acrobot-v1 with the
 #: Zoo settings train at about 150-250 s per million environment steps, evaluations included
 MLP_SECONDS_PER_MILLION = 250.0
+#: the population engine: wall seconds per million environment steps of one member, per core
+POPULATION_SECONDS_PER_MILLION = 60.0  # measured by benchmarks/population.py (make perf)
 
 
-def describe_grid(specs: Sequence[RunSpec]) -> str:
-    """A dry-run listing: the runs per environment, and a cost estimate (steps x measured speed)."""
-    from adaptive_po.harness.config import get_env_config
+def check_engine(engine: str) -> None:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; use {' or '.join(ENGINES)}")
 
+
+def describe_grid(specs: Sequence[RunSpec], engine: str = "population") -> str:
+    """A dry-run listing: the runs per environment, and a cost estimate (steps x the measured
+    speed of ``engine``; runs the population engine does not support count at the process
+    engine's speed)."""
+    from adaptive_po.harness.population import supports_population
+
+    check_engine(engine)
     lines = [f"{len(specs)} runs"]
     by_env: dict[str, list[RunSpec]] = {}
     for spec in specs:
         by_env.setdefault(spec.env, []).append(spec)
-    mlp_steps = cnn_steps = 0
+    population_steps = process_steps = cnn_steps = 0
     for env, runs in by_env.items():
         steps = sum(r.total_timesteps for r in runs)
         if get_env_config(env, runs[0].envs_dir).hyperparams.policy == "CnnPolicy":
             cnn_steps += steps
+        elif engine == "population" and supports_population(runs[0]):
+            population_steps += steps
         else:
-            mlp_steps += steps
+            process_steps += steps
         algos = sorted({r.algo for r in runs})
         conditions = sorted({r.condition for r in runs})
         seeds = sorted({r.seed for r in runs})
@@ -143,21 +166,68 @@ def describe_grid(specs: Sequence[RunSpec]) -> str:
         )
     done = sum(is_complete(s.run_dir) for s in specs)
     lines.append(f"  already complete: {done}; to run: {len(specs) - done}")
-    if mlp_steps:
-        hours = mlp_steps / 1e6 * MLP_SECONDS_PER_MILLION / 3600
-        lines.append(
-            f"  cost estimate: {mlp_steps:,} MLP-policy environment steps ~ {hours:.1f} CPU-core-hours "
-            f"(~{MLP_SECONDS_PER_MILLION:.0f} s per million steps per core, measured on classic control)"
-        )
+    for what, steps, speed, source in (
+        ("population engine", population_steps, POPULATION_SECONDS_PER_MILLION, "per member per core, measured by benchmarks/population.py"),
+        ("process engine", process_steps, MLP_SECONDS_PER_MILLION, "per core, measured on classic control"),
+    ):
+        if steps:
+            hours = steps / 1e6 * speed / 3600
+            lines.append(
+                f"  cost estimate ({what}): {steps:,} MLP-policy environment steps ~ {hours:.1f} CPU-core-hours "
+                f"(~{speed:.0f} s per million steps {source})"
+            )
     if cnn_steps:
-        lines.append(f"  plus {cnn_steps:,} CnnPolicy (Atari) steps: no estimate (GPU speed not measured here)")
+        lines.append(f"  plus {cnn_steps:,} CnnPolicy (Atari) steps on the process engine: no estimate (GPU speed not measured here)")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one worker process (or one Ray task) runs: one run, or a population of runs."""
+
+    specs: tuple[RunSpec, ...]
+    population: bool = False
+
+    @property
+    def name(self) -> str:
+        first = self.specs[0]
+        if not self.population:
+            return str(first.relative_dir)
+        return f"population of {len(self.specs)}: {first.env} {first.algo} (from {first.relative_dir})"
+
+
+def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members: int | None = None) -> list[Job]:
+    """Split ``specs`` into jobs, in the order of their first run.
+
+    ``population``: the runs :func:`~adaptive_po.harness.population.supports_population` accepts
+    are grouped by :func:`~adaptive_po.harness.population.group_populations` (at most
+    ``max_members`` each, default ``DEFAULT_MAX_MEMBERS``); every other run is a job of its own.
+    ``process``: every run is a job of its own.
+    """
+    from adaptive_po.harness.population import DEFAULT_MAX_MEMBERS, group_populations, supports_population
+
+    check_engine(engine)
+    if engine == "process":
+        return [Job((spec,)) for spec in specs]
+    supported: dict[tuple[str, str | None], bool] = {}  # one YAML read per environment
+
+    def fits(spec: RunSpec) -> bool:
+        key = (spec.env, spec.envs_dir)
+        if key not in supported:
+            supported[key] = supports_population(spec)
+        return supported[key]
+
+    order = {id(spec): i for i, spec in enumerate(specs)}
+    groups = group_populations([s for s in specs if fits(s)], max_members or DEFAULT_MAX_MEMBERS)
+    jobs = [Job(tuple(group), population=True) for group in groups]
+    jobs += [Job((spec,)) for spec in specs if not fits(spec)]
+    return sorted(jobs, key=lambda job: order[id(job.specs[0])])
 
 
 # -- local execution ------------------------------------------------------------------------------
 @dataclass
 class _Active:
-    spec: RunSpec
+    job: Job
     process: subprocess.Popen
     result_path: Path
     log_path: Path
@@ -168,44 +238,77 @@ def _log_dir(spec: RunSpec) -> Path:
     return Path(spec.out) / spec.suite / ".logs"
 
 
-def _start_local(spec: RunSpec) -> _Active:
-    logs = _log_dir(spec)
+def _start_local(job: Job) -> _Active:
+    """Start ``job``'s worker: ``_run SPEC`` for one run, ``_run_population SPECS`` for a population.
+
+    Its files lie in ``<out>/<suite>/.logs/``, named after the (first) run's folder.
+    """
+    first = job.specs[0]
+    logs = _log_dir(first)
     logs.mkdir(parents=True, exist_ok=True)
-    stem = str(spec.relative_dir).replace(os.sep, "__")
+    stem = str(first.relative_dir).replace(os.sep, "__") + (f".population-{len(job.specs)}" if job.population else "")
     spec_path = logs / f"{stem}.spec.json"
     result_path = logs / f"{stem}.result.json"
     log_path = logs / f"{stem}.log"
-    atomic_write_text(spec_path, json.dumps(spec.to_dict()))
+    if job.population:
+        command, payload = "_run_population", [spec.to_dict() for spec in job.specs]
+    else:
+        command, payload = "_run", first.to_dict()
+    atomic_write_text(spec_path, json.dumps(payload))
     if result_path.exists():
         result_path.unlink()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "adaptive_po", "_run", str(spec_path), "--result", str(result_path)],
+            [sys.executable, "-m", "adaptive_po", command, str(spec_path), "--result", str(result_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
         )
-    return _Active(spec, process, result_path, log_path, time.time())
+    return _Active(job, process, result_path, log_path, time.time())
 
 
-def _finish_local(active: _Active) -> dict[str, Any]:
-    code = active.process.returncode
+def _read_results(active: _Active) -> list[dict[str, Any]] | None:
+    """The worker's records, one per run of its job, or None if it left none (or a wrong one)."""
     try:
-        return json.loads(active.result_path.read_text())
+        data = json.loads(active.result_path.read_text())
     except (OSError, ValueError):
-        pass
+        return None
+    records = data if active.job.population else [data]
+    if not isinstance(records, list) or len(records) != len(active.job.specs) or not all(isinstance(r, dict) for r in records):
+        return None
+    return records
+
+
+def _finish_local(active: _Active) -> list[dict[str, Any]]:
+    """One record per run of the finished job. A worker that died without its result leaves its
+    complete runs as they are and writes ``FAILED`` (with its log's last lines) into the others."""
+    records = _read_results(active)
+    if records is not None:
+        return records
+    code = active.process.returncode
     tail = ""
     try:
         tail = "\n".join(active.log_path.read_text().splitlines()[-20:])
     except OSError:
         pass
     error = f"worker process exited with status {code} without a result"
-    run_dir = active.spec.run_dir
-    if not is_complete(run_dir):
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run_dir / FAILED, f"{error}\n--- last lines of {active.log_path} ---\n{tail}\n")
-    return {"run_dir": str(run_dir), "relative_dir": str(active.spec.relative_dir), "status": "failed", "error": error}
+    out = []
+    for spec in active.job.specs:
+        run_dir = spec.run_dir
+        record = {"run_dir": str(run_dir), "relative_dir": str(spec.relative_dir)}
+        if is_complete(run_dir):  # a population member that finished before its worker died
+            try:
+                summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+                out.append({**record, "status": "complete", "final_return": summary["final_eval_return_mean"], "wall_time_s": summary.get("wall_time_s", 0.0)})
+                continue
+            except (OSError, ValueError, KeyError):
+                pass
+        else:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(run_dir / FAILED, f"{error}\n--- last lines of {active.log_path} ---\n{tail}\n")
+        out.append({**record, "status": "failed", "error": error})
+    return out
 
 
 def _live_timesteps(spec: RunSpec) -> int:
@@ -218,9 +321,13 @@ def _live_timesteps(spec: RunSpec) -> int:
 ResultCallback = Callable[[RunSpec, dict[str, Any]], None]
 
 
-def run_local(specs: Sequence[RunSpec], workers: int, on_result: ResultCallback, on_tick: Callable[[list[RunSpec]], None]) -> None:
-    """Run ``specs`` in at most ``workers`` concurrent processes."""
-    pending = list(specs)
+def run_local(jobs: Sequence[Job], workers: int, on_result: ResultCallback, on_tick: Callable[[list[RunSpec]], None]) -> None:
+    """Run ``jobs`` in at most ``workers`` concurrent processes.
+
+    ``on_result(spec, record)`` is called once per run when its job ends; ``on_tick`` about every
+    quarter second with the runs of the jobs in flight.
+    """
+    pending = list(jobs)
     active: list[_Active] = []
     try:
         while pending or active:
@@ -232,9 +339,10 @@ def run_local(specs: Sequence[RunSpec], workers: int, on_result: ResultCallback,
                 if item.process.poll() is None:
                     still.append(item)
                 else:
-                    on_result(item.spec, _finish_local(item))
+                    for spec, record in zip(item.job.specs, _finish_local(item)):
+                        on_result(spec, record)
             active = still
-            on_tick([a.spec for a in active])
+            on_tick([spec for a in active for spec in a.job.specs])
     except BaseException:
         for item in active:
             item.process.terminate()
@@ -265,8 +373,12 @@ def run_sweep(
     executor: str = "local",
     ray_address: str | None = None,
     show_progress: bool = True,
+    engine: str = "population",
 ) -> SweepResult:
-    """Run every spec not yet complete; report progress; return what happened."""
+    """Run every spec not yet complete; report progress; return what happened.
+
+    ``workers``: jobs at once (a population is one job; see :func:`plan_jobs` for ``engine``).
+    """
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -274,9 +386,10 @@ def run_sweep(
         raise ValueError(f"unknown executor {executor!r}; use local or ray")
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers!r}")
+    check_engine(engine)
     if executor == "local":
         workers = workers or os.cpu_count() or 1
-    # with Ray, no --workers means: as many runs at once as the cluster's resources allow
+    # with Ray, no --workers means: as many jobs at once as the cluster's resources allow
     result = SweepResult()
     started = time.time()
     todo = []
@@ -336,11 +449,11 @@ def run_sweep(
             progress.update(sweep_task, completed=finished_steps + live, detail=detail())
 
         if executor == "local":
-            run_local(todo, workers, on_result, on_tick)
+            run_local(plan_jobs(todo, engine), workers, on_result, on_tick)
         else:
             from adaptive_po.harness.ray_executor import run_ray
 
-            run_ray(todo, ray_address=ray_address, on_result=on_result, on_tick=on_tick, max_concurrent=workers)
+            run_ray(todo, ray_address=ray_address, on_result=on_result, on_tick=on_tick, max_concurrent=workers, engine=engine)
     result.wall_time_s = time.time() - started
     return result
 

@@ -1,0 +1,196 @@
+"""The bench on the population engine: jobs of many runs, the same run folders as the process
+engine, resume, a killed population worker, and the dry run's estimate. Real worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from adaptive_po.harness.contract import COMPLETE, FAILED, STATUS_FILE
+from adaptive_po.harness.population import group_populations, population_key
+from adaptive_po.harness.runner import RunSpec
+from adaptive_po.harness.sweep import Grid, expand_grid, plan_jobs, run_sweep
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def bench(out: Path, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    cmd = [
+        sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--envs", "CartPole-v1", "--algos", "esspo,ppo",
+        "--seeds", "2", "--lags", "0,2", "--timesteps", "512", "--workers", "2", "--out", str(out), "--device", "cpu",
+        "--no-report", "--no-progress", *extra,
+    ]
+    return subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def run_files(out: Path) -> dict[str, list[str]]:
+    """Each run folder (relative to ``out``) and the files in it; TensorBoard event files, named
+    after the time, host and process, are counted by folder."""
+    runs = {}
+    for complete in out.rglob(COMPLETE):
+        run_dir = complete.parent
+        names = []
+        for path in run_dir.rglob("*"):
+            if path.is_file():
+                rel = path.relative_to(run_dir)
+                names.append(str(rel.parent / "events") if rel.name.startswith("events.out.tfevents") else str(rel))
+        runs[str(run_dir.relative_to(out))] = sorted(names)
+    return runs
+
+
+def specs_of(out: Path, **kw) -> list[RunSpec]:
+    base = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo", "ppo"], seeds=[0, 1], lags=[0], noise=[0.0], replay=[0])
+    return expand_grid(Grid(**{**base, **kw}, device="cpu", out=str(out)))
+
+
+# -- jobs -----------------------------------------------------------------------------------------
+def test_populations_respect_the_key_and_the_size_limit(tmp_path):
+    specs = specs_of(tmp_path, envs=["CartPole-v1", "Acrobot-v1"], seeds=[0, 1, 2], lags=[0, 2], noise=[0.0, 0.5], timesteps=4096)
+    specs += specs_of(tmp_path / "other", seeds=[0, 1], timesteps=2048)  # another budget: other populations
+    groups = group_populations(specs, max_members=5)
+    assert sorted((str(s.run_dir), s.total_timesteps) for g in groups for s in g) == sorted((str(s.run_dir), s.total_timesteps) for s in specs)
+    assert all(1 <= len(g) <= 5 and len({population_key(s) for s in g}) == 1 for g in groups)
+    by_key: dict = {}
+    for group in groups:
+        by_key.setdefault(population_key(group[0]), []).append(len(group))
+    # 2 envs x 2 algos x 1 budget: 12 runs each -> 5 + 5 + 2; 2 algos x the other budget: 2 runs each
+    assert len(by_key) == 6 and sorted(map(sorted, by_key.values())) == [[2]] * 2 + [[2, 5, 5]] * 4
+    # members keep the sweep's order; different seeds, lags and noise share a population
+    first = groups[0]
+    assert first == [s for s in specs if population_key(s) == population_key(first[0])][:5]
+    assert len({(s.seed, s.policy_lag, s.action_noise) for s in first}) == 5
+    assert [len(g) for g in group_populations(specs[:3], max_members=1)] == [1, 1, 1]
+    with pytest.raises(ValueError, match="max_members"):
+        group_populations(specs, max_members=0)
+
+
+def test_plan_jobs_keeps_atari_on_the_process_engine(tmp_path):
+    cartpole = specs_of(tmp_path, timesteps=512)
+    pong = [RunSpec(suite="quick", env="Pong-v5", algo=a, seed=0, total_timesteps=2048, out=str(tmp_path)) for a in ("esspo", "ppo")]
+    jobs = plan_jobs(cartpole + pong, "population")
+    assert [(j.population, len(j.specs)) for j in jobs] == [(True, 2), (True, 2), (False, 1), (False, 1)]
+    assert [s for j in jobs for s in j.specs] == [*[s for s in cartpole if s.algo == "esspo"], *[s for s in cartpole if s.algo == "ppo"], *pong]
+    process = plan_jobs(cartpole + pong, "process")
+    assert [(j.population, j.specs) for j in process] == [(False, (s,)) for s in cartpole + pong]
+    assert [len(j.specs) for j in plan_jobs(cartpole, "population", max_members=1)] == [1, 1, 1, 1]
+    with pytest.raises(ValueError, match="'threads'"):
+        plan_jobs(cartpole, "threads")
+
+
+# -- the bench ------------------------------------------------------------------------------------
+def test_population_and_process_engines_write_the_same_runs_and_resume(tmp_path):
+    population = bench(tmp_path / "population", "--engine", "population")
+    assert population.returncode == 0, population.stderr
+    assert "8 complete, 0 skipped (already complete), 0 failed" in population.stderr
+    process = bench(tmp_path / "process", "--engine", "process")
+    assert process.returncode == 0, process.stderr
+    assert "8 complete" in process.stderr
+    files = run_files(tmp_path / "population")
+    assert len(files) == 8 and files == run_files(tmp_path / "process")
+    for run_dir in (tmp_path / "population").rglob(COMPLETE):
+        assert not (run_dir.parent / FAILED).exists() and not (run_dir.parent / STATUS_FILE).exists()
+        config = json.loads((run_dir.parent / "config.json").read_text())
+        assert config["total_timesteps"] == 512 and config["env"] == "CartPole-v1"
+    # two population workers (esspo, ppo), each with the four runs of its algorithm
+    logs = tmp_path / "population" / "quick" / ".logs"
+    jobs = [json.loads(p.read_text()) for p in logs.glob("*.spec.json")]
+    assert sorted((len(j), {s["algo"] for s in j}.pop()) for j in jobs) == [(4, "esspo"), (4, "ppo")]
+
+    again = bench(tmp_path / "population", "--engine", "population")
+    assert again.returncode == 0, again.stderr
+    assert "0 complete, 8 skipped (already complete), 0 failed" in again.stderr
+    assert run_files(tmp_path / "population") == files
+
+
+class WorkerKiller(threading.Thread):
+    """SIGKILLs the first population worker under ``out`` once one of its runs has progressed."""
+
+    def __init__(self, out: Path) -> None:
+        super().__init__(daemon=True)
+        self.out = out
+        self.killed: list[RunSpec] | None = None
+        self.stop = threading.Event()
+
+    def _population_worker(self) -> tuple[int, Path] | None:
+        for entry in Path("/proc").iterdir():
+            try:
+                args = (entry / "cmdline").read_bytes().decode().split("\0") if entry.name.isdigit() else []
+            except OSError:
+                continue
+            if "_run_population" in args and str(self.out) in " ".join(args):
+                return int(entry.name), Path(args[args.index("_run_population") + 1])
+        return None
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            found = self._population_worker()
+            if found is not None:
+                pid, spec_path = found
+                try:
+                    members = [RunSpec.from_dict(d) for d in json.loads(spec_path.read_text())]
+                except (OSError, ValueError):
+                    members = []
+                started = [m for m in members if (m.run_dir / STATUS_FILE).exists() or (m.run_dir / "progress.csv").exists()]
+                if started and not any((m.run_dir / COMPLETE).exists() for m in members):
+                    os.kill(pid, signal.SIGKILL)
+                    self.killed = members
+                    return
+            time.sleep(0.01)
+
+
+def test_killed_population_worker_fails_its_runs_and_the_sweep_goes_on(tmp_path):
+    out = tmp_path / "runs"
+    specs = specs_of(out, timesteps=8192)  # esspo and ppo populations, two seeds each
+    killer = WorkerKiller(out)
+    killer.start()
+    try:
+        first = run_sweep(specs, workers=1, show_progress=False, engine="population")
+    finally:
+        killer.stop.set()
+        killer.join()
+    assert killer.killed is not None, "no population worker was caught mid-run"
+    victims = {str(s.relative_dir) for s in killer.killed}
+    assert len(victims) == 2 and {s.algo for s in killer.killed} == {"esspo"}
+    assert sorted(r["relative_dir"] for r in first.failed) == sorted(victims)
+    assert all("without a result" in r["error"] for r in first.failed)
+    assert sorted(r["relative_dir"] for r in first.complete) == sorted(str(s.relative_dir) for s in specs if s.algo == "ppo")
+    for spec in killer.killed:
+        assert (spec.run_dir / FAILED).is_file() and not (spec.run_dir / COMPLETE).exists()
+        assert "without a result" in (spec.run_dir / FAILED).read_text()
+
+    second = run_sweep(specs, workers=1, show_progress=False, engine="population")
+    assert second.ok and sorted(r["relative_dir"] for r in second.complete) == sorted(victims) and len(second.skipped) == 2
+    for spec in specs:
+        assert (spec.run_dir / COMPLETE).is_file() and not (spec.run_dir / FAILED).exists()
+
+
+def test_dry_run_names_the_engine_and_bad_workers_fail_first(tmp_path):
+    def dry(*extra: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--dry-run", "--out", str(tmp_path), "--device", "cpu", *extra]
+        return subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=120)
+
+    default = dry()
+    assert default.returncode == 0, default.stderr
+    assert "cost estimate (population engine)" in default.stderr and "per member per core" in default.stderr
+    process = dry("--engine", "process")
+    assert process.returncode == 0 and "cost estimate (process engine)" in process.stderr and "population engine" not in process.stderr
+    assert default.stdout == process.stdout and len(default.stdout.split()) == 40  # the same runs
+    atari = dry("--suite", "atari", "--envs", "Pong-v5", "--timesteps", "2048")
+    assert atari.returncode == 0 and "CnnPolicy (Atari) steps on the process engine" in atari.stderr, atari.stderr
+    assert "cost estimate" not in atari.stderr
+
+    for workers in ("0", "-3"):
+        bad = dry("--workers", workers)
+        assert bad.returncode == 2 and f"--workers must be >= 1, got {workers}" in bad.stderr, bad.stderr
+        assert not bad.stdout
+    engine = dry("--engine", "threads")
+    assert engine.returncode == 2 and "'threads'" in engine.stderr
+    assert not any(tmp_path.iterdir())
