@@ -2,21 +2,22 @@
 
 Usage::
 
-    python benchmarks/throughput.py            # ~1.5 min on 2 cores
-    python benchmarks/throughput.py --quick    # ~20 s
+    python benchmarks/throughput.py            # ~3 min on 2 cores
+    python benchmarks/throughput.py --quick    # ~40 s
     python benchmarks/throughput.py --steps 5000 --rounds 30 --pairs 100 --envs CartPole-v1
+    python benchmarks/throughput.py --envs '' --train-envs CartPole-v1 --train-rounds 9   # end to end only
 
 Rows (8 envs each, uniformly random actions, pre-generated so RNG cost is excluded):
 
 * ``envpool raw step()``      - envpool's own gymnasium pool, its public ``step`` in a loop
   (same configuration as our adapter: threads, Atari settings).  The reference.
 * ``envpool raw _send/_recv`` (with ``--floor``) - the same pool driven through its private
-  C++ calls, without envpool's Python conversion layer (our adapter uses these calls too).
+  C++ calls, without envpool's Python conversion layer: the floor for any Python adapter.
   With nothing but two C++ calls per step its speed is bimodal on a busy 2-core machine
   (the worker thread either spins on a free core or must be woken), hence off by default.
 * ``adaptive_po envpool``     - :class:`adaptive_po.environments.EnvpoolVecEnv` (SB3 ``VecEnv`` with
-  same-step resets, terminal observations and episode statistics), fed int64 actions as
-  SB3 policies produce them.
+  same-step resets, terminal observations and episode statistics, over envpool's public
+  ``send``/``recv``), fed int64 actions as SB3 policies produce them.
 * ``gymnasium SyncVectorEnv`` / ``AsyncVectorEnv`` - gymnasium's own vector envs.
 * ``SB3 DummyVecEnv``         - what ``make_vec_env(..., backend="gymnasium")`` returns.
 * ``SB3 SubprocVecEnv``       - one process per env.
@@ -34,6 +35,16 @@ median of the per-round ratios to raw envpool.  Because a machine shared with ot
 swings by 2-3x within seconds, the adapter's ratio is then measured once more from
 ``--pairs`` short blocks alternating adapter and raw envpool (A B B A ...) and printed
 under the table: that median is the number to quote.
+
+What matters is a whole training run, not env stepping alone, so the table is followed by
+an end-to-end check (:func:`bench_training`, ``--train-envs``): short ESSPO runs on
+CartPole-v1 and Pong-v5 (8 envs, envpool backend, CPU, one torch thread), alternating the
+adapter with a bare VecEnv over raw envpool's ``_send/_recv`` (the floor above), with the
+time inside the step calls measured.  The gap between the two is the most that any faster
+adapter (spare envs instead of re-stepping finished envs, envpool's private calls instead
+of its public ones: both were measured and removed) could take off the run; ``kept/ideal``
+is the run time over the run time minus that gap.  The adapter keeps a faster path only if
+it would save more than 5% of a whole run.
 """
 
 from __future__ import annotations
@@ -75,6 +86,8 @@ def build_runners(env_id: str, seed: int, actions: np.ndarray, floor: bool = Fal
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     from adaptive_po import environments as E
+    from adaptive_po.environments.gymnasium_backend import make_gym_atari
+    from adaptive_po.environments.ids import envpool_id, gymnasium_id
 
     atari = E.is_atari(env_id)
     n = N_ENVS
@@ -86,7 +99,7 @@ def build_runners(env_id: str, seed: int, actions: np.ndarray, floor: bool = Fal
     def gym_env_fn(rank: int) -> Callable[[], gym.Env]:
         def _init() -> gym.Env:
             if atari:
-                return E._make_gym_atari(E._gym_id(env_id), training=True)
+                return make_gym_atari(gymnasium_id(env_id), training=True)  # type: ignore[arg-type]
             return Monitor(gym.make(env_id))
 
         return _init
@@ -129,11 +142,11 @@ def build_runners(env_id: str, seed: int, actions: np.ndarray, floor: bool = Fal
         return {**ours_runner.env.envpool_make_kwargs(), "num_envs": n, "batch_size": n}
 
     def raw() -> Runner:
-        pool = envpool.make_gymnasium(E._envpool_id(env_id), **raw_kwargs())
+        pool = envpool.make_gymnasium(envpool_id(env_id), **raw_kwargs())
         return Runner(RAW, pool, lambda i: pool.step(a32[i % T]), pool.reset, pool.close)
 
     def raw_cpp() -> Runner:
-        pool = envpool.make_gymnasium(E._envpool_id(env_id), **raw_kwargs())
+        pool = envpool.make_gymnasium(envpool_id(env_id), **raw_kwargs())
         ids = np.arange(n, dtype=np.int32)
 
         def step(i: int) -> None:
@@ -253,6 +266,140 @@ def bench_env(env_id: str, args: argparse.Namespace) -> tuple[list[Row], str]:
     return rows, paired
 
 
+#: env id -> (vector-env steps of one training run: full, --quick).  Pong's CnnPolicy is
+#: costly on CPU, so two rollouts of 128 steps show its proportions.
+TRAIN_STEPS = {"CartPole-v1": (30_000, 10_000), "Pong-v5": (2_048, 1_024)}
+#: A faster adapter path earns its code only above this share of a whole training run.
+WORTH_IT = 1.05
+
+
+def _esspo(env_id: str, venv: Any) -> Any:
+    import adaptive_po
+    from adaptive_po import environments as E
+
+    if E.is_atari(env_id):
+        return adaptive_po.ESSPO("CnnPolicy", venv, n_steps=128, batch_size=256, n_epochs=1, seed=0, device="cpu")
+    return adaptive_po.ESSPO(
+        "MlpPolicy", venv, n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8,
+        learning_rate=1e-3, seed=0, device="cpu",
+    )  # fmt: skip
+
+
+def floor_vec_env(pool: Any) -> Any:
+    """The cheapest envpool ``VecEnv`` there can be, for timing only: envpool's private
+    ``_send/_recv``, its own next-step resets (junk steps reach the learner), no infos."""
+    from stable_baselines3.common.vec_env import VecEnv
+
+    class FloorVecEnv(VecEnv):
+        def __init__(self) -> None:
+            super().__init__(pool.config["num_envs"], pool.observation_space, pool.action_space)
+            self.ids = np.arange(self.num_envs, dtype=np.int32)
+            keys = list(pool._state_keys)
+            self.idx = [keys.index(k) for k in ("obs", "reward", "done")]
+
+        def reset(self) -> Any:
+            return pool.reset()[0]
+
+        def step_async(self, actions: np.ndarray) -> None:
+            pool._send([self.ids, self.ids, actions.astype(np.int32)])
+
+        def step_wait(self) -> Any:
+            st = pool._recv()
+            return st[self.idx[0]], st[self.idx[1]], st[self.idx[2]], [{} for _ in self.ids]
+
+        def close(self) -> None:
+            pool.close()
+
+        def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+            if attr_name == "render_mode":
+                return [None] * self.num_envs
+            raise AttributeError(attr_name)
+
+        def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+            raise NotImplementedError
+
+        def env_method(self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list[Any]:
+            raise NotImplementedError
+
+        def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
+            return [False] * self.num_envs
+
+    return FloorVecEnv()
+
+
+def _timed_run(env_id: str, venv: Any, steps: int) -> tuple[float, float, int]:
+    """(seconds of ``model.learn(steps)``, seconds of it inside the VecEnv's step calls, vector steps)."""
+    in_env = [0.0, 0]
+    step_async, step_wait = venv.step_async, venv.step_wait
+
+    def timed_async(actions: np.ndarray) -> None:
+        t = time.perf_counter()
+        step_async(actions)
+        in_env[0] += time.perf_counter() - t
+
+    def timed_wait() -> Any:
+        t = time.perf_counter()
+        out = step_wait()
+        in_env[0] += time.perf_counter() - t
+        in_env[1] += 1
+        return out
+
+    venv.step_async, venv.step_wait = timed_async, timed_wait
+    model = _esspo(env_id, venv)
+    gc.collect()
+    t0 = time.perf_counter()
+    model.learn(steps)
+    run = time.perf_counter() - t0
+    venv.close()
+    return run, in_env[0], int(in_env[1])
+
+
+def bench_training(env_id: str, steps: int, rounds: int, seed: int) -> str:
+    """End to end: how much of a whole training run could a faster envpool adapter save?
+
+    Each round makes two ESSPO runs on the same envpool configuration, in alternating
+    order: one with :class:`~adaptive_po.environments.EnvpoolVecEnv` (the kept path) and
+    one with :func:`floor_vec_env` (no Python adapter can step faster), timing the time
+    spent inside the VecEnv's step calls.  The learner's work per step is the same in
+    both, so the kept run minus the gap between the two per-step env times is the run an
+    ideal adapter would give; ``kept/ideal`` is the ratio of the two (median over rounds).
+    """
+    import envpool
+    import torch
+
+    from adaptive_po.environments import make_vec_env
+
+    torch.set_num_threads(1)
+    runs: list[float] = []
+    kept_share: list[float] = []
+    floor_share: list[float] = []
+    ratios: list[float] = []
+    for rnd in range(rounds):
+        got = {}
+        for which in ("kept", "floor") if rnd % 2 == 0 else ("floor", "kept"):
+            venv = make_vec_env(env_id, N_ENVS, seed, backend="envpool")
+            if which == "floor":
+                kwargs = venv.envpool_make_kwargs()
+                venv.close()
+                venv = floor_vec_env(envpool.make_gymnasium(venv.env_id, **kwargs))
+            got[which] = _timed_run(env_id, venv, steps)
+        run, kept_env, n = got["kept"]
+        _, floor_env, n_floor = got["floor"]
+        floor_env *= n / n_floor
+        runs.append(run)
+        kept_share.append(kept_env / run)
+        floor_share.append(floor_env / run)
+        ratios.append(run / (run - max(0.0, kept_env - floor_env)))
+    ratio = statistics.median(ratios)
+    verdict = "no faster path is worth its code" if ratio < WORTH_IT else "a faster path would earn its place"
+    return (
+        f"{env_id}: whole training run ({steps:,} steps, ESSPO, {N_ENVS} envs): {statistics.median(runs):.1f} s, "
+        f"{statistics.median(kept_share):.1%} of it in the adapter's step calls vs {statistics.median(floor_share):.1%} "
+        f"with raw envpool _send/_recv; kept/ideal = {ratio:.3f} (median of {rounds}, {min(ratios):.3f}-{max(ratios):.3f})"
+        f": {verdict} (threshold {WORTH_IT:.2f})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=2000, help="max vector steps per timed block (Atari rows: steps/8)")
@@ -263,10 +410,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--envs", default="CartPole-v1,Pong-v5", help="comma-separated env ids")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--floor", action="store_true", help="add the 'envpool raw _send/_recv' row")
-    p.add_argument("--quick", action="store_true", help="~20 s version: fewer rounds of shorter blocks")
+    p.add_argument("--train-envs", default="CartPole-v1,Pong-v5", help="end-to-end training check ('' skips it)")
+    p.add_argument("--train-rounds", type=int, default=3, help="training runs per env in the end-to-end check")
+    p.add_argument("--quick", action="store_true", help="~40 s version: fewer rounds, shorter blocks and runs")
     args = p.parse_args(argv)
     if args.quick:
         args.steps, args.rounds, args.block_time, args.warmup, args.pairs = min(args.steps, 1000), 4, 0.15, 100, 16
+        args.train_rounds = 1
 
     t0 = time.perf_counter()
     print(f"# {N_ENVS} envs, random actions; {args.rounds} interleaved rounds, blocks of <= {args.steps} steps "
@@ -286,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     for line in summaries:
         if line:
             print("# " + line)
+    for env_id in [e.strip() for e in args.train_envs.split(",") if e.strip()]:
+        full, quick = TRAIN_STEPS.get(env_id, TRAIN_STEPS["CartPole-v1"])
+        print("# " + bench_training(env_id, quick if args.quick else full, args.train_rounds, args.seed), flush=True)
     print(f"# total {time.perf_counter() - t0:.0f} s")
     return 0
 

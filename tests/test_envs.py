@@ -172,18 +172,12 @@ def test_backend_without_its_dependency_is_named():
 # ----------------------------------------------------------------------------------------
 
 
-def make_cartpole(variant: str, n: int, seed: int):
-    if variant == "envpool-immediate-reset":  # envpool without spare envs: finished envs re-stepped at once
-        return EnvpoolVecEnv("CartPole-v1", n, seed, spare_envs=False)
-    return make_vec_env("CartPole-v1", n, seed=seed, backend=variant)
-
-
-@pytest.mark.parametrize("variant", [*BACKENDS, "envpool-immediate-reset"])
-def test_cartpole_same_step_reset_convention(variant):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cartpole_same_step_reset_convention(backend):
     """Terminal obs is the true last state, the returned obs a fresh initial state, and the
     step after a reset is a real transition from it (a junk step would give reward 0)."""
     n = 4
-    venv = make_cartpole(variant, n, seed=1)
+    venv = make_vec_env("CartPole-v1", n, seed=1, backend=backend)
     assert venv.observation_space.shape == (4,) and venv.observation_space.dtype == np.float32
     actions = np.random.default_rng(0).integers(0, 2, size=(300, n))
     actions[:, 0] = 1  # env 0 always pushes right: short episodes
@@ -304,23 +298,6 @@ def test_seeding_is_deterministic(backend):
     np.testing.assert_array_equal(venv.reset(), make_vec_env("CartPole-v1", 3, seed=11, backend=backend).reset())
 
 
-@pytest.mark.parametrize("spare_envs", [True, False])
-def test_envpool_public_api_path_matches_fast_path(spare_envs):
-    actions = np.random.default_rng(2).integers(0, 2, size=(200, 4))
-    fast = EnvpoolVecEnv("CartPole-v1", 4, 7, spare_envs=spare_envs)
-    slow = EnvpoolVecEnv("CartPole-v1", 4, 7, spare_envs=spare_envs, force_public_api=True)
-    assert fast._fast and not slow._fast
-    for (oa, _, na, ra, da, ia), (ob, _, nb, rb, db, ib) in zip(rollout(fast, actions), rollout(slow, actions), strict=True):
-        np.testing.assert_array_equal(na, nb)
-        np.testing.assert_array_equal(ra, rb)
-        np.testing.assert_array_equal(da, db)
-        for x, y in zip(ia, ib, strict=True):
-            assert x.keys() == y.keys()
-            if "terminal_observation" in x:
-                np.testing.assert_array_equal(x["terminal_observation"], y["terminal_observation"])
-                assert x["episode"]["r"] == y["episode"]["r"] and x["episode"]["l"] == y["episode"]["l"]
-
-
 def test_vecenv_methods():
     for backend in BACKENDS:
         venv = make_vec_env("CartPole-v1", 2, seed=0, backend=backend)
@@ -341,8 +318,6 @@ def test_vecenv_methods():
         venv.set_attr("max_episode_steps", 10)
     with pytest.raises(NotImplementedError, match="env_method"):
         venv.env_method("render")
-    with pytest.raises(ValueError, match="not supported for Atari"):
-        EnvpoolVecEnv("Pong-v5", 1, 0, atari=True, spare_envs=True)
     venv.close()
     venv.close()  # idempotent
     with pytest.raises(RuntimeError, match="closed"):
@@ -489,9 +464,9 @@ def test_breakout_life_loss_is_done_but_the_game_continues(backend):
 def test_atari_time_limit_truncates_the_whole_game(backend, monkeypatch):
     """With a 60-step limit (instead of 27,000) a random Breakout game is cut mid-game:
     truncated (not terminated), whole-game statistics, then a full reset."""
-    import adaptive_po.environments.core as envs_module
+    import adaptive_po.environments.atari as atari_settings  # both backends read it at build time
 
-    monkeypatch.setattr(envs_module, "ATARI_MAX_EPISODE_STEPS", 60)
+    monkeypatch.setattr(atari_settings, "ATARI_MAX_EPISODE_STEPS", 60)
     venv = make_vec_env("Breakout-v5", 1, seed=0, backend=backend, training=True)
     venv.reset()
     rng = np.random.default_rng(0)
@@ -538,17 +513,3 @@ def test_atari_seeding_is_deterministic(backend):
         np.testing.assert_array_equal(oa, ob)
         np.testing.assert_array_equal(ra, rb)
         np.testing.assert_array_equal(da, db)
-
-
-def test_envpool_atari_public_api_path_matches_fast_path():
-    actions = np.random.default_rng(3).integers(0, 4, size=(400, 2))
-    fast = EnvpoolVecEnv("Breakout-v5", 2, 9, atari=True, training=True, num_threads=1)
-    slow = EnvpoolVecEnv("Breakout-v5", 2, 9, atari=True, training=True, num_threads=1, force_public_api=True)
-    n_done = 0
-    for (_, _, na, ra, da, ia), (_, _, nb, rb, db, ib) in zip(rollout(fast, actions), rollout(slow, actions), strict=True):
-        np.testing.assert_array_equal(na, nb)
-        np.testing.assert_array_equal(ra, rb)
-        np.testing.assert_array_equal(da, db)
-        assert [x.keys() for x in ia] == [y.keys() for y in ib]
-        n_done += int(da.sum())
-    assert n_done > 0
