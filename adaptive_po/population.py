@@ -77,42 +77,6 @@ class StackedRollout:
     last_dones: Tensor
 
 
-class _TanhFunction(torch.autograd.Function):
-    """tanh as ``2 sigmoid(2x) - 1`` with tanh's own backward ``g (1 - y^2)``: the same function
-    to float32 rounding (absolute error below 1e-7) at a fraction of ``torch.tanh``'s cost on the
-    CPU builds measured here (tanh and its sigmoid-based backward were half of a vmapped step)."""
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x: Tensor) -> Tensor:  # type: ignore[override]
-        return torch.sigmoid(2.0 * x).mul_(2.0).sub_(1.0)
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Tensor], output: Tensor) -> None:
-        ctx.save_for_backward(output)
-
-    @staticmethod
-    def backward(ctx: Any, grad_output: Tensor) -> Tensor:  # type: ignore[override]
-        (y,) = ctx.saved_tensors
-        return torch.addcmul(grad_output, grad_output * y, y, value=-1.0)
-
-
-class _FastTanh(nn.Module):
-    """Drop-in for ``nn.Tanh`` in the engine's copy of the network (see :class:`_TanhFunction`)."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return _TanhFunction.apply(x)
-
-
-def _with_fast_tanh(module: nn.Module) -> None:
-    for name, child in module.named_children():
-        if type(child) is nn.Tanh:
-            setattr(module, name, _FastTanh())
-        else:
-            _with_fast_tanh(child)
-
-
 class _Heads(nn.Module):
     """An SB3 actor-critic's forward pass to the flat distribution parameters and the value,
     the same path as ``BatchPolicyOptimization._evaluate``."""
@@ -211,7 +175,6 @@ class PopulationLearner:
                 ActorCriticPolicy(observation_space, action_space, self.lr_schedule, use_sde=False, **(policy_kwargs or {})).to(self.device)
             )
         self._module = _Heads(policies[0], self.kind)
-        _with_fast_tanh(self._module)
         params, buffers = stack_module_state(policies)
         self.params = {f"policy.{k}": v.detach().clone() for k, v in params.items()}
         self.buffers = {f"policy.{k}": v for k, v in buffers.items()}

@@ -50,11 +50,14 @@ def _timed(cmd: list[str]) -> float:
 def process_wall(env: str, steps: int, seed: int, out: Path) -> float:
     """One run, one process: ``adaptive-po train``."""
     return _timed([sys.executable, "-m", "adaptive_po", "train", "--env", env, "--algo", ALGO, "--seed", str(seed),
-                   "--timesteps", str(steps), "--out", str(out), "--suite-name", "process", "--device", "cpu"])
+                   "--timesteps", str(steps), "--out", str(out), "--suite-name", "process", "--device", "cpu",
+                   "--engine", "process"])
 
 
 def population_wall(env: str, steps: int, members: int, out: Path) -> float:
     """``members`` runs (seeds 0..K-1) in one process, through the engine's worker entry point."""
+    out = out / f"population-{env}-{members}"  # a fresh results root: nothing to skip
+    out.mkdir()
     specs = [RunSpec("population", env, ALGO, seed, steps, out=str(out), device="cpu").to_dict() for seed in range(members)]
     spec_file = out / f"population-{env}-{members}.json"
     result_file = out / f"population-{env}-{members}.result.json"
