@@ -8,15 +8,17 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-full bench-atari plot perf readme clean-runs help
+.PHONY: setup test bench bench-full bench-staleness bench-atari plot perf readme readme-staleness engines clean-runs help
 
 help:
 	@echo "make bench       quick suite (CartPole, Acrobot; esspo vs ppo; lag 0 and 16; 5 seeds) + report"
 	@echo "make test        the test suite"
 	@echo "make bench-full  classic suite: 5 envs x all algorithms x 5 seeds x lags x noise (hours)"
+	@echo "make bench-staleness  4 classic envs x esspo, ppo, decoupled-ppo, tis-pg x lags 0-64 x 5 seeds (~1 h), its report into docs/results/staleness and the README"
 	@echo "make bench-atari Atari suite on one GPU (CPU: smoke run)"
+	@echo "make engines     the quick suite on the process engine too; per-cell CIs of both engines (docs/results/engines.md)"
 	@echo "make plot        figures, tables and report.md from runs/ (SUITE=quick)"
-	@echo "make perf        speed benchmarks (env throughput, learner time per update)"
+	@echo "make perf        speed benchmarks (env throughput, learner time per update, runs per hour of both engines)"
 	@echo "make readme      regenerate the README's results section from runs/quick/report"
 
 # The stamp depends on pyproject.toml: a second `make test` on a ready .venv reinstalls nothing.
@@ -40,6 +42,13 @@ bench: $(STAMP)
 bench-full: $(STAMP)
 	$(VPY) -m adaptive_po bench --suite classic $(if $(WORKERS),--workers $(WORKERS))
 
+bench-staleness: $(STAMP)
+	$(VPY) -m adaptive_po bench --suite staleness $(if $(WORKERS),--workers $(WORKERS))
+	$(VPY) -m adaptive_po readme --report runs/staleness/report --figures docs/results/staleness --section staleness --brief
+
+readme-staleness: $(STAMP)
+	$(VPY) -m adaptive_po readme --report runs/staleness/report --figures docs/results/staleness --section staleness --brief
+
 bench-atari: $(STAMP)
 	$(VPY) -m adaptive_po bench --suite atari --device auto $(if $(WORKERS),--workers $(WORKERS))
 
@@ -49,9 +58,16 @@ plot: $(STAMP)
 perf: $(STAMP)
 	$(VPY) benchmarks/throughput.py
 	$(VPY) benchmarks/learner.py
+	$(VPY) benchmarks/population.py
+
+# The quick suite through the process engine too (runs/quick-process), then both engines' per-cell
+# final-return CIs side by side. Needs `make bench` first (runs/quick, population engine).
+engines: $(STAMP)
+	$(VPY) -m adaptive_po bench --suite quick --engine process --suite-name quick-process --no-report $(if $(WORKERS),--workers $(WORKERS))
+	$(VPY) benchmarks/engines_agree.py runs/quick runs/quick-process --out docs/results/engines.md
 
 readme: $(STAMP)
 	$(VPY) -m adaptive_po readme --report runs/quick/report --readme README.md
 
 clean-runs:
-	rm -rf runs/quick runs/classic runs/atari
+	rm -rf runs/quick runs/quick-process runs/classic runs/staleness runs/atari

@@ -40,6 +40,16 @@ SUITES: dict[str, Suite] = {
         replay=(0,),
         description="the full classic-control grid (hours on a laptop; meant for bigger machines or a Ray cluster)",
     ),
+    "staleness": Suite(
+        "staleness",
+        envs=("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3"),
+        algos=("esspo", "ppo", "decoupled-ppo", "tis-pg"),
+        seeds=5,
+        lags=(0, 4, 16, 64),
+        noise=(0.0,),
+        replay=(0,),
+        description="the staleness question on four classic tasks: four objectives x policy lags 0-64 (about an hour on 2 cores with the population engine)",
+    ),
     "atari": Suite(
         "atari",
         envs=("Pong-v5", "Breakout-v5", "Seaquest-v5", "SpaceInvaders-v5"),
