@@ -56,6 +56,16 @@ def _with_fused_adam(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     return kwargs
 
 
+def policy_latents(policy: ActorCriticPolicy, observations: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+    """An SB3 actor-critic's latent codes ``(latent_pi, latent_vf)`` for ``observations``: the
+    forward pass both engines share (the population engine runs it per member under vmap)."""
+    features = policy.extract_features(observations)  # type: ignore[arg-type]
+    if policy.share_features_extractor:
+        return policy.mlp_extractor(features)
+    pi_features, vf_features = features
+    return policy.mlp_extractor.forward_actor(pi_features), policy.mlp_extractor.forward_critic(vf_features)
+
+
 class BatchPolicyOptimization(OnPolicyAlgorithm):
     """An on-policy actor-critic whose policy loss is a pluggable objective, on controllable data.
 
@@ -319,13 +329,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
     def _evaluate(self, observations: th.Tensor, actions: th.Tensor):  # type: ignore[no-untyped-def]
         """One forward pass: values, log-probs, entropy and the action distribution itself."""
         policy = self.policy
-        features = policy.extract_features(observations)  # type: ignore[arg-type]
-        if policy.share_features_extractor:
-            latent_pi, latent_vf = policy.mlp_extractor(features)
-        else:
-            pi_features, vf_features = features
-            latent_pi = policy.mlp_extractor.forward_actor(pi_features)
-            latent_vf = policy.mlp_extractor.forward_critic(vf_features)
+        latent_pi, latent_vf = policy_latents(policy, observations)
         distribution = policy._get_action_dist_from_latent(latent_pi)
         values = policy.value_net(latent_vf).flatten()
         return values, distribution.log_prob(actions), distribution.entropy(), distribution

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
 from adaptive_po import distributions as D
+from adaptive_po.algorithms import policy_latents
 from adaptive_po.buffers import compute_gae
 from adaptive_po.collector import validate_off_policy_settings
 from adaptive_po.hyperparams import check_hyperparams
@@ -88,13 +89,7 @@ class _Heads(nn.Module):
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         policy = self.policy
-        features = policy.extract_features(obs)  # type: ignore[arg-type]
-        if policy.share_features_extractor:
-            latent_pi, latent_vf = policy.mlp_extractor(features)
-        else:
-            pi_features, vf_features = features
-            latent_pi = policy.mlp_extractor.forward_actor(pi_features)
-            latent_vf = policy.mlp_extractor.forward_critic(vf_features)
+        latent_pi, latent_vf = policy_latents(policy, obs)
         out = policy.action_net(latent_pi)
         if self.kind == "gaussian":
             out = torch.cat([out, policy.log_std.expand_as(out)], dim=-1)
