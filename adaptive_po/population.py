@@ -78,6 +78,25 @@ class StackedRollout:
     last_dones: Tensor
 
 
+class _FastTanh(nn.Module):
+    """tanh as ``2 sigmoid(2x) - 1``: the same function to float32 rounding (absolute error below
+    2e-7). On the CPU builds measured here ``torch.tanh`` costs 6-7x a sigmoid, and it was a fifth
+    of the engine's time; this form makes a 50-member CartPole gradient step 10% faster
+    (42.7 -> 38.5 ms, alternated A/B). Only the engine's copy of the network uses it; the
+    equivalence tests bound the difference from the SB3 class."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return 2.0 * torch.sigmoid(2.0 * x) - 1.0
+
+
+def _with_fast_tanh(module: nn.Module) -> None:
+    for name, child in module.named_children():
+        if type(child) is nn.Tanh:
+            setattr(module, name, _FastTanh())
+        else:
+            _with_fast_tanh(child)
+
+
 class _Heads(nn.Module):
     """An SB3 actor-critic's forward pass to the flat distribution parameters and the value,
     the same path as ``BatchPolicyOptimization._evaluate``."""
@@ -170,6 +189,7 @@ class PopulationLearner:
                 ActorCriticPolicy(observation_space, action_space, self.lr_schedule, use_sde=False, **(policy_kwargs or {})).to(self.device)
             )
         self._module = _Heads(policies[0], self.kind)
+        _with_fast_tanh(self._module)
         params, buffers = stack_module_state(policies)
         self.params = {f"policy.{k}": v.detach().clone() for k, v in params.items()}
         self.buffers = {f"policy.{k}": v for k, v in buffers.items()}

@@ -235,3 +235,12 @@ def test_a_diverging_member_fails_alone_with_its_reason(tmp_path, monkeypatch):
 def test_members_that_cannot_share_a_population_are_refused(tmp_path):
     results = execute_population([_spec(tmp_path), _spec(tmp_path, algo="ppo", seed=1)])
     assert all(r["status"] == "failed" and "cannot share a population" in r["error"] for r in results)
+
+
+@pytest.mark.parametrize("engine", ["population", "process"])
+def test_tensorboard_events_only_when_asked(tmp_path, engine):
+    spec = _spec(tmp_path, tensorboard=False, total_timesteps=256)
+    outcome = execute_population([spec])[0] if engine == "population" else execute_run(spec)
+    assert outcome["status"] == "complete"
+    assert not (spec.run_dir / contract.TENSORBOARD_DIR).exists()
+    assert {p.name for p in spec.run_dir.iterdir()} == {"config.json", "progress.csv", "eval.csv", "summary.json", contract.COMPLETE}

@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--dry-run", action="store_true", help="print the grid and the cost estimate, run nothing")
     bench.add_argument("--no-report", action="store_true", help="skip the analysis report at the end")
     bench.add_argument("--no-progress", action="store_true", help="no progress bars (one line per finished run)")
+    bench.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events per run (progress.csv holds the same statistics; off by default: it slows large sweeps)")
     _add_grid_flags(bench)
     _add_engine_flag(bench, "runs that differ only in seed, policy lag, action noise or behaviour log-prob train together in one "
         "process (one job)", "population")
@@ -154,6 +155,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         replay=parse_list(args.replay, int, "--replay") or list(suite.replay),
         behaviour_log_prob=parse_list(args.behaviour_log_prob, str, "--behaviour-log-prob") or ["actual"],
         executor=args.executor,
+        tensorboard=args.tensorboard,
         **_shared_grid_fields(args),
     )
     specs = expand_grid(grid)

@@ -191,7 +191,8 @@ class _Population:
         from torch.utils.tensorboard import SummaryWriter
 
         for run in runs:
-            run.writer = SummaryWriter(str(run.spec.run_dir / contract.TENSORBOARD_DIR))
+            if run.spec.tensorboard:
+                run.writer = SummaryWriter(str(run.spec.run_dir / contract.TENSORBOARD_DIR))
 
     # -- helpers ------------------------------------------------------------------------------------
     def _split(self, x: np.ndarray, per: int) -> np.ndarray:
@@ -259,7 +260,8 @@ class _Population:
             def write(run: _MemberRun = run, row: dict[str, Any] = row) -> None:
                 run.evaluations.append(row)
                 atomic_write_rows(run.spec.run_dir / contract.EVAL_FILE, contract.EVAL_COLUMNS, run.evaluations)
-                run.writer.add_scalar("eval/mean_reward", row["eval_return_mean"], timesteps)
+                if run.writer is not None:
+                    run.writer.add_scalar("eval/mean_reward", row["eval_return_mean"], timesteps)
 
             self.guarded(run, write)
 
@@ -361,6 +363,8 @@ class _Population:
 
             def log(run: _MemberRun = run, row: dict[str, Any] = row) -> None:
                 run.progress.append(row)
+                if run.writer is None:
+                    return
                 for name in (*contract.UPDATE_STATISTICS, "loss"):
                     run.writer.add_scalar(f"train/{name}", float(values[name][run.index]), self.timesteps)
                 if row["rollout_return_mean"] is not None:

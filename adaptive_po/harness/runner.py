@@ -44,6 +44,8 @@ class RunSpec:
     backend: str = "auto"
     out: str = "runs"
     envs_dir: str | None = None
+    #: write TensorBoard events into the run folder's tb/ (progress.csv holds the same statistics)
+    tensorboard: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -250,7 +252,7 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
             verbose=0,
             **hp.algorithm_kwargs(),
         )
-        model.set_logger(configure(str(run_dir / contract.TENSORBOARD_DIR), ["tensorboard"]))
+        model.set_logger(configure(str(run_dir / contract.TENSORBOARD_DIR), ["tensorboard"]) if spec.tensorboard else configure(None, []))
 
         def evaluate(timesteps: int) -> dict[str, Any]:
             if env_cfg.normalize:

@@ -51,6 +51,7 @@ class Grid:
     suite_name: str | None = None
     envs_dir: str | None = None
     executor: str = "local"
+    tensorboard: bool = True
 
 
 def expand_grid(grid: Grid) -> list[RunSpec]:
@@ -116,6 +117,7 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
                     backend=grid.backend,
                     out=grid.out,
                     envs_dir=grid.envs_dir,
+                    tensorboard=grid.tensorboard,
                 )
             )
     return specs
