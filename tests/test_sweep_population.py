@@ -179,7 +179,7 @@ def test_dry_run_names_the_engine_and_bad_workers_fail_first(tmp_path):
 
     default = dry()
     assert default.returncode == 0, default.stderr
-    assert "cost estimate (population engine)" in default.stderr and "per member per core" in default.stderr
+    assert "cost estimate (population engine)" in default.stderr and "CPU-core-hours" in default.stderr
     process = dry("--engine", "process")
     assert process.returncode == 0 and "cost estimate (process engine)" in process.stderr and "population engine" not in process.stderr
     assert default.stdout == process.stdout and len(default.stdout.split()) == 40  # the same runs
@@ -194,3 +194,15 @@ def test_dry_run_names_the_engine_and_bad_workers_fail_first(tmp_path):
     engine = dry("--engine", "threads")
     assert engine.returncode == 2 and "'threads'" in engine.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_the_estimate_uses_each_engines_measured_speed_per_environment():
+    from adaptive_po.harness.sweep import SECONDS_PER_MILLION, Grid, describe_grid, expand_grid
+
+    specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0, 1], lags=[0], noise=[0.0], replay=[0], timesteps=1_000_000, device="cpu"))
+    for engine in ("population", "process"):
+        text = describe_grid(specs, engine)
+        hours = 2 * SECONDS_PER_MILLION[engine]["CartPole-v1"] / 3600
+        assert f"~ {hours:.1f} CPU-core-hours" in text and "not measured" not in text
+    pendulum = expand_grid(Grid(suite="quick", envs=["Pendulum-v1"], algos=["esspo"], seeds=[0], lags=[0], noise=[0.0], replay=[0], device="cpu"))
+    assert "not measured, estimated at the mean measured speed: Pendulum-v1" in describe_grid(pendulum)

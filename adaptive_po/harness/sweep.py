@@ -127,11 +127,23 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
 #: the runs allow it (MLP policies), ``process`` gives every run its own process
 ENGINES = ("population", "process")
 
-#: measured here (2-core CPU, one torch thread per run): CartPole-v1 and Acrobot-v1 with the
-#: Zoo settings train at about 150-250 s per million environment steps, evaluations included
-MLP_SECONDS_PER_MILLION = 250.0
-#: the population engine: wall seconds per million environment steps of one member, per core
-POPULATION_SECONDS_PER_MILLION = 60.0  # measured by benchmarks/population.py (make perf)
+#: wall seconds per million environment steps of one run on one core (esspo, evaluations and
+#: start-up included), by engine and environment, measured by benchmarks/population.py (make perf)
+#: on a 2-core machine; the population engine with 50 members (smaller populations are slower
+#: per member: 10 members measured 1.4-2.6x slower). Environments not measured are estimated at
+#: the mean of the measured ones, and the dry run says so.
+SECONDS_PER_MILLION: dict[str, dict[str, float]] = {
+    "process": {"CartPole-v1": 439.0, "Acrobot-v1": 199.0},
+    "population": {"CartPole-v1": 104.0, "Acrobot-v1": 42.0},
+}
+
+
+def _seconds_per_million(engine: str, env: str) -> tuple[float, bool]:
+    """(seconds per million steps, measured for this env?)"""
+    table = SECONDS_PER_MILLION[engine]
+    if env in table:
+        return table[env], True
+    return sum(table.values()) / len(table), False
 
 
 def check_engine(engine: str) -> None:
@@ -150,15 +162,21 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population") -> str:
     by_env: dict[str, list[RunSpec]] = {}
     for spec in specs:
         by_env.setdefault(spec.env, []).append(spec)
-    population_steps = process_steps = cnn_steps = 0
+    seconds = {"population": 0.0, "process": 0.0}
+    steps_by_engine = {"population": 0, "process": 0}
+    guessed: set[str] = set()
+    cnn_steps = 0
     for env, runs in by_env.items():
         steps = sum(r.total_timesteps for r in runs)
         if get_env_config(env, runs[0].envs_dir).hyperparams.policy == "CnnPolicy":
             cnn_steps += steps
-        elif engine == "population" and supports_population(runs[0]):
-            population_steps += steps
         else:
-            process_steps += steps
+            which = "population" if engine == "population" and supports_population(runs[0]) else "process"
+            speed, measured = _seconds_per_million(which, env)
+            seconds[which] += steps / 1e6 * speed
+            steps_by_engine[which] += steps
+            if not measured:
+                guessed.add(env)
         algos = sorted({r.algo for r in runs})
         conditions = sorted({r.condition for r in runs})
         seeds = sorted({r.seed for r in runs})
@@ -168,16 +186,17 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population") -> str:
         )
     done = sum(is_complete(s.run_dir) for s in specs)
     lines.append(f"  already complete: {done}; to run: {len(specs) - done}")
-    for what, steps, speed, source in (
-        ("population engine", population_steps, POPULATION_SECONDS_PER_MILLION, "per member per core, measured by benchmarks/population.py"),
-        ("process engine", process_steps, MLP_SECONDS_PER_MILLION, "per core, measured on classic control"),
-    ):
-        if steps:
-            hours = steps / 1e6 * speed / 3600
+    cores = os.cpu_count() or 1
+    for which in ("population", "process"):
+        if steps_by_engine[which]:
+            hours = seconds[which] / 3600
             lines.append(
-                f"  cost estimate ({what}): {steps:,} MLP-policy environment steps ~ {hours:.1f} CPU-core-hours "
-                f"(~{speed:.0f} s per million steps {source})"
+                f"  cost estimate ({which} engine): {steps_by_engine[which]:,} MLP-policy environment steps ~ "
+                f"{hours:.1f} CPU-core-hours, ~{hours / cores:.1f} h on this machine's {cores} cores "
+                f"(speeds per environment measured by benchmarks/population.py)"
             )
+    if guessed:
+        lines.append(f"  (not measured, estimated at the mean measured speed: {', '.join(sorted(guessed))})")
     if cnn_steps:
         lines.append(f"  plus {cnn_steps:,} CnnPolicy (Atari) steps on the process engine: no estimate (GPU speed not measured here)")
     return "\n".join(lines)
