@@ -139,7 +139,8 @@ class _MemberRun:
     episode_returns: deque = field(default_factory=lambda: deque(maxlen=100))
     episode_lengths: deque = field(default_factory=lambda: deque(maxlen=100))
     writer: Any = None
-    failed: str | None = None
+    failed: str | None = None  #: the reason's last line, once the member has failed
+    failure: str = ""  #: the whole reason (the FAILED file's text)
 
 
 class _Population:
@@ -214,6 +215,7 @@ class _Population:
     def fail(self, run: _MemberRun, text: str) -> None:
         """Record ``run`` as FAILED with ``text`` and retire it; the others go on."""
         run.failed = text.strip().splitlines()[-1] if text.strip() else "failed"
+        run.failure = text
         fail_run_folder(run.spec, text)
         self.learner.retire(run.index)
         if run.writer is not None:
@@ -457,24 +459,28 @@ def execute_population(specs: Sequence[RunSpec | dict[str, Any]]) -> list[dict[s
         for run in runs:
             if run.failed is None:
                 try:
-                    summary = finish_run_folder(run.spec, population.summary(run), time.time() - started)  # type: ignore[union-attr]
+                    finish_run_folder(run.spec, population.summary(run), time.time() - started)  # type: ignore[union-attr]
                 except Exception:  # noqa: BLE001
                     population.fail(run, traceback.format_exc())  # type: ignore[union-attr]
         for run in runs:
-            i = specs.index(run.spec)
+            i = next(j for j, spec in enumerate(specs) if spec is run.spec)
             if run.failed is None:
                 results[i] = {**results[i], "status": "complete", "final_return": run.evaluations[-1]["eval_return_mean"], "wall_time_s": time.time() - started}
             else:
-                results[i] = {**results[i], "status": "failed", "error": run.failed, "traceback": run.failed, "wall_time_s": time.time() - started}
+                results[i] = {**results[i], "status": "failed", "error": run.failed, "traceback": run.failure, "wall_time_s": time.time() - started}
     except BaseException as err:  # noqa: BLE001 - a population must never take the sweep down
         text = traceback.format_exc()
         last = text.strip().splitlines()[-1] if text.strip() else repr(err)
+        member = {id(r.spec): r for r in runs}
         for i, spec in enumerate(specs):
-            if results[i]["status"] == "skipped" or any(r.spec == spec and r.failed for r in runs):
+            if results[i]["status"] in ("skipped", "complete"):
                 continue
-            if any(r.spec == spec for r in runs) or not runs:
-                fail_run_folder(spec, text)
-                results[i] = {**results[i], "status": "failed", "error": last, "traceback": text, "wall_time_s": time.time() - started}
+            run = member.get(id(spec))
+            if run is not None and run.failed is not None:  # failed on its own before the error
+                results[i] = {**results[i], "error": run.failed, "traceback": run.failure, "wall_time_s": time.time() - started}
+                continue
+            fail_run_folder(spec, text)
+            results[i] = {**results[i], "status": "failed", "error": last, "traceback": text, "wall_time_s": time.time() - started}
         if isinstance(err, KeyboardInterrupt):
             raise
     finally:
