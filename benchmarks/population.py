@@ -10,7 +10,8 @@ Usage::
 Both engines run the same cell (``esspo``, lag 0, the environment's Zoo settings, evaluations
 included) as the bench runs it: each measurement is a fresh ``python -m adaptive_po`` process with
 one torch thread, timed from start to exit (imports included), one at a time so that they do not
-share the cores. ``runs/hour/core`` is ``3600 * runs / wall``; on a machine with ``C`` cores a
+share the cores. The process runs are timed before, between and after the populations, so that a drift in
+the machine's load weighs on both engines alike. ``runs/hour/core`` is ``3600 * runs / wall``; on a machine with ``C`` cores a
 sweep runs ``C`` such processes at once. The projection multiplies each engine's measured seconds
 per million environment steps (per run) by the steps of the classic suite, divided over the cores.
 Machines shared with other jobs are noisy: compare the ratios of one invocation, not numbers
@@ -81,7 +82,7 @@ def main() -> None:
     parser.add_argument("--envs", default="CartPole-v1,Acrobot-v1")
     parser.add_argument("--steps", default=None, help="steps per run, one per env (default: 100000 CartPole, 200000 Acrobot)")
     parser.add_argument("--members", default="10,50", help="population sizes")
-    parser.add_argument("--process-runs", type=int, default=2, help="process-engine runs timed per env")
+    parser.add_argument("--process-runs", type=int, default=3, help="process-engine runs timed per env, before, between and after the populations")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1, help="cores the projection divides over")
     parser.add_argument("--quick", action="store_true", help="20k steps, populations of 10 and 20, one process run")
     args = parser.parse_args()
@@ -99,12 +100,18 @@ def main() -> None:
         out = Path(tmp)
         for env in envs:
             n = steps[env]
-            walls = [process_wall(env, n, seed, out) for seed in range(process_runs)]
+            # process runs bracket the populations (before, between, after), so that a slow drift
+            # of the machine's load weighs on both engines alike
+            walls = [process_wall(env, n, 0, out)]
+            measured = []
+            for i, k in enumerate(members):
+                measured.append((k, population_wall(env, n, k, out)))
+                if len(walls) < process_runs:
+                    walls.append(process_wall(env, n, i + 1, out))
             per_run = sum(walls) / len(walls)
             rows.append((env, n, "process", 1, per_run, 3600 / per_run))
             speed.setdefault("process", {})[env] = per_run / n * 1e6
-            for k in members:
-                wall = population_wall(env, n, k, out)
+            for k, wall in measured:
                 rows.append((env, n, "population", k, wall, 3600 * k / wall))
                 speed.setdefault(f"population K={k}", {})[env] = wall / k / n * 1e6
             print(f"measured {env}", file=sys.stderr, flush=True)
