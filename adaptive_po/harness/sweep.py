@@ -129,12 +129,12 @@ ENGINES = ("population", "process")
 
 #: wall seconds per million environment steps of one run on one core (esspo, evaluations and
 #: start-up included), by engine and environment, measured by benchmarks/population.py (make perf)
-#: on a 2-core machine; the population engine with 50 members (smaller populations are slower
-#: per member: 10 members measured 1.4-2.6x slower). Environments not measured are estimated at
+#: on a 2-core machine (quiet, process runs bracketing the populations); the population engine
+#: with 50 members (smaller populations are slower per member: 10 members measured 1.4-2.4x). Environments not measured are estimated at
 #: the mean of the measured ones, and the dry run says so.
 SECONDS_PER_MILLION: dict[str, dict[str, float]] = {
-    "process": {"CartPole-v1": 439.0, "Acrobot-v1": 199.0},
-    "population": {"CartPole-v1": 104.0, "Acrobot-v1": 42.0},
+    "process": {"CartPole-v1": 324.0, "Acrobot-v1": 183.0},
+    "population": {"CartPole-v1": 95.0, "Acrobot-v1": 41.0},
 }
 
 
