@@ -56,6 +56,19 @@ def _with_fused_adam(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     return kwargs
 
 
+def objective_schedules(objective_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Numbers and callables become SB3 schedules of the remaining progress; flags and strings stay."""
+    return {
+        k: (FloatSchedule(v) if isinstance(v, (int, float)) and not isinstance(v, bool) or callable(v) else v)
+        for k, v in objective_kwargs.items()
+    }
+
+
+def objective_arguments(schedules: dict[str, Any], progress_remaining: float) -> dict[str, Any]:
+    """The objective's keyword arguments for one update: schedules evaluated at ``progress_remaining``."""
+    return {k: (v(progress_remaining) if callable(v) else v) for k, v in schedules.items()}
+
+
 def policy_latents(policy: ActorCriticPolicy, observations: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
     """An SB3 actor-critic's latent codes ``(latent_pi, latent_vf)`` for ``observations``: the
     forward pass both engines share (the population engine runs it per member under vmap)."""
@@ -202,10 +215,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             self.observation_space, self.action_space, self.lr_schedule, use_sde=False, **self.policy_kwargs
         )
         self.policy = self.policy.to(self.device)
-        self._objective_schedules = {
-            k: (FloatSchedule(v) if isinstance(v, (int, float)) and not isinstance(v, bool) or callable(v) else v)
-            for k, v in self.objective_kwargs.items()
-        }
+        self._objective_schedules = objective_schedules(self.objective_kwargs)
         self.collector = Collector(**self.collector_settings, seed=self.seed)
         self.collector.attach(self.policy)
 
@@ -348,8 +358,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         return actions.long().flatten() if isinstance(self.action_space, spaces.Discrete) else actions
 
     def _objective_arguments(self) -> dict[str, Any]:
-        progress = self._current_progress_remaining
-        return {k: (v(progress) if callable(v) else v) for k, v in self._objective_schedules.items()}
+        return objective_arguments(self._objective_schedules, self._current_progress_remaining)
 
     def train(self) -> None:
         """One update: recompute advantages, then ``n_epochs`` passes of minibatch gradient steps.

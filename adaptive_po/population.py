@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
 from adaptive_po import distributions as D
-from adaptive_po.algorithms import policy_latents
+from adaptive_po.algorithms import objective_arguments, objective_schedules, policy_latents
 from adaptive_po.buffers import compute_gae
 from adaptive_po.collector import validate_off_policy_settings
 from adaptive_po.hyperparams import check_hyperparams
@@ -170,10 +170,7 @@ class PopulationLearner:
         self.spec = get_objective(objective)
         self.objective_name = objective
         self.objective_kwargs = {**self.spec.kwargs, **(objective_kwargs or {})}
-        self._objective_schedules = {
-            k: (FloatSchedule(v) if (isinstance(v, (int, float)) and not isinstance(v, bool)) or callable(v) else v)
-            for k, v in self.objective_kwargs.items()
-        }
+        self._objective_schedules = objective_schedules(self.objective_kwargs)
         self.lr_schedule = FloatSchedule(learning_rate)
         self.n_steps, self.batch_size, self.n_epochs = n_steps, batch_size, n_epochs
         self.gamma, self.gae_lambda = gamma, gae_lambda
@@ -364,7 +361,7 @@ class PopulationLearner:
             self.params[name] = self.params[name] - step.view(shape) * m / denom
 
     def objective_arguments(self, progress_remaining: float) -> dict[str, Any]:
-        return {k: (v(progress_remaining) if callable(v) else v) for k, v in self._objective_schedules.items()}
+        return objective_arguments(self._objective_schedules, progress_remaining)
 
     def update(self, rollout: StackedRollout, progress_remaining: float) -> dict[str, Tensor]:
         """One update of every member on its rollout (plus its replayed ones).
