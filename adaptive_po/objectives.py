@@ -51,6 +51,13 @@ class PolicyBatch:
         or ``None`` when the behaviour distribution's parameters are unknown.
     :param proximal_log_prob: ``(B,)`` log pi_prox(a|s) under the learner's parameters at the start
         of the current update (no gradient); only the decoupled objectives need it.
+    :param kl_reverse: ``(B,)`` analytic KL(pi_b(.|s) || pi_theta(.|s)) per state, with gradient
+        (PPO's adaptive KL penalty uses this direction); filled for objectives that declare
+        ``needs_reverse_kl``.
+    :param fresh: ``(B,)`` float, 1 for a transition of the update's fresh rollout, 0 for a replayed
+        one; filled for objectives that declare ``needs_replay_info``.
+    :param replay_ess: 0-dim float64, the normalized ESS of pi_prox/pi_b over the *replayed*
+        transitions of the whole update (1 when nothing is replayed); with ``fresh``.
     """
 
     log_prob: Tensor
@@ -58,6 +65,9 @@ class PolicyBatch:
     advantages: Tensor
     kl_behaviour: Tensor | None = None
     proximal_log_prob: Tensor | None = None
+    kl_reverse: Tensor | None = None
+    fresh: Tensor | None = None
+    replay_ess: Tensor | None = None
 
 
 @dataclass
@@ -330,6 +340,18 @@ class ObjectiveSpec:
     :param tuned: names of environment-tuned hyper-parameters (fields of
         :class:`adaptive_po.hyperparams.Hyperparams`, e.g. ``clip_range``) that the bench passes
         to the loss as keyword arguments, from each environment's config.
+    :param needs_reverse_kl: the loss uses ``batch.kl_reverse`` (KL(pi_b || pi_theta), with gradient).
+    :param needs_replay_info: the loss uses ``batch.fresh`` and ``batch.replay_ess``.
+    :param state: per-run state the objective carries across updates, with its initial values
+        (e.g. the adaptive KL coefficient); passed to the loss as keyword arguments, one value
+        per run (a 0-dim tensor), so the population engine keeps one per member.
+    :param update_state: ``update_state(state, kl, **arguments) -> new state``, called after every
+        update with ``kl`` the mean analytic KL(pi_b || pi_theta) over the update's data under the
+        updated parameters, and the objective's arguments; pure tensor code (no ``.item()``).
+    :param advantage_estimator: ``"gae"`` or ``"vtrace"``: how the training loop computes the
+        advantages and the critic's targets for this objective (:mod:`adaptive_po.buffers`).
+    :param replay: older rollouts the algorithm itself replays at each update (P3O), used when
+        the run's own ``replay`` dial is 0.
     """
 
     loss: Objective
@@ -338,6 +360,12 @@ class ObjectiveSpec:
     needs_kl: bool = False
     needs_proximal: bool = False
     tuned: tuple[str, ...] = ()
+    needs_reverse_kl: bool = False
+    needs_replay_info: bool = False
+    state: Mapping[str, float] = field(default_factory=dict)
+    update_state: Callable[..., dict[str, Tensor]] | None = None
+    advantage_estimator: str = "gae"
+    replay: int = 0
 
 
 #: algorithm name -> objective. Adding an objective is one function above and one entry here.
