@@ -35,10 +35,32 @@ from stable_baselines3.common.utils import FloatSchedule, explained_variance, ob
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
-from adaptive_po.buffers import BehaviourRolloutBuffer, StoredRollout, behaviour_param_dim, compute_gae
-from adaptive_po.collector import BehaviourRecording, Collector, kl_to_behaviour, validate_off_policy_settings
+from adaptive_po import distributions as D
+from adaptive_po.buffers import (
+    ADVANTAGE_ESTIMATORS,
+    BehaviourRolloutBuffer,
+    StoredRollout,
+    behaviour_param_dim,
+    compute_gae,
+    compute_vtrace,
+)
+from adaptive_po.collector import (
+    BehaviourRecording,
+    Collector,
+    distribution_kind,
+    distribution_params,
+    kl_to_behaviour,
+    validate_off_policy_settings,
+)
 from adaptive_po.hyperparams import check_hyperparams
-from adaptive_po.objectives import KL_FORMS, PolicyBatch, batch_statistics, get_objective, objective_statistics
+from adaptive_po.objectives import (
+    KL_FORMS,
+    PolicyBatch,
+    batch_statistics,
+    effective_sample_size_from_log_ratios,
+    get_objective,
+    objective_statistics,
+)
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
 
@@ -69,6 +91,19 @@ def objective_arguments(schedules: dict[str, Any], progress_remaining: float) ->
     return {k: (v(progress_remaining) if callable(v) else v) for k, v in schedules.items()}
 
 
+def replay_information(start_log_prob: th.Tensor, behaviour_log_prob: th.Tensor, n_fresh: int) -> tuple[th.Tensor, th.Tensor]:
+    """``(fresh, replay_ess)`` of one update's data (the fresh rollout first, replayed ones after):
+    a ``(..., N)`` float mask of the fresh transitions and the normalized ESS of pi_prox/pi_b over
+    the replayed ones (1 when none), over the last dimension (both engines; the population engine
+    passes ``(K, N)``)."""
+    n = start_log_prob.shape[-1]
+    fresh = (th.arange(n, device=start_log_prob.device) < n_fresh).to(start_log_prob.dtype).expand_as(start_log_prob)
+    log_ratio = (start_log_prob - behaviour_log_prob)[..., n_fresh:]
+    if log_ratio.dim() == 1:
+        return fresh, effective_sample_size_from_log_ratios(log_ratio)
+    return fresh, th.stack([effective_sample_size_from_log_ratios(row) for row in log_ratio])
+
+
 def policy_latents(policy: ActorCriticPolicy, observations: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
     """An SB3 actor-critic's latent codes ``(latent_pi, latent_vf)`` for ``observations``: the
     forward pass both engines share (the population engine runs it per member under vmap)."""
@@ -93,6 +128,11 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
     :param replay: each update also trains on this many previous rollout batches.
     :param action_noise: std of the Gaussian noise added to the actor's logits / means.
     :param behaviour_log_prob: ``"actual"`` (record the distribution sampled from) or ``"policy"``.
+    :param sampler_temperature: the sampler's temperature T (logits / T, or std x T).
+    :param sampler_precision: the sampler's number format, one of
+        :data:`adaptive_po.sampler.PRECISIONS` (``"fp32"``: the learner's own).
+    :param advantage_estimator: ``"gae"`` or ``"vtrace"`` (V-trace targets and policy-gradient
+        advantages, rho_bar = c_bar = 1); ``None``: the objective's registry entry decides.
     """
 
     policy_aliases: ClassVar[dict[str, type[ActorCriticPolicy]]] = {
@@ -123,6 +163,9 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         replay: int = 0,
         action_noise: float = 0.0,
         behaviour_log_prob: BehaviourRecording = "actual",
+        sampler_temperature: float = 1.0,
+        sampler_precision: str = "fp32",
+        advantage_estimator: str | None = None,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -141,14 +184,23 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         self.objective_name = objective or self.default_objective
         self.objective_spec = get_objective(self.objective_name)
         self.objective_kwargs = {**self.objective_spec.kwargs, **(objective_kwargs or {})}
+        self.advantage_estimator = advantage_estimator or self.objective_spec.advantage_estimator
+        if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
+            raise ValueError(f"advantage_estimator must be one of {ADVANTAGE_ESTIMATORS}, got {advantage_estimator!r}")
         # plain settings are saved with the model; the collector is built from them in _setup_model
-        validate_off_policy_settings(policy_lag, replay, action_noise, behaviour_log_prob)
+        validate_off_policy_settings(
+            policy_lag, replay, action_noise, behaviour_log_prob, sampler_temperature, sampler_precision
+        )
         self.collector_settings = {
             "policy_lag": policy_lag,
-            "replay": replay,
+            # an algorithm that replays by design (P3O) does so unless the run sets its own depth
+            "replay": replay or self.objective_spec.replay,
             "action_noise": action_noise,
             "behaviour_log_prob": behaviour_log_prob,
+            "sampler_temperature": sampler_temperature,
+            "sampler_precision": sampler_precision,
         }
+        self.objective_state = {k: th.tensor(float(v)) for k, v in self.objective_spec.state.items()}
         super().__init__(
             policy,
             env,
@@ -314,10 +366,26 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             terminal_values = all_values[n_steps * n_envs + n_envs :]
             steps, envs = batch.timeout_index[:, 0], batch.timeout_index[:, 1]
             np.add.at(rewards, (steps, envs), self.gamma * terminal_values)
+        if self.advantage_estimator == "vtrace":
+            log_rhos = self._stored_log_prob(batch) - batch.behaviour_log_prob
+            advantages, returns = compute_vtrace(
+                rewards, values, batch.episode_starts, last_values, batch.last_dones, log_rhos, self.gamma
+            )
+            return values, advantages, returns
         advantages, returns = compute_gae(
             rewards, values, batch.episode_starts, last_values, batch.last_dones, self.gamma, self.gae_lambda
         )
         return values, advantages, returns
+
+    @th.no_grad()
+    def _stored_log_prob(self, batch: StoredRollout) -> np.ndarray:
+        """``(n_steps, n_envs)`` log pi_theta of a stored batch's actions under the current policy."""
+        n_steps, n_envs = batch.rewards.shape
+        data = {
+            "observations": th.as_tensor(batch.observations.reshape(n_steps * n_envs, *batch.observations.shape[2:]), device=self.device),
+            "actions": th.as_tensor(batch.actions.reshape(n_steps * n_envs, *batch.actions.shape[2:]), device=self.device),
+        }
+        return self._log_prob(data).cpu().numpy().reshape(n_steps, n_envs)
 
     def _training_data(self, batches: list[StoredRollout]) -> dict[str, th.Tensor]:
         """Flatten the batches of one update into tensors on the device."""
@@ -354,6 +422,16 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             out.append(self.policy.get_distribution(obs).log_prob(actions))  # type: ignore[arg-type]
         return th.cat(out)
 
+    @th.no_grad()
+    def _reverse_kl(self, data: dict[str, th.Tensor]) -> th.Tensor:
+        """Mean analytic KL(pi_b || pi_theta) over the update's data under the current parameters."""
+        total = th.zeros((), dtype=th.float64, device=self.device)
+        for start in range(0, len(data["actions"]), _FORWARD_CHUNK):
+            distribution = self.policy.get_distribution(data["observations"][start : start + _FORWARD_CHUNK])
+            kl = D.kl(distribution_kind(distribution), data["behaviour_params"][start : start + _FORWARD_CHUNK], distribution_params(distribution))
+            total = total + kl.to(th.float64).sum()
+        return (total / max(len(data["actions"]), 1)).to(th.float32)
+
     def _prepare_actions(self, actions: th.Tensor) -> th.Tensor:
         return actions.long().flatten() if isinstance(self.action_space, spaces.Discrete) else actions
 
@@ -377,6 +455,9 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         data = self._training_data(batches)
         start_log_prob = self._log_prob(data)  # the proximal policy: the learner before this update
         n_samples = len(data["advantages"])
+        n_fresh = self.rollout_buffer.buffer_size * self.rollout_buffer.n_envs
+        fresh, replay_ess = replay_information(start_log_prob, data["behaviour_log_prob"], n_fresh)
+        objective_arguments = {**objective_arguments, **self.objective_state}
 
         stat_rows: list[dict[str, th.Tensor]] = []
         loss = th.zeros(())
@@ -397,6 +478,12 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
                     advantages=advantages,
                     kl_behaviour=kl_values,
                     proximal_log_prob=start_log_prob[idx] if spec.needs_proximal else None,
+                    kl_reverse=(
+                        D.kl(distribution_kind(distribution), data["behaviour_params"][idx], distribution_params(distribution))
+                        if spec.needs_reverse_kl else None
+                    ),
+                    fresh=fresh[idx] if spec.needs_replay_info else None,
+                    replay_ess=replay_ess if spec.needs_replay_info else None,
                 )
                 output = spec.loss(batch, **objective_arguments)
                 value_loss = F.mse_loss(data["returns"][idx], values)
@@ -416,6 +503,10 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
 
         log_ratio = self._log_prob(data) - start_log_prob
         approx_kl = float(((th.exp(log_ratio) - 1.0) - log_ratio).mean())
+        if spec.update_state is not None:
+            self.objective_state = spec.update_state(self.objective_state, self._reverse_kl(data), **objective_arguments)
+            for key, value in self.objective_state.items():
+                self.logger.record(f"train/{key}", float(value))
         self.collector.after_update(self.policy, current)
         self._record_update(stat_rows, approx_kl, loss, data, objective_arguments)
 
@@ -513,6 +604,8 @@ class ESSPO(BatchPolicyOptimization):
         replay: int = 0,
         action_noise: float = 0.0,
         behaviour_log_prob: BehaviourRecording = "actual",
+        sampler_temperature: float = 1.0,
+        sampler_precision: str = "fp32",
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -548,6 +641,8 @@ class ESSPO(BatchPolicyOptimization):
             replay=replay,
             action_noise=action_noise,
             behaviour_log_prob=behaviour_log_prob,
+            sampler_temperature=sampler_temperature,
+            sampler_precision=sampler_precision,
             stats_window_size=stats_window_size,
             tensorboard_log=tensorboard_log,
             policy_kwargs=policy_kwargs,

@@ -9,6 +9,7 @@ train time, for fresh, lagged and replayed batches alike (see :func:`compute_gae
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,6 +103,10 @@ class BehaviourRolloutBuffer(RolloutBuffer):
         )
 
 
+#: how the training loops turn rewards and values into advantages and the critic's targets
+ADVANTAGE_ESTIMATORS: tuple[str, ...] = ("gae", "vtrace")
+
+
 def compute_gae(
     rewards: np.ndarray,
     values: np.ndarray,
@@ -133,6 +138,67 @@ def compute_gae(
         last_gae = delta + gamma * gae_lambda * next_non_terminal * last_gae
         advantages[step] = last_gae
     return advantages, (advantages + values).astype(np.float32)
+
+
+def compute_vtrace(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    episode_starts: np.ndarray,
+    last_values: np.ndarray,
+    last_dones: np.ndarray,
+    log_rhos: np.ndarray,
+    gamma: float,
+    rho_bar: float = 1.0,
+    c_bar: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """V-trace targets and policy-gradient advantages over ``(n_steps, n_envs)`` arrays.
+
+    IMPALA (Espeholt et al. 2018, arXiv 1802.01561, section 4.1; google-deepmind/scalable_agent
+    ``vtrace.py``), in :func:`compute_gae`'s convention (``episode_starts``, ``last_dones``,
+    truncation bootstrapping folded into ``rewards``). With ``rho_t = exp(log_rhos[t])`` =
+    pi_current / pi_b at the stored action, ``n_t`` the non-terminal flag of the next state:
+
+    * ``delta_t = min(rho_bar, rho_t) * (r_t + gamma * n_t * V(s_{t+1}) - V(s_t))``
+    * ``v_t - V(s_t) = delta_t + gamma * n_t * min(c_bar, rho_t) * (v_{t+1} - V(s_{t+1}))``, with
+      ``v_n = V(s_n)`` = ``last_values`` after the last step;
+    * advantage ``r_t + gamma * n_t * v_{t+1} - V(s_t)``.
+
+    The advantage is *not* multiplied by ``min(rho_bar, rho_t)`` as in ``scalable_agent``: the
+    policy loss applies that truncated weight itself (:func:`adaptive_po.objectives.truncated_is_loss`).
+    With ``rho = 1`` everywhere (and ``rho_bar, c_bar >= 1``) this is :func:`compute_gae` at
+    ``gae_lambda = 1``.
+
+    :return: ``(advantages, returns)``, both ``(n_steps, n_envs)`` float32; ``returns`` are the
+        V-trace targets ``v_t`` the critic regresses on.
+    """
+    if not rho_bar > 0 or not c_bar > 0:
+        raise ValueError(f"rho_bar and c_bar must be > 0, got {rho_bar!r}, {c_bar!r}")
+    rewards64 = np.asarray(rewards, dtype=np.float64)
+    values64 = np.asarray(values, dtype=np.float64)
+    starts64 = np.asarray(episode_starts, dtype=np.float64)
+    log_rhos64 = np.asarray(log_rhos, dtype=np.float64)
+    # clip in log space first, so that a huge log-ratio cannot overflow exp
+    clipped_rhos = np.exp(np.minimum(log_rhos64, math.log(rho_bar)))
+    cs = np.exp(np.minimum(log_rhos64, math.log(c_bar)))
+    n_steps = rewards64.shape[0]
+    vs = np.zeros_like(rewards64)
+    advantages = np.zeros_like(rewards64)
+    next_vs_minus_v = np.zeros(rewards64.shape[1:], dtype=np.float64)
+    next_vs = np.asarray(last_values, dtype=np.float64).copy()
+    for step in reversed(range(n_steps)):
+        if step == n_steps - 1:
+            next_non_terminal = 1.0 - np.asarray(last_dones, dtype=np.float64)
+            next_values = np.asarray(last_values, dtype=np.float64)
+        else:
+            next_non_terminal = 1.0 - starts64[step + 1]
+            next_values = values64[step + 1]
+        delta = clipped_rhos[step] * (rewards64[step] + gamma * next_non_terminal * next_values - values64[step])
+        vs_minus_v = delta + gamma * next_non_terminal * cs[step] * next_vs_minus_v
+        vs[step] = values64[step] + vs_minus_v
+        advantages[step] = rewards64[step] + gamma * next_non_terminal * next_vs - values64[step]
+        next_vs_minus_v = vs_minus_v
+        next_vs = vs[step]
+    return advantages.astype(np.float32), vs.astype(np.float32)
 
 
 def behaviour_param_dim(action_space: spaces.Space) -> int:

@@ -13,9 +13,16 @@ behaviour distribution honestly.
 * ``action_noise = sigma``: the actor samples from a perturbed policy: Gaussian noise of scale
   sigma added to the logits (Discrete) or to the mean (Box), drawn fresh at every step for every
   environment: the analogue of a sampler whose numerics differ from the trainer's.
+* ``sampler_temperature = T`` and ``sampler_precision``: the sampler's numerics differ from the
+  learner's (:mod:`adaptive_po.sampler`): it samples at temperature T, from a copy of the acting
+  parameters held and computed in bf16, fp16 or (per-tensor scaled) fp8.
 * ``behaviour_log_prob = "actual" | "policy"``: record the log-probability (and distribution)
-  actually sampled from (the honest default), or the unperturbed acting policy's (the common
-  mistake of trusting the trainer's own probabilities), so the cost of that mistake is measurable.
+  actually sampled from (the honest default), or the acting policy's clean float32 one at T = 1
+  (the common mistake of trusting the trainer's own probabilities), so the cost of that mistake
+  is measurable.
+
+The dials compose in one order in both engines: precision (the forward pass), then action noise,
+then temperature.
 """
 
 from __future__ import annotations
@@ -28,9 +35,12 @@ from typing import Literal
 import torch as th
 from stable_baselines3.common.distributions import CategoricalDistribution, DiagGaussianDistribution, Distribution
 from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.preprocessing import preprocess_obs
+from torch import nn
 from torch.distributions import Categorical, Normal
 
 from adaptive_po import distributions as D
+from adaptive_po import sampler as S
 from adaptive_po.buffers import StoredRollout
 
 BehaviourRecording = Literal["actual", "policy"]
@@ -38,9 +48,15 @@ BEHAVIOUR_RECORDINGS: tuple[str, ...] = ("actual", "policy")
 
 
 def validate_off_policy_settings(
-    policy_lag: int, replay: int, action_noise: float, behaviour_log_prob: str
+    policy_lag: int,
+    replay: int,
+    action_noise: float,
+    behaviour_log_prob: str,
+    sampler_temperature: float = 1.0,
+    sampler_precision: str = "fp32",
 ) -> None:
     """Raise ``ValueError`` naming the first bad setting."""
+    S.validate_sampler_settings(sampler_temperature, sampler_precision)
     for name, value in (("policy_lag", policy_lag), ("replay", replay)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
@@ -78,6 +94,30 @@ def kl_to_behaviour(distribution: Distribution, behaviour_params: th.Tensor) -> 
     return D.kl(distribution_kind(distribution), distribution_params(distribution), behaviour_params)
 
 
+class SamplerActor(nn.Module):
+    """An SB3 actor-critic's actor path (observation -> flat distribution parameters) computed in
+    the sampler's dtype: weights must already be in :func:`adaptive_po.sampler.compute_dtype` (see
+    :func:`adaptive_po.sampler.quantize`); the parameters come back as float32. Both engines use
+    it: the collector on a quantized copy of the acting policy, the population engine through
+    ``functional_call`` with quantized stacked parameters."""
+
+    def __init__(self, policy: ActorCriticPolicy, kind: D.Kind, precision: str) -> None:
+        super().__init__()
+        self.policy = policy
+        self.kind = kind
+        self.dtype = S.compute_dtype(precision)
+
+    def forward(self, obs: th.Tensor) -> th.Tensor:
+        policy = self.policy
+        pre = preprocess_obs(obs, policy.observation_space, normalize_images=policy.normalize_images)
+        extractor = policy.features_extractor if policy.share_features_extractor else policy.pi_features_extractor
+        latent = policy.mlp_extractor.forward_actor(extractor(pre.to(self.dtype)))  # type: ignore[arg-type]
+        out = policy.action_net(latent).float()
+        if self.kind == "gaussian":
+            out = th.cat([out, policy.log_std.float().expand_as(out)], dim=-1)
+        return out
+
+
 @dataclass
 class ActorStep:
     """What the actor did at one vectorized step."""
@@ -94,6 +134,8 @@ class Collector:
     :param replay: m >= 0 older batches trained on at each update.
     :param action_noise: sigma >= 0 of the Gaussian perturbation of logits / means.
     :param behaviour_log_prob: ``"actual"`` or ``"policy"``.
+    :param sampler_temperature: T > 0 of the sampler.
+    :param sampler_precision: one of :data:`adaptive_po.sampler.PRECISIONS`.
     :param seed: seeds the noise generator (kept apart from the action-sampling RNG, so that
         sigma = 0 consumes exactly the random numbers an ordinary rollout does).
     """
@@ -105,12 +147,19 @@ class Collector:
         action_noise: float = 0.0,
         behaviour_log_prob: BehaviourRecording = "actual",
         seed: int | None = None,
+        sampler_temperature: float = 1.0,
+        sampler_precision: str = "fp32",
     ) -> None:
-        validate_off_policy_settings(policy_lag, replay, action_noise, behaviour_log_prob)
+        validate_off_policy_settings(
+            policy_lag, replay, action_noise, behaviour_log_prob, sampler_temperature, sampler_precision
+        )
         self.policy_lag = policy_lag
         self.replay = replay
         self.action_noise = float(action_noise)
         self.behaviour_log_prob = behaviour_log_prob
+        self.sampler_temperature = float(sampler_temperature)
+        self.sampler_precision = sampler_precision
+        self._sampler: SamplerActor | None = None
         self.seed = seed
         self._snapshots: deque[dict[str, th.Tensor]] = deque(maxlen=policy_lag + 1)
         self._replay: deque[StoredRollout] = deque(maxlen=max(replay, 1))
@@ -137,6 +186,21 @@ class Collector:
         if self.action_noise > 0:
             self._noise_generator = th.Generator(device=policy.device)
             self._noise_generator.manual_seed(0 if self.seed is None else int(self.seed) + 7919)
+        if self.sampler_precision != "fp32":
+            module = copy.deepcopy(policy)
+            module.set_training_mode(False)
+            for p in module.parameters():
+                p.requires_grad_(False)
+            self._sampler = SamplerActor(module, D.kind_of_space(policy.action_space), self.sampler_precision)
+            self._refresh_sampler()
+
+    def _refresh_sampler(self) -> None:
+        """Load the acting parameters into the sampler's copy, cast to its precision."""
+        if self._sampler is None:
+            return
+        source = dict(self.acting_policy.named_parameters())
+        for name, p in self._sampler.policy.named_parameters():
+            p.data = S.quantize(source[name].detach(), self.sampler_precision)
 
     @staticmethod
     def _snapshot(policy: ActorCriticPolicy) -> dict[str, th.Tensor]:
@@ -160,15 +224,20 @@ class Collector:
         """Sample actions for a batch of observations and record the behaviour distribution."""
         policy = self.acting_policy
         distribution = policy.get_distribution(obs)
-        if self.action_noise == 0.0:
+        if self.action_noise == 0.0 and self.sampler_temperature == 1.0 and self._sampler is None:
             actions = distribution.get_actions(deterministic=False)
             return ActorStep(actions, distribution.log_prob(actions), distribution_params(distribution))
 
         clean_params = distribution_params(distribution)
         kind = distribution_kind(distribution)
-        noise_shape = D.sampling_noise_shape(kind, clean_params.shape)
-        noise = th.randn(noise_shape, generator=self._noise_generator, device=clean_params.device)
-        perturbed = D.perturb(kind, clean_params, self.action_noise, noise)  # the dial, shared with the engine
+        # the dials, shared with the population engine: precision, then noise, then temperature
+        perturbed = clean_params if self._sampler is None else self._sampler(obs)
+        if self.action_noise > 0.0:
+            noise_shape = D.sampling_noise_shape(kind, clean_params.shape)
+            noise = th.randn(noise_shape, generator=self._noise_generator, device=clean_params.device)
+            perturbed = D.perturb(kind, perturbed, self.action_noise, noise)
+        if self.sampler_temperature != 1.0:
+            perturbed = S.temper(kind, perturbed, self.sampler_temperature)
         if kind == "categorical":
             sampler = Categorical(logits=perturbed)
             actions = sampler.sample()
@@ -196,3 +265,4 @@ class Collector:
         if self._actor is not None:
             self._snapshots.append(self._snapshot(policy))
             self._actor.load_state_dict(self._snapshots[0])
+        self._refresh_sampler()

@@ -27,6 +27,17 @@ Kind = Literal["categorical", "gaussian"]
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
+def kind_of_space(action_space: object) -> Kind:
+    """The distribution kind of a gymnasium action space (Discrete or Box)."""
+    from gymnasium import spaces
+
+    if isinstance(action_space, spaces.Discrete):
+        return "categorical"
+    if isinstance(action_space, spaces.Box):
+        return "gaussian"
+    raise ValueError(f"supported action spaces are Discrete and Box, got {action_space}")
+
+
 def _split(params: Tensor) -> tuple[Tensor, Tensor]:
     d = params.shape[-1] // 2
     return params[..., :d], params[..., d:]

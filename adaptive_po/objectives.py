@@ -21,6 +21,12 @@ Conventions
 * :data:`OBJECTIVES` is the registry: one :class:`ObjectiveSpec` per algorithm name, declaring
   what the training loop must give the loss. Adding an objective is one function and one entry.
 
+The cited systems (``../shared/reference/OBJECTIVES.md``) are restated for one action per sample:
+CISPO, DAPO, SPO, PPO with the adaptive KL penalty, V-trace and the 2019 P3O are registered. GSPO
+is not: its sequence-level ratio is the geometric mean over a sequence's tokens, which with one
+action per sample is the ratio itself, so GSPO reduces to PPO's clip ("ppo"). R2VPO is not either:
+no public formula details or code for its primal-dual ratio-variance penalty were found.
+
 This module imports torch only.
 """
 
@@ -312,6 +318,149 @@ def truncated_is_loss(batch: PolicyBatch, *, is_truncation: float = 1.0) -> Obje
     return ObjectiveOutput(loss, {"cap_fraction": truncated})
 
 
+# ----------------------------------------------------------------------------------------------
+# The objectives of the systems the paper cites (one action per sample; see the module docstring)
+# ----------------------------------------------------------------------------------------------
+def _as_tensor_like(value: Any, like: Tensor) -> Tensor:
+    """``value`` (a Python number or a 0-dim tensor, possibly vmapped) in ``like``'s dtype and device."""
+    if isinstance(value, Tensor):
+        return value.to(dtype=like.dtype, device=like.device)
+    return torch.tensor(float(value), dtype=like.dtype, device=like.device)
+
+
+def cispo_loss(batch: PolicyBatch, *, eps_high: float = 0.28) -> ObjectiveOutput:
+    """CISPO: clipped, detached importance-sampling weight (MiniMax-M1, arXiv 2506.13585).
+
+    ``L = -mean(sg(min(rho, 1 + eps_high)) * log pi_theta * A)``, ``rho = pi_theta / pi_b``. Only the
+    weight is clipped, so every sample keeps its score-function gradient (a PPO clip zeroes it).
+    No lower bound, as in the paper (FeynRL's ``algs/CISPO/cispo.py`` clamps both sides at 1 +- 0.2).
+    ``cap_fraction`` is the fraction with ``rho > 1 + eps_high``.
+    """
+    if not eps_high > 0:
+        raise ValueError(f"eps_high must be > 0, got {eps_high!r}")
+    log_ratio = batch.log_prob - batch.behaviour_log_prob
+    with torch.no_grad():
+        ratio = torch.exp(log_ratio.detach().to(torch.float64))
+        weight = ratio.clamp(max=1.0 + eps_high).to(batch.log_prob.dtype)
+        capped = (ratio > 1.0 + eps_high).to(torch.float64).mean()
+    loss = -(weight * batch.log_prob * batch.advantages).mean()
+    return ObjectiveOutput(loss, {"cap_fraction": capped})
+
+
+def dapo_loss(batch: PolicyBatch, *, clip_range: float = 0.2, clip_range_high: float = 0.28) -> ObjectiveOutput:
+    """DAPO's clip-higher: PPO's clipped surrogate with an asymmetric range (arXiv 2503.14476).
+
+    ``L = -mean(min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A))`` with ``eps_low = clip_range``,
+    ``eps_high = clip_range_high`` and the behaviour policy as the old policy (source: the DAPO
+    paper; FeynRL ``algs/DAPO``). ``cap_fraction`` is the fraction of ratios outside
+    ``[1 - eps_low, 1 + eps_high]``.
+    """
+    # >= 0 as for PPO: a decayed clip range may reach 0
+    if not clip_range >= 0:
+        raise ValueError(f"clip_range must be >= 0, got {clip_range!r}")
+    if not clip_range_high >= 0:
+        raise ValueError(f"clip_range_high must be >= 0, got {clip_range_high!r}")
+    ratio = torch.exp(batch.log_prob - batch.behaviour_log_prob)
+    surrogate = torch.min(
+        ratio * batch.advantages,
+        torch.clamp(ratio, 1.0 - clip_range, 1.0 + clip_range_high) * batch.advantages,
+    )
+    loss = -surrogate.mean()
+    r = ratio.detach()
+    clipped = ((r < 1.0 - clip_range) | (r > 1.0 + clip_range_high)).to(torch.float64).mean()
+    return ObjectiveOutput(loss, {"cap_fraction": clipped})
+
+
+def spo_loss(batch: PolicyBatch, *, eps: float = 0.2) -> ObjectiveOutput:
+    """Simple Policy Optimization (Xie et al.; repo MyRepositories-hub/Simple-Policy-Optimization,
+    ``atari/trainer.py``): a quadratic penalty on the ratio instead of a clip.
+
+    ``L = -mean(rho A - |A| / (2 eps) * (rho - 1)^2)``, ``rho = pi_theta / pi_b``; per sample the
+    surrogate is maximized at ``rho = 1 + eps * sign(A)``. ``cap_fraction`` is the fraction with
+    ``|rho - 1| > eps`` (the region PPO would clip). The penalty is quadratic in rho, so a
+    log-ratio above about 44 overflows float32, as in the reference code.
+    """
+    if not eps > 0:
+        raise ValueError(f"eps must be > 0, got {eps!r}")
+    ratio = torch.exp(batch.log_prob - batch.behaviour_log_prob)
+    advantages = batch.advantages
+    surrogate = ratio * advantages - advantages.abs() / (2.0 * eps) * (ratio - 1.0) ** 2
+    loss = -surrogate.mean()
+    outside = ((ratio.detach() - 1.0).abs() > eps).to(torch.float64).mean()
+    return ObjectiveOutput(loss, {"cap_fraction": outside})
+
+
+def kl_ppo_loss(batch: PolicyBatch, *, kl_coef: Tensor | float, kl_target: float = 0.01) -> ObjectiveOutput:
+    """PPO with an adaptive KL penalty (arXiv 1707.06347, section 4), pi_old = pi_b.
+
+    ``L = -mean(rho A) + beta * mean(KL(pi_b(.|s) || pi_theta(.|s)))`` with ``beta = kl_coef``, the
+    per-run state (a 0-dim tensor; one per member under vmap) that :func:`kl_ppo_update` adapts
+    after each update. ``kl_target`` is accepted so that the objective's arguments serve both
+    functions; the loss does not use it. Needs ``batch.kl_reverse``.
+    """
+    if batch.kl_reverse is None:
+        raise ValueError("kl_ppo_loss needs batch.kl_reverse (KL(pi_b || pi_theta), with gradient)")
+    ratio = torch.exp(batch.log_prob - batch.behaviour_log_prob)
+    policy_term = -(ratio * batch.advantages).mean()
+    beta = _as_tensor_like(kl_coef, batch.log_prob)
+    loss = policy_term + beta * batch.kl_reverse.mean()
+    return ObjectiveOutput(loss, {"kl_weight": _detached(beta), "policy_loss": _detached(policy_term)})
+
+
+def kl_ppo_update(state: Mapping[str, Any], kl: Tensor | float, *, kl_target: float = 0.01, **_: Any) -> dict[str, Tensor]:
+    """PPO's adaptive KL coefficient rule (arXiv 1707.06347, section 4), as pure tensor code.
+
+    With ``d`` the mean KL(pi_b || pi_theta) after the update: ``d < d_targ / 1.5 -> beta / 2``;
+    ``d > 1.5 d_targ -> 2 beta``; otherwise beta is unchanged.
+    """
+    beta = state["kl_coef"]
+    if not isinstance(beta, Tensor):
+        beta = torch.tensor(float(beta), dtype=torch.float64)
+    d = kl if isinstance(kl, Tensor) else torch.tensor(float(kl), dtype=torch.float64, device=beta.device)
+    new = torch.where(d < kl_target / 1.5, beta / 2.0, torch.where(d > 1.5 * kl_target, beta * 2.0, beta))
+    return {"kl_coef": new.to(beta.dtype)}
+
+
+def p3o_loss(batch: PolicyBatch, *, kl: KLForm = "analytic") -> ObjectiveOutput:
+    """P3O, Policy-on Policy-off Policy Optimization (Fakoor et al. 2019, arXiv 1905.01756;
+    rasoolfa/P3O ``algs/P3O/p3o.py``), its on-policy step and replay steps in one loss.
+
+    Fresh samples (``batch.fresh == 1``) get the on-policy A2C term ``-log pi_theta * A``; replayed
+    samples get ``-sg(min(rho, e_R)) * log pi_theta * A``, ``e_R = batch.replay_ess`` the normalized
+    ESS of the whole replayed data. Then
+
+    ``L = mean_i(policy term_i) + (1 - e_R) * sum_i(KL_i (1 - fresh_i)) / max(n_replayed, 1)``
+
+    with ``KL_i`` = KL(pi_theta || pi_b) (``kl="analytic"``: ``batch.kl_behaviour``; ``"sampled"``:
+    :func:`sampled_kl`), with gradient. ``cap_fraction`` is among replayed samples.
+    """
+    if kl not in KL_FORMS:
+        raise ValueError(f"kl must be one of {KL_FORMS}, got {kl!r}")
+    if batch.fresh is None or batch.replay_ess is None:
+        raise ValueError("p3o_loss needs batch.fresh and batch.replay_ess (needs_replay_info)")
+    if kl == "analytic":
+        if batch.kl_behaviour is None:
+            raise ValueError("kl='analytic' needs the behaviour distribution (batch.kl_behaviour is None)")
+        kl_values = batch.kl_behaviour
+    else:
+        kl_values = sampled_kl(batch.log_prob, batch.behaviour_log_prob)
+    dtype = batch.log_prob.dtype
+    fresh = batch.fresh.to(dtype)
+    replayed = 1.0 - fresh
+    e_r = batch.replay_ess
+    with torch.no_grad():
+        ratio = torch.exp((batch.log_prob.detach() - batch.behaviour_log_prob).to(torch.float64))
+        e_r64 = e_r.detach().to(torch.float64)
+        weight = torch.where(fresh > 0.5, torch.ones_like(ratio), torch.minimum(ratio, e_r64)).to(dtype)
+        n_replayed = replayed.sum().clamp(min=1.0)
+        capped = ((ratio > e_r64).to(dtype) * replayed).sum().to(torch.float64) / n_replayed.to(torch.float64)
+    policy_term = -(weight * batch.log_prob * batch.advantages).mean()
+    kl_weight = (1.0 - e_r.detach()).to(dtype)
+    loss = policy_term + kl_weight * (kl_values * replayed).sum() / n_replayed
+    stats = {"cap_fraction": capped, "kl_weight": _detached(kl_weight), "policy_loss": _detached(policy_term)}
+    return ObjectiveOutput(loss, stats)
+
+
 Objective = Callable[..., ObjectiveOutput]
 
 #: the statistics an objective may report about itself; :func:`objective_statistics` fills gaps
@@ -393,6 +542,29 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
         truncated_is_loss,
         "score-function gradient with importance weight truncated at a fixed 1 (no KL, no clip)",
         {"is_truncation": 1.0},
+    ),
+    "cispo": ObjectiveSpec(cispo_loss, "CISPO: detached importance weight clipped above at 1 + 0.28, every sample keeps its gradient"),
+    "dapo": ObjectiveSpec(dapo_loss, "DAPO clip-higher: PPO clip with the asymmetric range [1 - 0.2, 1 + 0.28]"),
+    "spo": ObjectiveSpec(spo_loss, "SPO: rho A minus the quadratic penalty |A| (rho - 1)^2 / (2 * 0.2), no clip"),
+    "kl-ppo": ObjectiveSpec(
+        kl_ppo_loss,
+        "PPO's adaptive KL penalty: rho A - beta KL(pi_b || pi_theta), beta halved/doubled around KL 0.01",
+        needs_reverse_kl=True,
+        state={"kl_coef": 1.0},
+        update_state=kl_ppo_update,
+    ),
+    "vtrace": ObjectiveSpec(
+        truncated_is_loss,
+        "IMPALA V-trace: weight truncated at 1 on V-trace advantages, critic on V-trace targets",
+        {"is_truncation": 1.0},
+        advantage_estimator="vtrace",
+    ),
+    "p3o": ObjectiveSpec(
+        p3o_loss,
+        "P3O (2019): on-policy A2C on the fresh batch, replayed batches capped at e_R with (1 - e_R) KL",
+        needs_kl=True,
+        needs_replay_info=True,
+        replay=2,
     ),
 }
 

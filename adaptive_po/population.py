@@ -37,9 +37,10 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
 from adaptive_po import distributions as D
-from adaptive_po.algorithms import objective_arguments, objective_schedules, policy_latents
-from adaptive_po.buffers import compute_gae
-from adaptive_po.collector import validate_off_policy_settings
+from adaptive_po import sampler as S
+from adaptive_po.algorithms import objective_arguments, objective_schedules, policy_latents, replay_information
+from adaptive_po.buffers import ADVANTAGE_ESTIMATORS, compute_gae, compute_vtrace
+from adaptive_po.collector import SamplerActor, validate_off_policy_settings
 from adaptive_po.hyperparams import check_hyperparams
 from adaptive_po.objectives import PolicyBatch, batch_statistics, get_objective, objective_statistics
 
@@ -56,6 +57,8 @@ class Member:
     policy_lag: int = 0
     action_noise: float = 0.0
     behaviour_log_prob: str = "actual"
+    sampler_temperature: float = 1.0
+    sampler_precision: str = "fp32"
 
 
 @dataclass
@@ -116,11 +119,7 @@ class _Heads(nn.Module):
 
 
 def distribution_kind(action_space: spaces.Space) -> D.Kind:
-    if isinstance(action_space, spaces.Discrete):
-        return "categorical"
-    if isinstance(action_space, spaces.Box):
-        return "gaussian"
-    raise ValueError(f"the population engine supports Discrete and Box actions, got {action_space}")
+    return D.kind_of_space(action_space)
 
 
 class PopulationLearner:
@@ -150,6 +149,7 @@ class PopulationLearner:
         vf_coef: float = 0.5,
         max_grad_norm: float = 0.5,
         replay: int = 0,
+        advantage_estimator: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
@@ -161,13 +161,20 @@ class PopulationLearner:
             max_grad_norm=max_grad_norm,
         )
         for m in members:
-            validate_off_policy_settings(m.policy_lag, replay, m.action_noise, m.behaviour_log_prob)
+            validate_off_policy_settings(
+                m.policy_lag, replay, m.action_noise, m.behaviour_log_prob, m.sampler_temperature, m.sampler_precision
+            )
+        #: the low precisions present: the sampler's forward pass runs once per precision
+        self.precisions = sorted({m.sampler_precision for m in members} - {"fp32"})
         self.members = list(members)
         self.k = len(members)
         self.device = torch.device(device)
         self.kind = distribution_kind(action_space)
         self.observation_space, self.action_space = observation_space, action_space
         self.spec = get_objective(objective)
+        self.advantage_estimator = advantage_estimator or self.spec.advantage_estimator
+        if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
+            raise ValueError(f"advantage_estimator must be one of {ADVANTAGE_ESTIMATORS}, got {advantage_estimator!r}")
         self.objective_name = objective
         self.objective_kwargs = {**self.spec.kwargs, **(objective_kwargs or {})}
         self._objective_schedules = objective_schedules(self.objective_kwargs)
@@ -176,7 +183,7 @@ class PopulationLearner:
         self.gamma, self.gae_lambda = gamma, gae_lambda
         self.normalize_advantage = normalize_advantage
         self.ent_coef, self.vf_coef, self.max_grad_norm = ent_coef, vf_coef, max_grad_norm
-        self.replay = replay
+        self.replay = replay or self.spec.replay  # P3O replays by design unless the run sets a depth
 
         # Parameters as the SB3 class makes them: seed everything, then build the policy.
         policies = []
@@ -187,6 +194,10 @@ class PopulationLearner:
             )
         self._module = _Heads(policies[0], self.kind)
         _with_fast_tanh(self._module)
+        self._sampler_modules = {p: SamplerActor(policies[0], self.kind, p) for p in self.precisions}
+        self._precision_mask = {
+            p: torch.tensor([m.sampler_precision == p for m in self.members], device=self.device) for p in self.precisions
+        }
         params, buffers = stack_module_state(policies)
         self.params = {f"policy.{k}": v.detach().clone() for k, v in params.items()}
         self.buffers = {f"policy.{k}": v for k, v in buffers.items()}
@@ -202,10 +213,15 @@ class PopulationLearner:
         self._acting = self._initial
         self._replay: deque[StackedRollout] = deque(maxlen=max(replay, 1))
         self.noise = torch.tensor([m.action_noise for m in self.members], device=self.device, dtype=torch.float32)
+        self.temperature = torch.tensor([m.sampler_temperature for m in self.members], device=self.device, dtype=torch.float32)
+        self.objective_state = {
+            k: torch.full((self.k,), float(v), device=self.device) for k, v in self.spec.state.items()
+        }
         self.record_actual = torch.tensor([m.behaviour_log_prob == "actual" for m in self.members], device=self.device)
         self.action_generators = [self._generator(m.seed) for m in self.members]
         self.noise_generators = [self._generator(m.seed + 7919) for m in self.members]  # the Collector's offset
         self.permutation_rngs = [np.random.RandomState(m.seed) for m in self.members]
+        self._refresh_sampler_params()
 
     def _generator(self, seed: int) -> torch.Generator:
         generator = torch.Generator(device=self.device)
@@ -241,11 +257,32 @@ class PopulationLearner:
         slots = [len(self._history) - 1 - (newest - u) for u in self.acting_updates]
         if len(set(slots)) == 1:
             self._acting = self._history[slots[0]]
-            return
-        # K small copies per tensor: cheap next to stacking the whole history
-        self._acting = {
-            name: torch.stack([self._history[slot][name][m] for m, slot in enumerate(slots)]) for name in self.params
+        else:
+            # K small copies per tensor: cheap next to stacking the whole history
+            self._acting = {
+                name: torch.stack([self._history[slot][name][m] for m, slot in enumerate(slots)]) for name in self.params
+            }
+        self._refresh_sampler_params()
+
+    def _refresh_sampler_params(self) -> None:
+        """The acting parameters as each low-precision sampler holds them (per member and tensor
+        scaling; members at another precision are quantized too, and ignored)."""
+        self._sampler_params = {
+            p: {name: S.quantize(v, p, batch_dims=1) for name, v in self._acting.items()} for p in self.precisions
         }
+
+    def _sampler_forward(self, clean: Tensor, obs: Tensor) -> Tensor:
+        """The distribution parameters each member's sampler computes: ``clean`` for fp32 members."""
+        out = clean
+        for precision in self.precisions:
+            module = self._sampler_modules[precision]
+            call = lambda p, b, o: functional_call(module, {**p, **b}, (o,))  # noqa: E731
+            dtype = S.compute_dtype(precision)
+            buffers = {k: v.to(dtype) if v.is_floating_point() else v for k, v in self.buffers.items()}
+            low = vmap(call, in_dims=(0, 0, 0))(self._sampler_params[precision], buffers, obs)
+            mask = self._precision_mask[precision].view(self.k, *([1] * (clean.dim() - 1)))
+            out = torch.where(mask, low, out)
+        return out
 
     @torch.no_grad()
     def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -255,11 +292,14 @@ class PopulationLearner:
         that record ``behaviour_log_prob="policy"``."""
         clean, _ = self.forward(self._acting, obs)
         noise_shape = D.sampling_noise_shape(self.kind, clean.shape[1:])
-        sampler = clean
+        # the dials in the collector's order: precision, then noise, then temperature
+        sampler = self._sampler_forward(clean, obs) if self.precisions else clean
         if bool((self.noise > 0).any()):
             z = torch.stack([torch.randn(noise_shape, generator=g, device=self.device) for g in self.noise_generators])
             sigma = self.noise.view(self.k, *([1] * (z.dim() - 1)))
-            sampler = D.perturb(self.kind, clean, sigma, z)
+            sampler = D.perturb(self.kind, sampler, sigma, z)
+        if bool((self.temperature != 1.0).any()):
+            sampler = S.temper(self.kind, sampler, self.temperature.view(self.k, *([1] * (clean.dim() - 1))))
         draw = torch.rand if self.kind == "categorical" else torch.randn
         u = torch.stack([draw(noise_shape, generator=g, device=self.device) for g in self.action_generators])
         actions = D.sample(self.kind, sampler, u)
@@ -289,11 +329,20 @@ class PopulationLearner:
         rewards = batch.rewards + self.gamma * torch.where(batch.timeout, terminal_values, torch.zeros_like(terminal_values))
         # GAE is per (member, env) column: the shared NumPy routine runs on (T, K * E)
         to_np = lambda x: x.permute(1, 0, 2).reshape(t, k * e).cpu().numpy()  # noqa: E731
-        advantages, returns = compute_gae(
-            to_np(rewards), to_np(values), to_np(batch.episode_starts), last_values.reshape(k * e).cpu().numpy(),
-            batch.last_dones.reshape(k * e).cpu().numpy(), self.gamma, self.gae_lambda,
-        )
+        if self.advantage_estimator == "gae":
+            advantages, returns = compute_gae(
+                to_np(rewards), to_np(values), to_np(batch.episode_starts), last_values.reshape(k * e).cpu().numpy(),
+                batch.last_dones.reshape(k * e).cpu().numpy(), self.gamma, self.gae_lambda,
+            )
         back = lambda a: torch.as_tensor(a, device=self.device).reshape(t, k, e).permute(1, 0, 2)  # noqa: E731
+        if self.advantage_estimator == "vtrace":
+            obs_flat = batch.observations.reshape(k, t * e, *batch.observations.shape[3:])
+            actions_flat = batch.actions.reshape(k, t * e, *batch.actions.shape[3:])
+            log_rhos = self._log_prob(self.params, obs_flat, actions_flat).reshape(k, t, e) - batch.behaviour_log_prob
+            advantages, returns = compute_vtrace(
+                to_np(rewards), to_np(values), to_np(batch.episode_starts), last_values.reshape(k * e).cpu().numpy(),
+                batch.last_dones.reshape(k * e).cpu().numpy(), to_np(log_rhos), self.gamma,
+            )
         return values, back(advantages), back(returns)
 
     def _training_data(self, batches: list[StackedRollout]) -> dict[str, Tensor]:
@@ -313,7 +362,7 @@ class PopulationLearner:
     def _log_prob(self, params: dict[str, Tensor], obs: Tensor, actions: Tensor) -> Tensor:
         return D.log_prob(self.kind, self.forward(params, obs)[0], actions)
 
-    def _member_loss(self, params, buffers, mb, arguments):  # type: ignore[no-untyped-def]
+    def _member_loss(self, params, buffers, mb, state, arguments):  # type: ignore[no-untyped-def]
         """One member's minibatch loss: the SB3 class's ``train()`` step as a pure function."""
         dist_params, values = self._heads(params, buffers, mb["observations"])
         log_prob = D.log_prob(self.kind, dist_params, mb["actions"])
@@ -330,8 +379,11 @@ class PopulationLearner:
             advantages=advantages,
             kl_behaviour=kl_values,
             proximal_log_prob=mb["proximal_log_prob"] if self.spec.needs_proximal else None,
+            kl_reverse=D.kl(self.kind, mb["behaviour_params"], dist_params) if self.spec.needs_reverse_kl else None,
+            fresh=mb["fresh"] if self.spec.needs_replay_info else None,
+            replay_ess=mb["replay_ess"] if self.spec.needs_replay_info else None,
         )
-        output = self.spec.loss(batch, **arguments)
+        output = self.spec.loss(batch, **arguments, **state)
         value_loss = torch.mean((mb["returns"] - values) ** 2)
         entropy_loss = -torch.mean(entropy)
         loss = output.loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
@@ -377,8 +429,10 @@ class PopulationLearner:
         data["proximal_log_prob"] = self._log_prob(self.params, data["observations"], data["actions"])
         start_log_prob = data["proximal_log_prob"]
         n_samples = data["advantages"].shape[1]
-        per_member_grad = vmap(grad(self._member_loss, has_aux=True), in_dims=(0, 0, 0, None))
-        keys = ("observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "proximal_log_prob")
+        n_fresh = rollout.rewards.shape[1] * rollout.rewards.shape[2]
+        data["fresh"], replay_ess = replay_information(start_log_prob, data["behaviour_log_prob"], n_fresh)
+        per_member_grad = vmap(grad(self._member_loss, has_aux=True), in_dims=(0, 0, 0, 0, None))
+        keys = ("observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "proximal_log_prob", "fresh")
         rows: list[dict[str, Tensor]] = []
         members = torch.arange(self.k, device=self.device)[:, None]
         for _epoch in range(self.n_epochs):
@@ -386,10 +440,18 @@ class PopulationLearner:
             for start in range(0, n_samples, self.batch_size):
                 idx = order[:, start : start + self.batch_size]
                 minibatch = {name: data[name][members, idx] for name in keys}
-                grads, stats = per_member_grad(self.params, self.buffers, minibatch, arguments)
+                minibatch["replay_ess"] = replay_ess
+                grads, stats = per_member_grad(self.params, self.buffers, minibatch, self.objective_state, arguments)
                 self._adam_step(grads, lr)
                 rows.append(stats)
         log_ratio = self._log_prob(self.params, data["observations"], data["actions"]) - start_log_prob
+        if self.spec.update_state is not None:
+            with torch.no_grad():
+                reverse_kl = D.kl(self.kind, data["behaviour_params"], self.forward(self.params, data["observations"])[0]).mean(1)
+                update = vmap(lambda st, kl: self.spec.update_state(st, kl, **arguments, **st))
+                new_state = update(self.objective_state, reverse_kl)
+            alive = self.alive
+            self.objective_state = {k: torch.where(alive, v, self.objective_state[k]) for k, v in new_state.items()}
         self.n_updates += 1
         self._after_update(rollout)
         return self._reduce(rows, ((torch.exp(log_ratio) - 1.0) - log_ratio).mean(1), data, rollout, lr)

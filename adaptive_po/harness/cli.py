@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--noise", type=float, default=0.0, help="action-noise sigma on logits / means")
     train.add_argument("--replay", type=int, default=0, help="train also on the m previous batches")
     train.add_argument("--behaviour-log-prob", default="actual", help="actual (default) or policy")
+    train.add_argument("--temperature", type=float, default=1.0, help="sampler temperature T (default 1)")
+    train.add_argument("--precision", default="fp32", help="sampler precision: fp32 (default), bf16, fp16, fp8-e4m3, fp8-e5m2")
+    train.add_argument("--variant", default="", help="knob values other than the defaults, e.g. clip_range=0.3,n_epochs=x0.25")
     train.add_argument("--suite", default="quick", help="suite whose budget applies (default: quick)")
     train.add_argument("--suite-name", default="train", help="results folder under --out (default: train)")
     _add_grid_flags(train)
@@ -62,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--noise", default=None, help="comma-separated action-noise levels")
     bench.add_argument("--replay", default=None, help="comma-separated replay depths")
     bench.add_argument("--behaviour-log-prob", default=None, help="comma-separated: actual, policy")
+    bench.add_argument("--temperatures", default=None, help="comma-separated sampler temperatures")
+    bench.add_argument("--precisions", default=None, help="comma-separated sampler precisions (fp32, bf16, fp16, fp8-e4m3, fp8-e5m2)")
     bench.add_argument("--workers", type=int, default=None, help="concurrent jobs, a population being one job (default: one per core)")
     bench.add_argument("--executor", default="local", help="local (default) or ray")
     bench.add_argument("--ray-address", default=None, help="Ray cluster address (auto, ray://host:10001); none: start a local one")
@@ -120,6 +125,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
             noise=[args.noise],
             replay=[args.replay],
             behaviour_log_prob=[args.behaviour_log_prob],
+            temperatures=[args.temperature],
+            precisions=[args.precision],
+            variants={args.algo: [args.variant]},
             **_shared_grid_fields(args),
         )
     )
@@ -145,15 +153,23 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:  # before the dry run: it would accept it
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     suite = get_suite(args.suite)
+    dial_flags = (args.lags, args.noise, args.replay, args.behaviour_log_prob, args.temperatures, args.precisions)
+    # a suite's explicit conditions apply unless a dial is given on the command line
+    conditions = [dict(c) for c in suite.conditions] if suite.conditions and all(f is None for f in dial_flags) else None
+    algos = parse_list(args.algos, str, "--algos") or list(suite.algos)
     grid = Grid(
         suite=suite.name,
         envs=parse_list(args.envs, str, "--envs") or list(suite.envs),
-        algos=parse_list(args.algos, str, "--algos") or list(suite.algos),
+        algos=algos,
         seeds=seeds_from(args.seeds, suite.seeds),
         lags=parse_list(args.lags, int, "--lags") or list(suite.lags),
         noise=parse_list(args.noise, float, "--noise") or list(suite.noise),
         replay=parse_list(args.replay, int, "--replay") or list(suite.replay),
         behaviour_log_prob=parse_list(args.behaviour_log_prob, str, "--behaviour-log-prob") or ["actual"],
+        temperatures=parse_list(args.temperatures, float, "--temperatures") or [1.0],
+        precisions=parse_list(args.precisions, str, "--precisions") or ["fp32"],
+        conditions=conditions,
+        variants={a: list(v) for a, v in (suite.variants or {}).items() if a in algos} or None,
         executor=args.executor,
         tensorboard=args.tensorboard,
         **_shared_grid_fields(args),
@@ -191,6 +207,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         if report.returncode != 0:
             print(f"the report for {suite_root} failed (exit {report.returncode})", file=sys.stderr)
             status = 1
+        if suite.paper_report:
+            paper = subprocess.run([sys.executable, "-m", "analysis.paper", str(suite_root), "--out", str(suite_root / "paper")])
+            if paper.returncode != 0:
+                print(f"the paper report for {suite_root} failed (exit {paper.returncode})", file=sys.stderr)
+                status = 1
     return status
 
 
@@ -208,7 +229,8 @@ def _cmd_list(_: argparse.Namespace) -> int:
         print(f"  {name:18s} {spec.description}")
     print("suites:")
     for name, suite in SUITES.items():
-        print(f"  {name:8s} {len(suite.envs)} envs x {len(suite.algos)} algos x {suite.seeds} seeds x lags {list(suite.lags)} x noise {list(suite.noise)}: {suite.description}")
+        dials = f"{len(suite.conditions)} conditions" if suite.conditions else f"lags {list(suite.lags)} x noise {list(suite.noise)}"
+        print(f"  {name:11s} {len(suite.envs)} envs x {len(suite.algos)} algos x {suite.seeds} seeds x {dials}: {suite.description}")
     return 0
 
 

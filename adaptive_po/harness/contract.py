@@ -122,22 +122,48 @@ SUMMARY_REQUIRED: tuple[str, ...] = (
 )
 
 #: the keys that identify a run, and those that identify its data condition
-RUN_KEYS: tuple[str, ...] = ("env", "algo", "policy_lag", "action_noise", "replay", "behaviour_log_prob", "seed")
-CONDITION_KEYS: tuple[str, ...] = ("policy_lag", "action_noise", "replay", "behaviour_log_prob")
+RUN_KEYS: tuple[str, ...] = (
+    "env", "algo", "variant", "policy_lag", "action_noise", "replay", "behaviour_log_prob",
+    "sampler_temperature", "sampler_precision", "seed",
+)
+CONDITION_KEYS: tuple[str, ...] = (
+    "policy_lag", "action_noise", "replay", "behaviour_log_prob", "sampler_temperature", "sampler_precision",
+)
+#: values of the keys that older run folders (before the sampler dials and variants) lack
+RUN_KEY_DEFAULTS: dict[str, Any] = {"variant": "", "sampler_temperature": 1.0, "sampler_precision": "fp32"}
 
 
 def column_names(columns: Iterable[Column]) -> tuple[str, ...]:
     return tuple(c.name for c in columns)
 
 
-def condition_name(policy_lag: int, action_noise: float, replay: int, behaviour_log_prob: str = "actual") -> str:
-    """The folder name of a data condition: ``lag4_noise0.5_replay0``, plus ``_blp-policy`` when
-    the behaviour log-probability was recorded from the clean policy."""
+def condition_name(
+    policy_lag: int,
+    action_noise: float,
+    replay: int,
+    behaviour_log_prob: str = "actual",
+    sampler_temperature: float = 1.0,
+    sampler_precision: str = "fp32",
+) -> str:
+    """The folder name of a data condition: ``lag4_noise0.5_replay0``, plus ``_T1.2`` for a sampler
+    temperature other than 1, ``_fp8-e4m3`` for a sampler precision other than fp32, and
+    ``_blp-policy`` when the behaviour log-probability was recorded from the clean policy."""
     name = f"lag{int(policy_lag)}_noise{format(float(action_noise), 'g')}_replay{int(replay)}"
+    if float(sampler_temperature) != 1.0:
+        name += f"_T{format(float(sampler_temperature), 'g')}"
+    if sampler_precision != "fp32":
+        name += f"_{sampler_precision}"
     return name if behaviour_log_prob == "actual" else f"{name}_blp-{behaviour_log_prob}"
 
 
+def algo_label(algo: str, variant: str = "") -> str:
+    """The algorithm's folder name and label: ``ppo``, or ``ppo@clip_range=0.3`` for a variant
+    (knob values other than the defaults, see :mod:`adaptive_po.harness.variants`)."""
+    return f"{algo}@{variant}" if variant else algo
+
+
 def run_relative_dir(suite: str, env: str, algo: str, condition: str, seed: int) -> Path:
+    """``algo`` is the :func:`algo_label` (variant included)."""
     return Path(suite) / env / algo / condition / f"seed-{seed}"
 
 

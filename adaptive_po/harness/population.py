@@ -37,6 +37,7 @@ from adaptive_po.harness.runner import (
     finish_run_folder,
     resolve_backend,
     resolve_device,
+    run_settings,
     start_run_folder,
 )
 
@@ -46,9 +47,13 @@ DEFAULT_MAX_MEMBERS = 64
 
 def population_key(spec: RunSpec) -> tuple[Any, ...]:
     """Runs with equal keys can train in one population: everything but the seed and the
-    per-member data dials (policy lag, action noise, behaviour recording) must agree. Replay
-    changes the amount of data per update, so it is shared too."""
-    return (spec.suite, spec.env, spec.algo, spec.total_timesteps, spec.replay, spec.device, spec.backend, spec.out, spec.envs_dir)
+    per-member data dials (policy lag, action noise, behaviour recording, sampler temperature and
+    precision) must agree, the variant's knobs included. Replay changes the amount of data per
+    update, so it is shared too."""
+    return (
+        spec.suite, spec.env, spec.algo, spec.variant, spec.total_timesteps, spec.replay, spec.device, spec.backend,
+        spec.out, spec.envs_dir,
+    )
 
 
 def supports_population(spec: RunSpec) -> bool:
@@ -151,7 +156,6 @@ class _Population:
 
         from adaptive_po.environments import make_vec_env
         from adaptive_po.harness.config import get_env_config
-        from adaptive_po.objectives import get_objective
         from adaptive_po.population import Member, PopulationLearner
 
         first = runs[0].spec
@@ -161,7 +165,7 @@ class _Population:
         if self.device == "cpu":
             torch.set_num_threads(1)
         self.env_cfg = env_cfg = get_env_config(first.env, first.envs_dir)
-        hp = env_cfg.hyperparams
+        hp, objective_kwargs = run_settings(first, env_cfg.hyperparams)
         self.hp = hp
         self.total = first.total_timesteps
         self.backend, self.env_id = resolve_backend(env_cfg.ids, first.backend)
@@ -174,13 +178,18 @@ class _Population:
         self.action_space = self.train_env.action_space
         obs_shape = self.train_env.observation_space.shape
         self.normalizer = _StackedNormalizer(self.k, obs_shape, hp.gamma) if env_cfg.normalize else None
-        objective = get_objective(first.algo)
         self.learner = PopulationLearner(
             self.train_env.observation_space,
             self.action_space,
-            [Member(r.spec.seed, r.spec.policy_lag, r.spec.action_noise, r.spec.behaviour_log_prob) for r in runs],
+            [
+                Member(
+                    r.spec.seed, r.spec.policy_lag, r.spec.action_noise, r.spec.behaviour_log_prob,
+                    r.spec.sampler_temperature, r.spec.sampler_precision,
+                )
+                for r in runs
+            ],
             objective=first.algo,
-            objective_kwargs=hp.tuned_values(objective.tuned),
+            objective_kwargs=objective_kwargs,
             replay=first.replay,
             device=self.device,
             **hp.algorithm_kwargs(),

@@ -40,6 +40,10 @@ class RunSpec:
     replay: int = 0
     action_noise: float = 0.0
     behaviour_log_prob: str = "actual"
+    sampler_temperature: float = 1.0
+    sampler_precision: str = "fp32"
+    #: knob values other than the defaults (adaptive_po.harness.variants); "" = the defaults
+    variant: str = ""
     device: str = "cpu"
     backend: str = "auto"
     out: str = "runs"
@@ -50,11 +54,18 @@ class RunSpec:
 
     @property
     def condition(self) -> str:
-        return contract.condition_name(self.policy_lag, self.action_noise, self.replay, self.behaviour_log_prob)
+        return contract.condition_name(
+            self.policy_lag, self.action_noise, self.replay, self.behaviour_log_prob,
+            self.sampler_temperature, self.sampler_precision,
+        )
+
+    @property
+    def algo_label(self) -> str:
+        return contract.algo_label(self.algo, self.variant)
 
     @property
     def relative_dir(self) -> Path:
-        return contract.run_relative_dir(self.suite, self.env, self.algo, self.condition, self.seed)
+        return contract.run_relative_dir(self.suite, self.env, self.algo_label, self.condition, self.seed)
 
     @property
     def run_dir(self) -> Path:
@@ -112,8 +123,8 @@ def config_for(spec: RunSpec) -> dict[str, Any]:
     from adaptive_po.objectives import get_objective
 
     env_cfg = get_env_config(spec.env, spec.envs_dir)
+    hp, objective_kwargs = run_settings(spec, env_cfg.hyperparams)
     objective = get_objective(spec.algo)
-    hp = env_cfg.hyperparams
     return {
         "run_format": contract.RUN_FORMAT,
         "suite": spec.suite,
@@ -124,6 +135,9 @@ def config_for(spec: RunSpec) -> dict[str, Any]:
         "replay": spec.replay,
         "action_noise": spec.action_noise,
         "behaviour_log_prob": spec.behaviour_log_prob,
+        "sampler_temperature": spec.sampler_temperature,
+        "sampler_precision": spec.sampler_precision,
+        "variant": spec.variant,
         "condition": spec.condition,
         "total_timesteps": spec.total_timesteps,
         "n_envs": hp.n_envs,
@@ -136,9 +150,19 @@ def config_for(spec: RunSpec) -> dict[str, Any]:
         "eval_episodes": env_cfg.eval_episodes,
         "eval_freq": env_cfg.eval_every,
         "hyperparams": hp.to_json(),
-        "objective_kwargs": _json_friendly({**objective.kwargs, **hp.tuned_values(objective.tuned)}),
+        "objective_kwargs": _json_friendly({**objective.kwargs, **objective_kwargs}),
+        "advantage_estimator": objective.advantage_estimator,
         "algo_description": objective.description,
     }
+
+
+def run_settings(spec: RunSpec, hp: Any) -> tuple[Any, dict[str, Any]]:
+    """The run's hyper-parameters and objective keyword arguments: the environment's tuned values
+    with the variant's in place (both engines build their learners from these)."""
+    from adaptive_po.harness.variants import apply_variant
+    from adaptive_po.objectives import get_objective
+
+    return apply_variant(spec.algo, spec.variant, hp, hp.tuned_values(get_objective(spec.algo).tuned))
 
 
 def _json_friendly(values: dict[str, Any]) -> dict[str, Any]:
@@ -224,9 +248,8 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
     if device == "cpu":
         torch.set_num_threads(1)
     env_cfg = get_env_config(spec.env, spec.envs_dir)
-    objective = get_objective(spec.algo)
     backend, env_id = resolve_backend(env_cfg.ids, spec.backend)
-    hp = env_cfg.hyperparams
+    hp, objective_kwargs = run_settings(spec, env_cfg.hyperparams)
     n_envs = hp.n_envs
 
     train_env = make_vec_env(env_id, n_envs, spec.seed, backend, training=True)
@@ -242,13 +265,15 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
             hp.policy,
             train_env,
             objective=spec.algo,
-            objective_kwargs=hp.tuned_values(objective.tuned),
+            objective_kwargs=objective_kwargs,
             seed=spec.seed,
             device=device,
             policy_lag=spec.policy_lag,
             replay=spec.replay,
             action_noise=spec.action_noise,
             behaviour_log_prob=spec.behaviour_log_prob,
+            sampler_temperature=spec.sampler_temperature,
+            sampler_precision=spec.sampler_precision,
             verbose=0,
             **hp.algorithm_kwargs(),
         )

@@ -3,8 +3,40 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from adaptive_po.objectives import OBJECTIVES
+
+#: the paper's headline data conditions ("Trust the Batch", arXiv 2605.12380): fresh data, a
+#: 16-update-old actor, a sampling temperature of 1.2, and an fp8 sampler whose own log-probs are
+#: recorded or whose learner's log-probs are trusted
+PAPER_CONDITIONS: tuple[Mapping[str, Any], ...] = (
+    {},
+    {"policy_lag": 16},
+    {"sampler_temperature": 1.2},
+    {"sampler_precision": "fp8-e4m3"},
+    {"sampler_precision": "fp8-e4m3", "behaviour_log_prob": "policy"},
+)
+
+#: shared knobs every algorithm is swept over in the sensitivity suite (factors of the Zoo values)
+SHARED_VARIANTS: tuple[str, ...] = ("n_epochs=x0.25", "learning_rate=x0.5", "learning_rate=x2")
+
+
+def sensitivity_variants(own: tuple[str, ...]) -> tuple[str, ...]:
+    """The defaults (""), each of an algorithm's own knob settings, and each shared-knob change:
+    one knob at a time away from the tuned configuration."""
+    return ("", *own, *SHARED_VARIANTS)
+
+
+#: each algorithm's own knob grid (the value equal to its default is the "" variant)
+OWN_KNOB_VARIANTS: dict[str, tuple[str, ...]] = {
+    "esspo": (),
+    "ppo": ("clip_range=0.1", "clip_range=0.3", "clip_range=0.5"),
+    "dapo": ("clip_range=0.1,clip_range_high=0.18", "clip_range=0.3,clip_range_high=0.38", "clip_range=0.5,clip_range_high=0.58"),
+    "cispo": ("eps_high=1", "eps_high=4"),
+    "spo": ("eps=0.1", "eps=0.3"),
+    "kl-ppo": ("kl_target=0.003", "kl_target=0.03"),
+}
 
 
 @dataclass(frozen=True)
@@ -17,6 +49,12 @@ class Suite:
     noise: tuple[float, ...]
     replay: tuple[int, ...]
     description: str
+    #: explicit data conditions (dicts of the collector's dials) instead of lags x noise x replay
+    conditions: tuple[Mapping[str, Any], ...] | None = None
+    #: per algorithm, the knob variants to run (adaptive_po.harness.variants); None: defaults only
+    variants: Mapping[str, tuple[str, ...]] | None = None
+    #: also write the paper analysis (analysis.paper) into <suite>/paper
+    paper_report: bool = False
 
 
 SUITES: dict[str, Suite] = {
@@ -49,6 +87,31 @@ SUITES: dict[str, Suite] = {
         noise=(0.0,),
         replay=(0,),
         description="the staleness question on four classic tasks: four objectives x policy lags 0-64 (about an hour on 2 cores with the population engine)",
+    ),
+    "paper": Suite(
+        "paper",
+        envs=("CartPole-v1", "Acrobot-v1", "Pendulum-v1"),
+        algos=("esspo", "ppo", "decoupled-ppo", "tis-pg", "cispo", "dapo", "spo", "kl-ppo", "vtrace", "p3o"),
+        seeds=5,
+        lags=(0,),
+        noise=(0.0,),
+        replay=(0,),
+        description="the paper's conditions: every objective at its default knobs, fresh vs lag 16 vs T = 1.2 vs an fp8 sampler (own or learner log-probs)",
+        conditions=PAPER_CONDITIONS,
+        paper_report=True,
+    ),
+    "sensitivity": Suite(
+        "sensitivity",
+        envs=("CartPole-v1", "Acrobot-v1"),
+        algos=tuple(OWN_KNOB_VARIANTS),
+        seeds=3,
+        lags=(0,),
+        noise=(0.0,),
+        replay=(0,),
+        description="the tuning tax: each algorithm over its own knobs and the shared ones, one at a time, under fresh, lag-16, T = 1.2 and fp8 data",
+        conditions=PAPER_CONDITIONS[:4],
+        variants={algo: sensitivity_variants(own) for algo, own in OWN_KNOB_VARIANTS.items()},
+        paper_report=True,
     ),
     "atari": Suite(
         "atari",

@@ -14,6 +14,7 @@ runs) and the sweep goes on. A rerun skips complete runs and restarts the others
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -29,6 +30,7 @@ from adaptive_po.harness.config import ConfigError, get_env_config
 from adaptive_po.harness.contract import FAILED, STATUS_FILE, SUMMARY_FILE, atomic_write_text, is_complete
 from adaptive_po.harness.runner import RunSpec, completed_summary, resolve_backend, resolve_device
 from adaptive_po.harness.suites import get_suite
+from adaptive_po.harness.variants import parse_variant
 from adaptive_po.objectives import get_objective
 
 
@@ -44,6 +46,12 @@ class Grid:
     noise: list[float]
     replay: list[int]
     behaviour_log_prob: list[str] = field(default_factory=lambda: ["actual"])
+    temperatures: list[float] = field(default_factory=lambda: [1.0])
+    precisions: list[str] = field(default_factory=lambda: ["fp32"])
+    #: explicit data conditions (dicts of Condition fields) instead of the product of the lists above
+    conditions: list[dict[str, Any]] | None = None
+    #: per algorithm, the variants to run ("" = the defaults); algorithms not named run "" only
+    variants: dict[str, list[str]] | None = None
     timesteps: int | None = None
     device: str = "cpu"
     backend: str = "auto"
@@ -52,6 +60,38 @@ class Grid:
     envs_dir: str | None = None
     executor: str = "local"
     tensorboard: bool = True
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One data condition: the collector's dials."""
+
+    policy_lag: int = 0
+    action_noise: float = 0.0
+    replay: int = 0
+    behaviour_log_prob: str = "actual"
+    sampler_temperature: float = 1.0
+    sampler_precision: str = "fp32"
+
+
+def grid_conditions(grid: Grid) -> list[Condition]:
+    """The grid's data conditions: its explicit list, or the product of its dial lists."""
+    if grid.conditions is not None:
+        if not grid.conditions:
+            raise ValueError("no conditions selected")
+        out = []
+        for c in grid.conditions:
+            unknown = sorted(set(c) - {f.name for f in dataclasses.fields(Condition)})
+            if unknown:
+                raise ValueError(f"unknown condition key(s) {unknown} in {c}")
+            out.append(Condition(**c))
+        return out
+    return [
+        Condition(lag, noise, replay, blp, temperature, precision)
+        for lag, noise, replay, blp, temperature, precision in itertools.product(
+            grid.lags, grid.noise, grid.replay, grid.behaviour_log_prob, grid.temperatures, grid.precisions
+        )
+    ]
 
 
 def expand_grid(grid: Grid) -> list[RunSpec]:
@@ -74,8 +114,20 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     for algo in grid.algos:
         get_objective(algo)
-    for lag, noise, replay, blp in itertools.product(grid.lags, grid.noise, grid.replay, grid.behaviour_log_prob):
-        validate_off_policy_settings(lag, replay, noise, blp)
+    conditions = grid_conditions(grid)
+    for c in conditions:
+        validate_off_policy_settings(
+            c.policy_lag, c.replay, c.action_noise, c.behaviour_log_prob, c.sampler_temperature, c.sampler_precision
+        )
+    variants = {algo: list((grid.variants or {}).get(algo, [""])) for algo in grid.algos}
+    for algo, names in variants.items():
+        if not names:
+            raise ValueError(f"no variants selected for {algo}")
+        for name in names:
+            parse_variant(algo, name)
+    unknown = sorted(set(grid.variants or {}) - set(grid.algos))
+    if unknown:
+        raise ValueError(f"variants given for algorithms not in the grid: {unknown}")
     if grid.timesteps is not None and (isinstance(grid.timesteps, bool) or grid.timesteps < 1):
         raise ValueError(f"timesteps must be a positive integer, got {grid.timesteps!r}")
     # Ray workers resolve "auto" themselves: the driver may have no GPU while the workers do
@@ -97,9 +149,8 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
                 f"{env_cfg.path}: key 'budget.{suite.name}' is missing; give --timesteps or add a budget for suite {suite.name!r}"
             )
         rollout = env_cfg.hyperparams.n_envs * env_cfg.hyperparams.n_steps
-        for algo, (lag, noise, replay, blp), seed in itertools.product(
-            grid.algos, itertools.product(grid.lags, grid.noise, grid.replay, grid.behaviour_log_prob), grid.seeds
-        ):
+        runs = ((a, v, c, s) for a in grid.algos for v in variants[a] for c in conditions for s in grid.seeds)
+        for algo, variant, condition, seed in runs:
             if total < rollout:
                 raise ValueError(f"timesteps={total} is smaller than one rollout of {env_name} ({rollout} steps)")
             specs.append(
@@ -109,10 +160,13 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
                     algo=algo,
                     seed=seed,
                     total_timesteps=total,
-                    policy_lag=lag,
-                    replay=replay,
-                    action_noise=float(noise),
-                    behaviour_log_prob=blp,
+                    policy_lag=condition.policy_lag,
+                    replay=condition.replay,
+                    action_noise=float(condition.action_noise),
+                    behaviour_log_prob=condition.behaviour_log_prob,
+                    sampler_temperature=float(condition.sampler_temperature),
+                    sampler_precision=condition.sampler_precision,
+                    variant=variant,
                     device=device,
                     backend=grid.backend,
                     out=grid.out,
