@@ -211,7 +211,7 @@ class PopulationLearner:
         self.lags = [m.policy_lag for m in self.members]
         self._history: deque[dict[str, Tensor]] = deque([self._initial], maxlen=max(self.lags) + 1)
         self._acting = self._initial
-        self._replay: deque[StackedRollout] = deque(maxlen=max(replay, 1))
+        self._replay: deque[StackedRollout] = deque(maxlen=max(self.replay, 1))
         self.noise = torch.tensor([m.action_noise for m in self.members], device=self.device, dtype=torch.float32)
         self.temperature = torch.tensor([m.sampler_temperature for m in self.members], device=self.device, dtype=torch.float32)
         self.objective_state = {
