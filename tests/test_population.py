@@ -108,6 +108,8 @@ def test_one_engine_update_equals_the_sb3_class_update_for_every_member(env_id, 
         assert moved > 1e-3  # the update really moved the parameters
         for name in contract.UPDATE_STATISTICS:
             np.testing.assert_allclose(stats[name][m].item(), model.last_update_stats[name], rtol=1e-4, atol=1e-6, err_msg=name)
+        for name, value in model.objective_state.items():  # per-run objective state (KL-PPO's coefficient)
+            np.testing.assert_allclose(learner.objective_state[name][m].item(), float(value), rtol=1e-6, err_msg=name)
 
 
 def _learner(members, **kwargs):

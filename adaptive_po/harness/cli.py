@@ -132,6 +132,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         )
     )
     spec = specs[0]
+    from adaptive_po.harness.locks import check_destination
+
+    check_destination(spec.run_dir.parent)  # a file in the way or no permission: exit 2, before compute
     population = args.engine == "population" and supports_population(spec)
     engine = "population engine, a population of one" if population else "process engine"
     print(f"training {spec.relative_dir} for {spec.total_timesteps:,} steps ({engine}) ...", file=sys.stderr)
@@ -181,6 +184,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         for spec in specs:
             print(spec.relative_dir)
         return 0
+    from adaptive_po.harness.locks import keep_sweep_locks, sweep_folders
+
+    keep_sweep_locks(sweep_folders(specs))  # one sweep per folder, held through the report; else exit 2
     if args.executor == "ray":
         from adaptive_po.harness.ray_executor import check_ray_available
 
@@ -294,6 +300,9 @@ def _cmd_readme(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from adaptive_po.harness.locks import die_with_driver
+
+    die_with_driver()  # a sweep's worker must not outlive its driver (kill -9 included)
     from adaptive_po.harness.contract import atomic_write_text
     from adaptive_po.harness.runner import execute_run
 
@@ -306,6 +315,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_run_population(args: argparse.Namespace) -> int:
+    from adaptive_po.harness.locks import die_with_driver
+
+    die_with_driver()  # a sweep's worker must not outlive its driver (kill -9 included)
     from adaptive_po.harness.contract import atomic_write_text
     from adaptive_po.harness.population import execute_population
 

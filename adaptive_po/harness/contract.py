@@ -239,3 +239,119 @@ def markdown_table(columns: Iterable[Column]) -> str:
     lines = ["| column | meaning |", "|---|---|"]
     lines += [f"| `{c.name}` | {c.meaning.replace('|', chr(92) + '|')} |" for c in columns]
     return "\n".join(lines)
+
+
+# -- integrity of complete runs -------------------------------------------------------------------
+#: the files whose size and sha256 ``summary.json`` records at completion, under :data:`SUMMARY_FILES`
+CHECKED_FILES: tuple[str, ...] = (PROGRESS_FILE, EVAL_FILE)
+#: summary.json key: ``{file name: {"bytes": int, "sha256": hex}}`` for :data:`CHECKED_FILES`
+SUMMARY_FILES = "files"
+#: summary.json key: why a run whose numbers stayed finite diverged anyway (null: it did not)
+SUMMARY_DIVERGED = "diverged"
+
+
+def file_record(path: str | os.PathLike) -> dict[str, Any]:
+    """``{"bytes": size, "sha256": hex digest}`` of a file."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+            size += len(block)
+    return {"bytes": size, "sha256": digest.hexdigest()}
+
+
+def file_records(run_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """:func:`file_record` of each of :data:`CHECKED_FILES` in ``run_dir`` (to record at completion)."""
+    return {name: file_record(Path(run_dir) / name) for name in CHECKED_FILES}
+
+
+def _check_csv(path: Path, columns: Iterable[Column], check_schema: bool = True) -> tuple[int, str | None]:
+    """(data rows, problem or None): the file ends with a newline and every row has as many cells
+    as the header; with ``check_schema``, the header also has the required columns and the
+    required-and-always cells are numbers."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return 0, f"{path.name} is missing"
+    except (OSError, UnicodeDecodeError) as err:
+        return 0, f"{path.name} cannot be read ({err})"
+    if not text.endswith("\n"):
+        return 0, f"{path.name} is cut short (no final newline)"
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return 0, f"{path.name} is empty"
+    header = [name.strip() for name in rows[0]]
+    missing = [c.name for c in columns if c.required and c.name not in header] if check_schema else []
+    if missing:
+        return 0, f"{path.name} lacks the column(s) {missing} (a cut or damaged header)"
+    numeric = [header.index(c.name) for c in columns if c.required and c.always] if check_schema else []
+    for number, row in enumerate(rows[1:], start=1):
+        if len(row) != len(header):
+            return 0, f"{path.name} row {number} has {len(row)} cells, the header {len(header)} (a cut or damaged row)"
+        for i in numeric:
+            try:
+                float(row[i])
+            except ValueError:
+                return 0, f"{path.name} row {number}: {header[i]} = {row[i]!r} is not a number"
+    return len(rows) - 1, None
+
+
+def verify_complete_run(run_dir: str | os.PathLike, check_schema: bool = True) -> str | None:
+    """Why the complete run in ``run_dir`` cannot be trusted, or None if it can.
+
+    A run is trusted when it has ``COMPLETE`` and no ``FAILED``; its ``summary.json`` parses; its
+    ``progress.csv`` and ``eval.csv`` parse (:func:`_check_csv`); ``progress.csv`` has one row per
+    update of ``summary.json``'s ``updates``; and, where ``summary.json`` recorded them at
+    completion (:data:`SUMMARY_FILES`), both files still have their recorded size and sha256.
+    The bench redoes a run that fails this; analysis leaves it out and names it. Analysis passes
+    ``check_schema=False`` (integrity only): it reads the columns itself and names a malformed
+    file in an error of its own.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / COMPLETE).is_file():
+        return "no COMPLETE marker"
+    if (run_dir / FAILED).exists():
+        return "both COMPLETE and FAILED markers (two attempts wrote into one folder)"
+    try:
+        summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"{SUMMARY_FILE} is missing"
+    except (OSError, ValueError) as err:
+        return f"{SUMMARY_FILE} cannot be read ({err})"
+    if not isinstance(summary, dict):
+        return f"{SUMMARY_FILE} is not a JSON object"
+    recorded = summary.get(SUMMARY_FILES)
+    if recorded is not None:
+        if not isinstance(recorded, dict):
+            return f"{SUMMARY_FILE}: {SUMMARY_FILES!r} is not an object"
+        for name in CHECKED_FILES:
+            expected = recorded.get(name)
+            if not isinstance(expected, dict):
+                return f"{SUMMARY_FILE} records no size and checksum for {name}"
+            try:
+                actual = file_record(run_dir / name)
+            except FileNotFoundError:
+                return f"{name} is missing"
+            except OSError as err:
+                return f"{name} cannot be read ({err})"
+            if actual["bytes"] != expected.get("bytes"):
+                return f"{name} has {actual['bytes']} bytes, {expected.get('bytes')} at completion"
+            if actual["sha256"] != expected.get("sha256"):
+                return f"{name} differs from the file recorded at completion (sha256)"
+    progress_rows, problem = _check_csv(run_dir / PROGRESS_FILE, PROGRESS_COLUMNS, check_schema)
+    if problem:
+        return problem
+    eval_rows, problem = _check_csv(run_dir / EVAL_FILE, EVAL_COLUMNS, check_schema)
+    if problem:
+        return problem
+    if eval_rows < 1:
+        return f"{EVAL_FILE} has no evaluation"
+    updates = summary.get("updates")
+    if isinstance(updates, bool) or not isinstance(updates, (int, float)):
+        return f"{SUMMARY_FILE} has no number of updates"
+    if progress_rows != updates:
+        return f"{PROGRESS_FILE} has {progress_rows} rows, {SUMMARY_FILE} says {updates:g} updates"
+    return None

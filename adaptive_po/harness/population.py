@@ -28,6 +28,7 @@ from gymnasium import spaces
 
 from adaptive_po.harness import contract
 from adaptive_po.harness.contract import STATUS_FILE, atomic_write_json, atomic_write_rows
+from adaptive_po.harness.divergence import compact_traceback, error_line
 from adaptive_po.harness.runner import (
     PROGRESS_WRITE_INTERVAL,
     RunSpec,
@@ -223,7 +224,8 @@ class _Population:
 
     def fail(self, run: _MemberRun, text: str) -> None:
         """Record ``run`` as FAILED with ``text`` and retire it; the others go on."""
-        run.failed = text.strip().splitlines()[-1] if text.strip() else "failed"
+        text = compact_traceback(text)
+        run.failed = error_line(text) if text.strip() else "failed"  # the cause, not a tensor's tail
         run.failure = text
         fail_run_folder(run.spec, text)
         self.learner.retire(run.index)
@@ -478,8 +480,8 @@ def execute_population(specs: Sequence[RunSpec | dict[str, Any]]) -> list[dict[s
             else:
                 results[i] = {**results[i], "status": "failed", "error": run.failed, "traceback": run.failure, "wall_time_s": time.time() - started}
     except BaseException as err:  # noqa: BLE001 - a population must never take the sweep down
-        text = traceback.format_exc()
-        last = text.strip().splitlines()[-1] if text.strip() else repr(err)
+        text = compact_traceback(traceback.format_exc())
+        last = error_line(text) if text.strip() else error_line(err)
         member = {id(r.spec): r for r in runs}
         for i, spec in enumerate(specs):
             if results[i]["status"] in ("skipped", "complete"):

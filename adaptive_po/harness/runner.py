@@ -22,6 +22,8 @@ import numpy as np
 
 from adaptive_po.harness import contract
 from adaptive_po.harness.contract import COMPLETE, FAILED, STATUS_FILE, atomic_write_json, atomic_write_rows, is_complete
+from adaptive_po.harness.divergence import check_finite, compact_traceback, divergence_of_file, error_line
+from adaptive_po.harness.locks import claim_run_folder, owned_by_another, release_run_folder, wait_for_owner
 
 #: seconds between rewrites of progress.csv during training (it is always written at the end)
 PROGRESS_WRITE_INTERVAL = 5.0
@@ -101,6 +103,14 @@ def resolve_device(device: str) -> str:
         raise ValueError("device 'cuda' was requested but torch sees no CUDA device")
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise ValueError(f"unknown device {device!r}; use auto, cpu or cuda")
+    if device.startswith("cuda:"):  # a device that does not exist is refused, not replaced by the CPU
+        index = device.split(":", 1)[1]
+        if not index.isdigit():
+            raise ValueError(f"unknown device {device!r}; use cuda or cuda:N with N a device index")
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if int(index) >= count:
+            seen = f"devices cuda:0 to cuda:{count - 1}" if count else "no CUDA device"
+            raise ValueError(f"device {device!r} was requested but torch sees {seen}")
     return device
 
 
@@ -213,6 +223,7 @@ def _make_callback(model, recorder: _Recorder, evaluate, eval_every: int):  # ty
     def on_update(stats: dict[str, float]) -> None:
         if not all(math.isfinite(stats[k]) for k in ("loss", "value_loss", "policy_loss")):
             raise FloatingPointError(f"non-finite loss at update {len(recorder.progress) + 1}: {stats}")
+        check_finite(model.policy.named_parameters(), f"after update {len(recorder.progress) + 1}")
         buffer = model.ep_info_buffer
         returns = [e["r"] for e in buffer] if buffer else []
         lengths = [e["l"] for e in buffer] if buffer else []
@@ -298,7 +309,16 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
 
         callback = _make_callback(model, recorder, evaluate, env_cfg.eval_every)
         evaluate(0)
-        model.learn(spec.total_timesteps, callback=callback, tb_log_name="tb")
+        try:
+            model.learn(spec.total_timesteps, callback=callback, tb_log_name="tb")
+        except (ValueError, RuntimeError) as err:
+            # a diverged update surfaces as the next forward pass's error (e.g. a distribution
+            # refusing NaN logits, inside train(), before the update listener's check): name it
+            where = f"during update {len(recorder.progress) + 1}"
+            check_finite(model.policy.named_parameters(), where)
+            if "invalid values" in str(err):
+                raise FloatingPointError(f"non-finite policy output {where} (the update diverged): {error_line(err)}") from err
+            raise
         recorder.write_progress(force=True)
         final = evaluate(model.num_timesteps)
         model.logger.dump(model.num_timesteps)
@@ -322,8 +342,8 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
 def completed_summary(spec: RunSpec, config: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The summary of a complete run with the same configuration as ``spec``, else ``None``."""
     run_dir = spec.run_dir
-    if not is_complete(run_dir):
-        return None
+    if not is_complete(run_dir) or contract.verify_complete_run(run_dir) is not None:
+        return None  # a complete run whose files fail the check is redone, never trusted
     config = config if config is not None else config_for(spec)
     try:
         previous = json.loads((run_dir / contract.CONFIG_FILE).read_text())
@@ -337,31 +357,52 @@ def completed_summary(spec: RunSpec, config: dict[str, Any] | None = None) -> di
 
 def start_run_folder(spec: RunSpec, config: dict[str, Any]) -> None:
     """A fresh folder for ``spec`` with its ``config.json`` (an earlier incomplete, failed or
-    differently configured attempt is removed)."""
+    differently configured attempt is removed), owned by this process until the run ends.
+
+    A folder that a live process other than this one owns (an orphaned worker of a killed sweep
+    that has not died yet) is waited for, never removed under it: ``RunFolderBusy`` if it stays."""
     run_dir = spec.run_dir
     if run_dir.exists():
+        wait_for_owner(run_dir)
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
+    claim_run_folder(run_dir)
     atomic_write_json(run_dir / contract.CONFIG_FILE, {**config, "versions": _versions()})
 
 
 def finish_run_folder(spec: RunSpec, summary: dict[str, Any], wall_time_s: float) -> dict[str, Any]:
-    """Write ``summary.json`` and then ``COMPLETE``; returns the summary as written."""
+    """Write ``summary.json`` and then ``COMPLETE``; returns the summary as written.
+
+    The summary records the size and sha256 of ``progress.csv`` and ``eval.csv``
+    (:data:`~adaptive_po.harness.contract.SUMMARY_FILES`, checked before the run is trusted) and
+    whether the run diverged without a NaN (:data:`~adaptive_po.harness.contract.SUMMARY_DIVERGED`,
+    :func:`~adaptive_po.harness.divergence.divergence_reason`; null when it did not)."""
     run_dir = spec.run_dir
-    summary = {**summary, "wall_time_s": round(wall_time_s, 3), "status": "complete"}
+    summary = {
+        **summary,
+        "wall_time_s": round(wall_time_s, 3),
+        "status": "complete",
+        contract.SUMMARY_DIVERGED: divergence_of_file(run_dir / contract.PROGRESS_FILE),
+        contract.SUMMARY_FILES: contract.file_records(run_dir),
+    }
     atomic_write_json(run_dir / contract.SUMMARY_FILE, summary)
     atomic_write_json(run_dir / COMPLETE, {"finished_at": datetime.now(timezone.utc).isoformat()})
     status_file = run_dir / STATUS_FILE
     if status_file.exists():
         status_file.unlink()
+    release_run_folder(run_dir)
     return summary
 
 
 def fail_run_folder(spec: RunSpec, text: str) -> None:
-    """Leave ``FAILED`` with ``text`` (the error and its traceback) in the run folder, if possible."""
+    """Leave ``FAILED`` with ``text`` (the error and its traceback) in the run folder, if possible;
+    never in a folder that a live process other than this one owns (its run is not ours to mark)."""
     try:
+        if owned_by_another(spec.run_dir):
+            return
         spec.run_dir.mkdir(parents=True, exist_ok=True)
         contract.atomic_write_text(spec.run_dir / FAILED, text)
+        release_run_folder(spec.run_dir)
     except OSError:
         pass
 
@@ -370,7 +411,7 @@ def execute_run(spec: RunSpec | dict[str, Any]) -> dict[str, Any]:
     """Run one configuration into its folder; never raises. Returns a small result record.
 
     ``status`` is ``"skipped"`` (already complete with the same configuration), ``"complete"``
-    or ``"failed"`` (``error`` holds the last line of the traceback).
+    or ``"failed"`` (``error`` holds the cause: the exception's type and first line).
     """
     if isinstance(spec, dict):
         spec = RunSpec.from_dict(spec)
@@ -384,11 +425,17 @@ def execute_run(spec: RunSpec | dict[str, Any]) -> dict[str, Any]:
             return {**result, "status": "skipped", "final_return": summary.get("final_eval_return_mean"), "wall_time_s": 0.0}
         start_run_folder(spec, config)
         summary = finish_run_folder(spec, _train(spec, run_dir, config), time.time() - started)
-        return {**result, "status": "complete", "final_return": summary["final_eval_return_mean"], "wall_time_s": summary["wall_time_s"]}
+        return {
+            **result,
+            "status": "complete",
+            "final_return": summary["final_eval_return_mean"],
+            "wall_time_s": summary["wall_time_s"],
+            "diverged": summary.get(contract.SUMMARY_DIVERGED),
+        }
     except BaseException as err:  # noqa: BLE001 - a run must never take the sweep down
-        text = traceback.format_exc()
+        text = compact_traceback(traceback.format_exc())
         fail_run_folder(spec, text)
         if isinstance(err, KeyboardInterrupt):
             raise
-        last = text.strip().splitlines()[-1] if text.strip() else repr(err)
-        return {**result, "status": "failed", "error": last, "traceback": text, "wall_time_s": time.time() - started}
+        # the cause in one line: the exception's type and message, never the tail of a tensor
+        return {**result, "status": "failed", "error": error_line(text) if text.strip() else error_line(err), "traceback": text, "wall_time_s": time.time() - started}

@@ -28,6 +28,8 @@ from typing import Any, Callable, Iterable, Sequence
 from adaptive_po.collector import validate_off_policy_settings
 from adaptive_po.harness.config import ConfigError, get_env_config
 from adaptive_po.harness.contract import FAILED, STATUS_FILE, SUMMARY_FILE, atomic_write_text, is_complete
+from adaptive_po.harness.contract import SUMMARY_DIVERGED, verify_complete_run
+from adaptive_po.harness.locks import DRIVER_PID_ENV
 from adaptive_po.harness.runner import RunSpec, completed_summary, resolve_backend, resolve_device
 from adaptive_po.harness.suites import get_suite
 from adaptive_po.harness.variants import parse_variant
@@ -332,7 +334,8 @@ def _start_local(job: Job) -> _Active:
     atomic_write_text(spec_path, json.dumps(payload))
     if result_path.exists():
         result_path.unlink()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # the worker SIGKILLs itself when this driver dies (locks.die_with_driver): no orphans
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", DRIVER_PID_ENV: str(os.getpid())}
     with open(log_path, "w") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "adaptive_po", command, str(spec_path), "--result", str(result_path)],
@@ -441,6 +444,18 @@ class SweepResult:
     def ok(self) -> bool:
         return not self.failed
 
+    @property
+    def diverged(self) -> list[dict[str, Any]]:
+        """Complete (or skipped) runs whose summary flags a divergence without a NaN."""
+        return [r for r in self.complete + self.skipped if r.get("diverged")]
+
+
+def _diverged(spec: RunSpec) -> str | None:
+    try:
+        return json.loads((spec.run_dir / SUMMARY_FILE).read_text()).get(SUMMARY_DIVERGED)
+    except (OSError, ValueError, AttributeError):
+        return None
+
 
 def run_sweep(
     specs: Sequence[RunSpec],
@@ -453,8 +468,27 @@ def run_sweep(
     """Run every spec not yet complete; report progress; return what happened.
 
     ``workers``: jobs at once (a population is one job; see :func:`plan_jobs` for ``engine``).
+    The sweep holds the lock of its folders (``<out>/<suite>``) throughout: a second sweep on
+    them is refused (:class:`~adaptive_po.harness.locks.SweepLocked`), and so is a folder that
+    cannot be written. A complete run whose files fail
+    :func:`~adaptive_po.harness.contract.verify_complete_run` is redone, with the reason printed.
     """
+    from adaptive_po.harness.locks import sweep_folders, sweep_lock
+
+    with sweep_lock(sweep_folders(specs)):
+        return _run_sweep(specs, workers, executor, ray_address, show_progress, engine)
+
+
+def _run_sweep(
+    specs: Sequence[RunSpec],
+    workers: int | None,
+    executor: str,
+    ray_address: str | None,
+    show_progress: bool,
+    engine: str,
+) -> SweepResult:
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     if executor not in ("local", "ray"):
@@ -468,15 +502,26 @@ def run_sweep(
     result = SweepResult()
     started = time.time()
     todo = []
+    redo: list[str] = []
     for spec in specs:
         summary = completed_summary(spec)
         if summary is None:
             todo.append(spec)
+            problem = verify_complete_run(spec.run_dir) if is_complete(spec.run_dir) else None
+            if problem:
+                redo.append(f"{spec.relative_dir}: {problem}")
         else:
             result.skipped.append(
-                {"relative_dir": str(spec.relative_dir), "status": "skipped", "final_return": summary.get("final_eval_return_mean")}
+                {
+                    "relative_dir": str(spec.relative_dir),
+                    "status": "skipped",
+                    "final_return": summary.get("final_eval_return_mean"),
+                    "diverged": summary.get(SUMMARY_DIVERGED),
+                }
             )
     console = Console(stderr=True)
+    for line in redo:
+        console.print(f"[yellow]redo[/yellow]  {escape(line)}; its folder is cleared and the run done again")
     total_steps = sum(s.total_timesteps for s in todo) or 1
     finished_steps = 0
     columns = (
@@ -505,10 +550,13 @@ def run_sweep(
             if key in run_tasks:
                 progress.remove_task(run_tasks.pop(key))
             if status == "failed":
-                progress.console.print(f"[red]FAILED[/red] {key}: {outcome.get('error', '?')}")
+                progress.console.print(f"[red]FAILED[/red] {escape(key)}: {escape(str(outcome.get('error', '?')))}")
             elif status == "complete":
+                if "diverged" not in outcome:  # the population and Ray engines: from the summary
+                    outcome["diverged"] = _diverged(spec)
+                flag = f" [yellow]diverged[/yellow]: {escape(outcome['diverged'])}" if outcome["diverged"] else ""
                 progress.console.print(
-                    f"done  {key}: return {outcome.get('final_return', float('nan')):.1f} in {outcome.get('wall_time_s', 0):.0f}s"
+                    f"done  {escape(key)}: return {outcome.get('final_return', float('nan')):.1f} in {outcome.get('wall_time_s', 0):.0f}s{flag}"
                 )
             progress.update(sweep_task, completed=finished_steps, detail=detail())
 
@@ -529,6 +577,11 @@ def run_sweep(
             from adaptive_po.harness.ray_executor import run_ray
 
             run_ray(todo, ray_address=ray_address, on_result=on_result, on_tick=on_tick, max_concurrent=workers, engine=engine)
+    for record in result.diverged:
+        console.print(
+            f"[yellow]diverged[/yellow] {escape(str(record.get('relative_dir')))}: complete, but its numbers "
+            f"broke down: {escape(str(record['diverged']))}"
+        )
     result.wall_time_s = time.time() - started
     return result
 

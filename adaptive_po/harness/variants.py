@@ -27,12 +27,15 @@ SHARED_KNOBS: tuple[str, ...] = ("n_epochs", "learning_rate")
 
 
 def objective_knobs(algo: str) -> tuple[str, ...]:
-    """The keyword knobs of an algorithm's objective that a variant may set (not its fixed
-    ablation switches, nor its per-run state)."""
+    """The numeric keyword knobs of an algorithm's objective that a variant may set (not its
+    switches, not those its registry entry fixes, not its per-run state)."""
     spec = get_objective(algo)
     params = inspect.signature(spec.loss).parameters.values()
-    names = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    return tuple(n for n in names if n not in spec.kwargs and n not in spec.state and n != "kl")
+    numeric = [
+        p.name for p in params
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and isinstance(p.default, (int, float)) and not isinstance(p.default, bool)
+    ]
+    return tuple(n for n in numeric if n not in spec.kwargs and n not in spec.state)
 
 
 def _number(text: str, what: str) -> float:
