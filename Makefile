@@ -8,13 +8,17 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-full bench-staleness bench-atari plot perf readme readme-staleness engines clean-runs help
+.PHONY: setup test bench bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines clean-runs help
 
 help:
 	@echo "make bench       quick suite (CartPole, Acrobot; esspo vs ppo; lag 0 and 16; 5 seeds) + report"
 	@echo "make test        the test suite"
 	@echo "make bench-full  classic suite: 5 envs x all algorithms x 5 seeds x lags x noise (hours)"
 	@echo "make bench-staleness  4 classic envs x esspo, ppo, decoupled-ppo, tis-pg x lags 0-64 x 5 seeds (~1 h), its report into docs/results/staleness and the README"
+	@echo "make bench-paper the paper's conditions: 10 objectives x fresh, lag 16, T=1.2, fp8 (own / learner log-probs) x 3 envs x 5 seeds, report into docs/results/paper"
+	@echo "make bench-sensitivity  the tuning tax: each objective over its own and the shared knobs x 4 conditions x 2 envs x 3 seeds"
+	@echo "make paper-report  the paper report (IQM, profiles, tuning tax) from runs/paper, runs/sensitivity, runs/staleness"
+	@echo "make mismatch    the KL and ESS each sampler level induces on trained CartPole and Pendulum policies"
 	@echo "make bench-atari Atari suite on one GPU (CPU: smoke run)"
 	@echo "make engines     the quick suite on the process engine too; per-cell CIs of both engines (docs/results/engines.md)"
 	@echo "make plot        figures, tables and report.md from runs/ (SUITE=quick)"
@@ -49,6 +53,21 @@ bench-staleness: $(STAMP)
 readme-staleness: $(STAMP)
 	$(VPY) -m adaptive_po readme --report runs/staleness/report --figures docs/results/staleness --section staleness --brief
 
+bench-paper: $(STAMP)
+	$(VPY) -m adaptive_po bench --suite paper $(if $(WORKERS),--workers $(WORKERS))
+	$(MAKE) paper-report
+
+bench-sensitivity: $(STAMP)
+	$(VPY) -m adaptive_po bench --suite sensitivity $(if $(WORKERS),--workers $(WORKERS))
+	$(MAKE) paper-report
+
+# whichever of the three sweeps exist feed one report (docs/results/paper) and the README's paper section
+paper-report: $(STAMP)
+	$(VPY) -m analysis.paper $(wildcard runs/paper runs/sensitivity runs/staleness) --out docs/results/paper
+
+mismatch: $(STAMP)
+	$(VPY) benchmarks/sampler_mismatch.py --out docs/results/sampler_mismatch.md
+
 bench-atari: $(STAMP)
 	$(VPY) -m adaptive_po bench --suite atari --device auto $(if $(WORKERS),--workers $(WORKERS))
 
@@ -70,4 +89,4 @@ readme: $(STAMP)
 	$(VPY) -m adaptive_po readme --report runs/quick/report --readme README.md
 
 clean-runs:
-	rm -rf runs/quick runs/quick-process runs/classic runs/staleness runs/atari
+	rm -rf runs/quick runs/quick-process runs/classic runs/staleness runs/paper runs/sensitivity runs/atari
