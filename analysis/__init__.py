@@ -12,6 +12,9 @@ torch-free module, so results copied from another machine can be analysed as the
 * :mod:`analysis.tables`: per-condition table, normalization references, aggregate table, Markdown
 * :mod:`analysis.plots`: learning curves, staleness and noise ablations, ESS over training
 * :mod:`analysis.report`: :func:`make_report` and the ``python -m analysis`` command
+* :mod:`analysis.paper`: the paper's analysis over several suites (externally normalized IQM vs
+  condition, staleness and mismatch level, performance profiles, the tuning tax and the retuning
+  cost) and the ``python -m analysis.paper ROOT... --out DIR`` command
 """
 
 from .load import CONDITION_KEYS, RUN_KEYS, LoadedRuns, LoadWarning, load_runs

@@ -67,10 +67,15 @@ def _fmt_level(v: float) -> str:
     return format(float(v), "g")
 
 
+#: condition keys whose baseline is not their smallest value
+_BASELINE_VALUES = {"behaviour_log_prob": "actual", "sampler_temperature": 1.0, "sampler_precision": "fp32"}
+
+
 def ablation_slice(finals: pd.DataFrame, vary: str | Sequence[str]) -> tuple[pd.DataFrame, str]:
     """Rows of ``finals`` where every condition key not in ``vary`` is at its baseline value
-    (the smallest present for numbers, i.e. 0 when run; ``"actual"`` when present for the
-    behaviour log-prob), and a short description of the fixed values for titles."""
+    (the smallest present for numbers, i.e. 0 when run; when present, ``"actual"`` for the
+    behaviour log-prob, temperature 1 and ``"fp32"`` for the sampler), and a short description of
+    the fixed values for titles."""
     vary = {vary} if isinstance(vary, str) else set(vary)
     df = finals
     fixed = []
@@ -78,8 +83,9 @@ def ablation_slice(finals: pd.DataFrame, vary: str | Sequence[str]) -> tuple[pd.
         if key in vary:
             continue
         values = df[key].unique()
-        if key == "behaviour_log_prob":
-            val = "actual" if "actual" in values else sorted(values)[0]
+        if key in _BASELINE_VALUES:
+            base = _BASELINE_VALUES[key]
+            val = base if base in values else sorted(values)[0]
         else:
             val = min(values) if len(values) else 0
         df = df[df[key] == val]
@@ -89,8 +95,9 @@ def ablation_slice(finals: pd.DataFrame, vary: str | Sequence[str]) -> tuple[pd.
             fixed.append(f"noise {_fmt_level(val)}")
         elif key == "replay":
             fixed.append(f"replay {int(val)}")
-        elif val != "actual":
-            fixed.append(f"blp {val}")
+        elif val != _BASELINE_VALUES[key]:
+            fixed.append(f"blp {val}" if key == "behaviour_log_prob" else
+                         f"T={_fmt_level(val)}" if key == "sampler_temperature" else str(val))
     return df, ", ".join(fixed)
 
 

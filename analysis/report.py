@@ -117,6 +117,12 @@ def _left_out_section(runs: LoadedRuns) -> str:
             except ValueError:
                 rel = p
             lines.append(f"- `{rel}`: {label}")
+    for p, why in getattr(runs, "damaged", {}).items():
+        try:
+            rel = p.relative_to(runs.root)
+        except ValueError:
+            rel = p
+        lines.append(f"- `{rel}`: fails the integrity check ({why}); rerun the bench to redo it")
     for note in runs.notes:
         if not note.startswith("left out"):
             lines.append(f"- note: {note}")
@@ -131,7 +137,7 @@ def make_report(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int | None = 0,
     baseline: str = "ppo",
-    reference: str = "auto",
+    reference: str = "solved",
     dpi: int = 120,
 ) -> Report:
     """Load ``root``, compute the tables, draw the figures and write everything into ``out``
@@ -239,9 +245,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="bootstrap random seed (default 0)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
     p.add_argument("--baseline", default="ppo", help="baseline algorithm for normalization and P(improvement)")
-    p.add_argument("--reference", choices=("auto", "baseline", "solved"), default="auto",
-                   help="normalization reference: baseline at lag 0 when present else solved_threshold "
-                        "(auto), only the baseline, or only solved_threshold")
+    p.add_argument("--reference", choices=("auto", "baseline", "solved"), default="solved",
+                   help="normalization reference: the config's solved_threshold, external to the sweep "
+                        "(solved, default); the baseline at lag 0 when present else the threshold (auto); "
+                        "only the baseline (baseline)")
     return p
 
 

@@ -35,8 +35,10 @@ __all__ = [
     "fmt_num",
 ]
 
-#: The reference condition: no lag, no noise, no replay, behaviour log-prob of the actual sampler.
-BASELINE_CONDITION = {"policy_lag": 0, "action_noise": 0.0, "replay": 0, "behaviour_log_prob": "actual"}
+#: The reference condition: no lag, no noise, no replay, behaviour log-prob of the actual sampler,
+#: sampler at temperature 1 and full precision.
+BASELINE_CONDITION = {"policy_lag": 0, "action_noise": 0.0, "replay": 0, "behaviour_log_prob": "actual",
+                      "sampler_temperature": 1.0, "sampler_precision": "fp32"}
 
 
 def _order_algos(algos: Sequence[str], baseline: str = "ppo") -> list[str]:
@@ -91,12 +93,14 @@ def _is_baseline_condition(df: pd.DataFrame) -> pd.Series:
     return mask
 
 
-def reference_scores(runs: LoadedRuns, baseline: str = "ppo", reference: str = "auto") -> pd.DataFrame:
+def reference_scores(runs: LoadedRuns, baseline: str = "ppo", reference: str = "solved") -> pd.DataFrame:
     """Per env: the random score (0) and the reference score (1) used to normalize.
 
-    ``reference``: ``"auto"`` (default) uses the mean final return of ``baseline`` at lag 0,
-    noise 0, replay 0 when those runs exist, else the config's ``solved_threshold``;
-    ``"baseline"`` uses only the former and ``"solved"`` only the latter. Envs without a usable
+    ``reference``: ``"solved"`` (default) uses the config's ``solved_threshold``, a reference
+    from outside the sweep (gymnasium's reward threshold, or a published score), so that no arm of
+    the sweep scores 1 by construction; ``"auto"`` uses the mean final return of ``baseline`` at
+    lag 0, noise 0, replay 0 when those runs exist, else the threshold; ``"baseline"`` only the
+    former. Envs without a usable
     pair get NaN and a ``source`` explaining why; they are left out of the aggregate.
     """
     if reference not in ("auto", "baseline", "solved"):
@@ -177,7 +181,7 @@ def _normalization_sentence(refs: pd.DataFrame, baseline: str) -> str:
 def aggregate_table(
     runs: LoadedRuns,
     baseline: str = "ppo",
-    reference: str = "auto",
+    reference: str = "solved",
     confidence: float = 0.95,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int | None = 0,

@@ -381,11 +381,17 @@ def test_condition_and_aggregate_tables(tmp_path):
     assert row["final_std"] == pytest.approx(np.std([290, 310], ddof=1))
     assert (row["final_ci_low"], row["final_ci_high"]) == (290.0, 310.0)
 
+    # the default reference is external to the sweep: the config's solved threshold
     refs = reference_scores(runs).set_index("env")
+    assert refs.loc["CartPole-v1", "reference"] == 475.0 and "solved_threshold" in refs.loc["CartPole-v1", "source"]
+    default = aggregate_table(runs, n_resamples=100).table.set_index("algo")
+    assert default.loc["ppo", "iqm"] == pytest.approx((300 - 20) / (475 - 20))  # not 1 by construction
+
+    refs = reference_scores(runs, reference="auto").set_index("env")
     assert refs.loc["CartPole-v1", "reference"] == 300.0 and "ppo lag 0" in refs.loc["CartPole-v1", "source"]
     assert refs.loc["Acrobot-v1", "reference"] == -100.0 and "solved_threshold" in refs.loc["Acrobot-v1", "source"]
 
-    agg = aggregate_table(runs, n_resamples=100)
+    agg = aggregate_table(runs, n_resamples=100, reference="auto")
     t = agg.table.set_index("algo")
     # esspo: CartPole (400-20)/280, (420-20)/280 and Acrobot 1.0 -> IQM of 3 values = trim_mean
     expected = iqm([380 / 280, 400 / 280, 1.0])
@@ -417,7 +423,7 @@ def test_report_writes_figures_and_markdown(tmp_path, capsys):
     report = (out / "report.md").read_text()
     for snippet in ("](staleness.png)", "](ess.png)", "](noise.png)", "](curves_CartPole-v1.png)",
                     "| algorithm | condition |", "P(algorithm > ppo)", "final return mean ± std",
-                    "ppo lag 0 mean final return", "6,000", "seed-5"):
+                    "solved_threshold (config)", "6,000", "seed-5"):
         assert snippet in report, snippet
     results = (out / "results.md").read_text()
     assert "| algorithm | condition |" in results and "![" not in results
