@@ -108,8 +108,10 @@ SUITES: dict[str, Suite] = {
         lags=(0,),
         noise=(0.0,),
         replay=(0,),
-        description="the tuning tax: each algorithm over its own knobs and the shared ones, one at a time, under fresh, lag-16, T = 1.2 and fp8 data",
-        conditions=PAPER_CONDITIONS[:4],
+        description="the tuning tax: each algorithm over its own knobs and the shared ones, one at a time, under fresh, lag-16 and T = 1.2 data",
+        # fp8 is left out: on these small MLPs it induces almost no mismatch (fresh-batch ESS
+        # 0.9998 on a trained CartPole policy, docs/results/sampler_mismatch.md)
+        conditions=PAPER_CONDITIONS[:3],
         variants={algo: sensitivity_variants(own) for algo, own in OWN_KNOB_VARIANTS.items()},
         paper_report=True,
     ),
