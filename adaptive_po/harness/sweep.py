@@ -236,8 +236,10 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population") -> str:
         algos = sorted({r.algo for r in runs})
         conditions = sorted({r.condition for r in runs})
         seeds = sorted({r.seed for r in runs})
+        configs = sorted({r.algo_label for r in runs})
+        variants = f" ({len(configs)} configurations with their knob variants)" if len(configs) > len(algos) else ""
         lines.append(
-            f"  {env}: {len(runs)} runs = {len(algos)} algos {algos} x {len(conditions)} conditions x "
+            f"  {env}: {len(runs)} runs = {len(algos)} algos {algos}{variants} x {len(conditions)} conditions x "
             f"{len(seeds)} seeds, {runs[0].total_timesteps:,} steps each"
         )
     done = sum(is_complete(s.run_dir) for s in specs)
