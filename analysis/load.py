@@ -69,12 +69,24 @@ class LoadWarning(UserWarning):
     """Runs left out (incomplete or failed) or other anomalies found while loading."""
 
 
-def pretty_condition(policy_lag: int, action_noise: float, replay: int, behaviour_log_prob: str = "actual") -> str:
-    """A short human label for plots: ``lag 4, noise 0.5`` (replay and blp shown only when set)."""
+def pretty_condition(
+    policy_lag: int, action_noise: float, replay: int, behaviour_log_prob: str = "actual",
+    sampler_temperature: float = 1.0, sampler_precision: str = "fp32",
+) -> str:
+    """A short human label for plots: ``lag 4, noise 0.5`` (replay, the sampler's temperature and
+    precision and the behaviour log-prob shown only when not at their defaults), e.g.
+    ``lag 0, noise 0, T=1.2`` or ``lag 0, noise 0, fp8-e4m3, learner log-prob``. The arguments
+    follow :data:`CONDITION_KEYS`."""
     parts = [f"lag {int(policy_lag)}", f"noise {format(float(action_noise), 'g')}"]
     if int(replay):
         parts.append(f"replay {int(replay)}")
-    if behaviour_log_prob != "actual":
+    if float(sampler_temperature) != 1.0:
+        parts.append(f"T={format(float(sampler_temperature), 'g')}")
+    if sampler_precision != "fp32":
+        parts.append(str(sampler_precision))
+    if behaviour_log_prob == "policy":
+        parts.append("learner log-prob")
+    elif behaviour_log_prob != "actual":
         parts.append(f"blp {behaviour_log_prob}")
     return ", ".join(parts)
 
@@ -87,11 +99,19 @@ class LoadedRuns:
       ``return`` (eval_return_mean), ``return_std``, ``eval_episodes``.
     * ``progress``: one row per update: run keys, ``condition``, ``run_dir`` and the numeric
       columns of ``progress.csv`` (``ess``, ``ratio_max``, ...).
-    * ``finals``: one row per complete run: run keys, ``condition``, ``run_dir``, config values
+    * ``finals``: one row per complete run: run keys (``algo`` is the label
+      ``contract.algo_label(algo, variant)``, so a knob variant is an algorithm of its own;
+      ``base_algo`` is config.json's ``algo`` and ``variant`` its variant, ``""`` for the default
+      knobs), ``condition``, ``run_dir``, config values
       (``total_timesteps``, ``random_score``, ``solved_threshold``, ...), summary values
       (``final_eval_return_mean``, ...), ``auc`` (mean eval return over training: trapezoid on the
       env's common step grid divided by the step span) and ``ess`` (mean over updates).
     * ``incomplete`` / ``failed``: run folders left out (no ``COMPLETE``; ``FAILED``).
+    * ``damaged``: complete run folders left out because they fail the integrity check
+      (``contract.verify_complete_run``: both markers, files changed since completion, fewer
+      progress rows than updates), each with the reason.
+    * ``diverged``: complete runs kept but flagged by their ``summary.json`` as diverged without a
+      NaN (a negative KL, or the entropy collapsed while the value loss exploded), with the reason.
     * ``notes``: other anomalies (also emitted as :class:`LoadWarning`).
     """
 
@@ -103,10 +123,12 @@ class LoadedRuns:
     incomplete: list[Path] = field(default_factory=list)
     failed: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    damaged: dict[Path, str] = field(default_factory=dict)
+    diverged: dict[Path, str] = field(default_factory=dict)
 
     @property
     def excluded(self) -> list[Path]:
-        return sorted(self.incomplete + self.failed)
+        return sorted(self.incomplete + self.failed + list(self.damaged))
 
     @property
     def envs(self) -> list[str]:
@@ -194,6 +216,18 @@ def _parse_config(path: Path) -> dict:
     if not isinstance(blp, str) or not blp:
         raise ValueError(f"{path}: 'behaviour_log_prob' must be a string, got {blp!r}")
     out["behaviour_log_prob"] = blp
+    # keys that older run folders lack (before the sampler dials and the knob variants)
+    for key, default in contract.RUN_KEY_DEFAULTS.items():
+        val = cfg.get(key)
+        val = default if val is None else val
+        if isinstance(default, str):
+            if not isinstance(val, str) or (default and not val):
+                raise ValueError(f"{path}: '{key}' must be a {'non-empty ' if default else ''}string, got {val!r}")
+        elif not _is_number(val) or not math.isfinite(val):
+            raise ValueError(f"{path}: '{key}' must be a number, got {val!r}")
+        else:
+            val = type(default)(val)
+        out[key] = val
     for key in contract.CONFIG_NUMBERS:
         val = cfg.get(key)
         if val is None:
@@ -302,14 +336,18 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
     incomplete: list[Path] = []
     failed: list[Path] = []
     complete: list[Path] = []
+    damaged: dict[Path, str] = {}
     for d in run_dirs:
         has_complete = contract.is_complete(d)
         has_failed = (d / contract.FAILED).exists()
         if has_complete:
-            complete.append(d)
-            if has_failed:
-                _warn(f"{_rel(d, root)}: has both COMPLETE and FAILED; treated as complete "
-                      "(COMPLETE is written last, only on success)", notes)
+            # never trusted unchecked: both markers, files changed since completion, or fewer
+            # progress rows than summary.json's updates leave the run out, named
+            problem = contract.verify_complete_run(d, check_schema=False)
+            if problem is None:
+                complete.append(d)
+            else:
+                damaged[d] = problem
         elif has_failed:
             failed.append(d)
         else:
@@ -321,28 +359,38 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
     if failed:
         _warn(f"left out {len(failed)} failed run(s) (FAILED marker) under {root}: "
               f"{_list_paths(failed, root)}", notes)
+    if damaged:
+        listed = "; ".join(f"{_rel(d, root)} ({why})" for d, why in list(damaged.items())[:20])
+        more = f"; ... and {len(damaged) - 20} more" if len(damaged) > 20 else ""
+        _warn(f"left out {len(damaged)} complete run(s) that fail the integrity check (rerun the bench "
+              f"to redo them) under {root}: {listed}{more}", notes)
     if not complete:
         raise ValueError(
             f"{root}: no complete runs ({len(incomplete)} incomplete, {len(failed)} failed, "
-            f"of {len(run_dirs)} run folders)"
+            f"{len(damaged)} failing the integrity check, of {len(run_dirs)} run folders)"
         )
 
     run_rows: list[dict] = []
     eval_frames: list[pd.DataFrame] = []
     progress_frames: list[pd.DataFrame] = []
     configs: dict[str, dict] = {}
+    diverged: dict[Path, str] = {}
     for d in complete:
         cfg = _parse_config(d / contract.CONFIG_FILE)
         summary = _parse_summary(d / contract.SUMMARY_FILE)
+        reason = _read_json(d / contract.SUMMARY_FILE).get(contract.SUMMARY_DIVERGED)
+        if reason:
+            diverged[d] = str(reason)
         ev = _read_csv(d / contract.EVAL_FILE, _EVAL)
         pr = _read_csv(d / contract.PROGRESS_FILE, _PROGRESS)
         if summary["status"] not in (None, "complete"):
             _warn(f"{d / contract.SUMMARY_FILE}: status is {summary['status']!r} although COMPLETE exists", notes)
 
         keys = {k: cfg[k] for k in RUN_KEYS}
-        keys["condition"] = contract.condition_name(
-            cfg["policy_lag"], cfg["action_noise"], cfg["replay"], cfg["behaviour_log_prob"]
-        )
+        # a knob variant acts as an algorithm of its own in every table and figure
+        keys["algo"] = contract.algo_label(cfg["algo"], cfg["variant"])
+        keys["base_algo"] = cfg["algo"]
+        keys["condition"] = contract.condition_name(**{k: cfg[k] for k in CONDITION_KEYS})
         keys["run_dir"] = str(d)
         configs[str(d)] = cfg
 
@@ -361,6 +409,11 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
         run_rows.append(row)
 
     finals = pd.DataFrame(run_rows)
+    if diverged:
+        listed = "; ".join(f"{_rel(d, root)} ({why})" for d, why in list(diverged.items())[:20])
+        more = f"; ... and {len(diverged) - 20} more" if len(diverged) > 20 else ""
+        _warn(f"flagged {len(diverged)} complete run(s) as diverged without a NaN (kept in the tables; "
+              f"summary.json 'diverged'): {listed}{more}", notes)
     dup = finals[finals.duplicated(RUN_KEYS, keep=False)]
     if not dup.empty:
         groups = dup.groupby(RUN_KEYS, sort=True)["run_dir"].apply(list)
@@ -373,7 +426,7 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
     if len(suites) > 1:
         _warn(f"{root}: runs from several suites are mixed: {suites}", notes)
 
-    key_cols = RUN_KEYS + ["condition", "run_dir"]
+    key_cols = RUN_KEYS + ["base_algo", "condition", "run_dir"]
     evals = pd.concat(eval_frames, ignore_index=True)
     progress = pd.concat(progress_frames, ignore_index=True)
     evals = evals[key_cols + [c for c in evals.columns if c not in key_cols]]
@@ -395,5 +448,5 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
     progress = progress.sort_values(sort_cols + ["timesteps"], kind="stable").reset_index(drop=True)
     return LoadedRuns(
         root=root, evals=evals, progress=progress, finals=finals, configs=configs,
-        incomplete=incomplete, failed=failed, notes=notes,
+        incomplete=incomplete, failed=failed, notes=notes, damaged=damaged, diverged=diverged,
     )
