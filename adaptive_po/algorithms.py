@@ -39,10 +39,13 @@ from adaptive_po import distributions as D
 from adaptive_po.buffers import (
     ADVANTAGE_ESTIMATORS,
     BehaviourRolloutBuffer,
+    DictBehaviourRolloutBuffer,
+    Observations,
     StoredRollout,
     behaviour_param_dim,
     compute_gae,
     compute_vtrace,
+    map_observations,
 )
 from adaptive_po.collector import (
     BehaviourRecording,
@@ -51,8 +54,9 @@ from adaptive_po.collector import (
     distribution_params,
     kl_to_behaviour,
     validate_off_policy_settings,
+    validate_policy_settings,
 )
-from adaptive_po.hyperparams import check_hyperparams
+from adaptive_po.hyperparams import check_hyperparams, schedule
 from adaptive_po.objectives import (
     KL_FORMS,
     PolicyBatch,
@@ -66,6 +70,19 @@ SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
 
 #: forward passes over stored data are chunked to bound memory (CNN observations are large)
 _FORWARD_CHUNK = 4096
+
+#: the action spaces every algorithm here accepts: SB3 PPO's (Box of any shape, Discrete,
+#: MultiDiscrete and MultiBinary), each with a flat behaviour distribution (adaptive_po.distributions)
+SUPPORTED_ACTION_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+def _rows(observations: Observations, index: Any) -> Observations:
+    """``observations[index]`` of an observation array, or of every part of Dict observations."""
+    return map_observations(lambda x: x[index], observations)
+
+
+def _n_rows(observations: Observations) -> int:
+    return len(next(iter(observations.values())) if isinstance(observations, dict) else observations)
 
 
 def _with_fused_adam(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
@@ -133,6 +150,25 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         :data:`adaptive_po.sampler.PRECISIONS` (``"fp32"``: the learner's own).
     :param advantage_estimator: ``"gae"`` or ``"vtrace"`` (V-trace targets and policy-gradient
         advantages, rho_bar = c_bar = 1); ``None``: the objective's registry entry decides.
+    :param use_sde: generalized state-dependent exploration (gSDE), as in SB3: the actor's noise is
+        ``latent_sde @ W`` with an exploration matrix ``W`` per environment; the behaviour
+        distribution stored per transition is the diagonal Gaussian with the state-dependent std
+        that SB3 evaluates the action under, so the analytic KL stays exact.
+    :param sde_sample_freq: with gSDE, draw a new ``W`` every this many steps (-1: only at the
+        start of each rollout), for the learner and for a lagged actor alike.
+    :param clip_range_vf: value clipping with SB3 PPO's meaning (``None``: off; a number or a
+        schedule): the new value is kept within ``clip_range_vf`` of the value at the start of
+        the update. Here that start value is the one recomputed by the current critic at the
+        start of the update (advantages are recomputed there too); on fresh data it is SB3's
+        ``old_values`` (same critic), on lagged and replayed data it is the learner's, not the
+        stale actor's.
+    :param target_kl: SB3 PPO's early stopping (``None``: off): the epochs of an update stop, before
+        the gradient step, at the first minibatch whose ``approx_kl`` between the learner at the
+        start of the update and now exceeds ``1.5 * target_kl``.
+
+    Observations may be any space SB3's PPO accepts (Box of any dtype and shape, Discrete,
+    MultiDiscrete, MultiBinary, and Dict with ``MultiInputPolicy``), preprocessed by the policy as
+    SB3 does; actions any of :data:`SUPPORTED_ACTION_SPACES`.
     """
 
     policy_aliases: ClassVar[dict[str, type[ActorCriticPolicy]]] = {
@@ -166,6 +202,10 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         sampler_temperature: float = 1.0,
         sampler_precision: str = "fp32",
         advantage_estimator: str | None = None,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        clip_range_vf: float | Schedule | None = None,
+        target_kl: float | None = None,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -191,6 +231,16 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         validate_off_policy_settings(
             policy_lag, replay, action_noise, behaviour_log_prob, sampler_temperature, sampler_precision
         )
+        check_hyperparams(use_sde=use_sde, sde_sample_freq=sde_sample_freq)
+        validate_policy_settings(use_sde, sampler_precision, policy_kwargs)
+        if clip_range_vf is not None:
+            schedule("clip_range_vf", clip_range_vf)
+        if target_kl is not None and (
+            isinstance(target_kl, bool) or not isinstance(target_kl, (int, float)) or not 0 < target_kl < float("inf")
+        ):
+            raise ValueError(f"target_kl must be a number > 0 or None, got {target_kl!r}")
+        self.clip_range_vf = clip_range_vf
+        self.target_kl = target_kl
         self.collector_settings = {
             "policy_lag": policy_lag,
             # an algorithm that replays by design (P3O) does so unless the run sets its own depth
@@ -211,8 +261,8 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             ent_coef=ent_coef,
             vf_coef=vf_coef,
             max_grad_norm=max_grad_norm,
-            use_sde=False,
-            sde_sample_freq=-1,
+            use_sde=use_sde,
+            sde_sample_freq=sde_sample_freq,
             stats_window_size=stats_window_size,
             tensorboard_log=tensorboard_log,
             policy_kwargs=_with_fused_adam(policy_kwargs),
@@ -220,7 +270,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             device=device,
             seed=seed,
             _init_setup_model=False,
-            supported_action_spaces=(spaces.Box, spaces.Discrete),
+            supported_action_spaces=SUPPORTED_ACTION_SPACES,
         )
         self.batch_size = batch_size
         self.n_epochs = n_epochs
@@ -251,9 +301,8 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
     def _setup_model(self) -> None:
         self._setup_lr_schedule()
         self.set_random_seed(self.seed)
-        if isinstance(self.observation_space, spaces.Dict):
-            raise ValueError("Dict observation spaces are not supported by adaptive_po algorithms")
-        self.rollout_buffer = BehaviourRolloutBuffer(
+        buffer_class = DictBehaviourRolloutBuffer if isinstance(self.observation_space, spaces.Dict) else BehaviourRolloutBuffer
+        self.rollout_buffer = buffer_class(
             self.n_steps,
             self.observation_space,
             self.action_space,
@@ -264,7 +313,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             behaviour_param_dim=behaviour_param_dim(self.action_space),
         )
         self.policy = self.policy_class(  # type: ignore[assignment]
-            self.observation_space, self.action_space, self.lr_schedule, use_sde=False, **self.policy_kwargs
+            self.observation_space, self.action_space, self.lr_schedule, use_sde=self.use_sde, **self.policy_kwargs
         )
         self.policy = self.policy.to(self.device)
         self._objective_schedules = objective_schedules(self.objective_kwargs)
@@ -298,15 +347,22 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         self.policy.set_training_mode(False)
         n_steps = 0
         rollout_buffer.reset()
+        if self.use_sde:  # gSDE: new exploration matrices, where SB3's collect_rollouts draws them
+            self.collector.reset_noise(env.num_envs)
         callback.on_rollout_start()
         is_box = isinstance(self.action_space, spaces.Box)
         new_obs, dones = self._last_obs, self._last_episode_starts
         while n_steps < n_rollout_steps:
+            if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
+                self.collector.reset_noise(env.num_envs)
             with th.no_grad():
                 obs_tensor = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
                 step = self.collector.act(obs_tensor)
             actions = step.actions.cpu().numpy()
-            env_actions = np.clip(actions, self.action_space.low, self.action_space.high) if is_box else actions
+            # flat actions are stored; the environment gets the space's shape (Box bounds clipped)
+            env_actions = actions.reshape((-1, *self.action_space.shape)) if self.action_space.shape else actions
+            if is_box:
+                env_actions = np.clip(env_actions, self.action_space.low, self.action_space.high)
 
             new_obs, rewards, dones, infos = env.step(env_actions)
             self.num_timesteps += env.num_envs
@@ -333,30 +389,29 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             self._last_obs = new_obs  # type: ignore[assignment]
             self._last_episode_starts = dones
 
-        rollout_buffer.last_observation = np.array(new_obs, dtype=np.float32)
-        rollout_buffer.last_dones = np.array(dones, dtype=np.float32)
+        rollout_buffer.set_last(new_obs, dones)
         callback.update_locals(locals())
         callback.on_rollout_end()
         return True
 
     # -- training ---------------------------------------------------------------------------------
     @th.no_grad()
-    def _values(self, observations: np.ndarray) -> np.ndarray:
+    def _values(self, observations: Observations) -> np.ndarray:
         """Current critic's values of ``(N, *obs_shape)`` observations, as float32 ``(N,)``."""
         out = []
-        for start in range(0, len(observations), _FORWARD_CHUNK):
-            chunk = obs_as_tensor(observations[start : start + _FORWARD_CHUNK], self.device)
+        for start in range(0, _n_rows(observations), _FORWARD_CHUNK):
+            chunk = obs_as_tensor(_rows(observations, slice(start, start + _FORWARD_CHUNK)), self.device)
             out.append(self.policy.predict_values(chunk).flatten().cpu().numpy())  # type: ignore[arg-type]
         return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
 
     def _advantages(self, batch: StoredRollout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Values, advantages and returns of a stored batch under the current critic."""
         n_steps, n_envs = batch.rewards.shape
-        flat_obs = batch.observations.reshape(n_steps * n_envs, *batch.observations.shape[2:])
+        flat_obs = map_observations(lambda o: o.reshape(n_steps * n_envs, *o.shape[2:]), batch.observations)
         extra = [batch.last_observation]
         if len(batch.timeout_index):
             extra.append(batch.timeout_observations)
-        all_values = self._values(np.concatenate([flat_obs, *extra]))
+        all_values = self._values(map_observations(lambda *parts: np.concatenate(parts), flat_obs, *extra))
         values = all_values[: n_steps * n_envs].reshape(n_steps, n_envs)
         last_values = all_values[n_steps * n_envs : n_steps * n_envs + n_envs]
         rewards = batch.rewards
@@ -382,27 +437,33 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         """``(n_steps, n_envs)`` log pi_theta of a stored batch's actions under the current policy."""
         n_steps, n_envs = batch.rewards.shape
         data = {
-            "observations": th.as_tensor(batch.observations.reshape(n_steps * n_envs, *batch.observations.shape[2:]), device=self.device),
-            "actions": th.as_tensor(batch.actions.reshape(n_steps * n_envs, *batch.actions.shape[2:]), device=self.device),
+            "observations": map_observations(
+                lambda o: th.as_tensor(o.reshape(n_steps * n_envs, *o.shape[2:]), device=self.device), batch.observations
+            ),
+            "actions": th.as_tensor(
+                batch.actions.reshape(n_steps * n_envs, *batch.actions.shape[2:]).astype(np.float32, copy=False), device=self.device
+            ),
         }
         return self._log_prob(data).cpu().numpy().reshape(n_steps, n_envs)
 
-    def _training_data(self, batches: list[StoredRollout]) -> dict[str, th.Tensor]:
-        """Flatten the batches of one update into tensors on the device."""
+    def _training_data(self, batches: list[StoredRollout]) -> dict[str, Any]:
+        """Flatten the batches of one update into tensors on the device (``observations``: a dict
+        of tensors for Dict observation spaces)."""
         columns: dict[str, list[np.ndarray]] = {
             k: [] for k in ("observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values")
         }
         flat = RolloutBuffer.swap_and_flatten  # env-major order, as SB3's own buffer yields it
         for batch in batches:
             values, advantages, returns = self._advantages(batch)
-            columns["observations"].append(flat(batch.observations))
-            columns["actions"].append(flat(batch.actions))
+            columns["observations"].append(map_observations(flat, batch.observations))
+            columns["actions"].append(flat(batch.actions).astype(np.float32, copy=False))  # as SB3's buffer yields them
             columns["behaviour_log_prob"].append(flat(batch.behaviour_log_prob).reshape(-1))
             columns["behaviour_params"].append(flat(batch.behaviour_params))
             columns["advantages"].append(flat(advantages).reshape(-1))
             columns["returns"].append(flat(returns).reshape(-1))
             columns["values"].append(flat(values).reshape(-1))
-        return {k: th.as_tensor(np.concatenate(v), device=self.device) for k, v in columns.items()}
+        as_tensor = lambda *parts: th.as_tensor(np.concatenate(parts), device=self.device)  # noqa: E731
+        return {k: map_observations(as_tensor, *v) for k, v in columns.items()}
 
     def _evaluate(self, observations: th.Tensor, actions: th.Tensor):  # type: ignore[no-untyped-def]
         """One forward pass: values, log-probs, entropy and the action distribution itself."""
@@ -417,7 +478,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         """log pi_theta(a|s) of every stored transition under the current parameters."""
         out = []
         for start in range(0, len(data["actions"]), _FORWARD_CHUNK):
-            obs = data["observations"][start : start + _FORWARD_CHUNK]
+            obs = _rows(data["observations"], slice(start, start + _FORWARD_CHUNK))
             actions = self._prepare_actions(data["actions"][start : start + _FORWARD_CHUNK])
             out.append(self.policy.get_distribution(obs).log_prob(actions))  # type: ignore[arg-type]
         return th.cat(out)
@@ -427,7 +488,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         """Mean analytic KL(pi_b || pi_theta) over the update's data under the current parameters."""
         total = th.zeros((), dtype=th.float64, device=self.device)
         for start in range(0, len(data["actions"]), _FORWARD_CHUNK):
-            distribution = self.policy.get_distribution(data["observations"][start : start + _FORWARD_CHUNK])
+            distribution = self.policy.get_distribution(_rows(data["observations"], slice(start, start + _FORWARD_CHUNK)))
             kl = D.kl(distribution_kind(distribution), data["behaviour_params"][start : start + _FORWARD_CHUNK], distribution_params(distribution))
             total = total + kl.to(th.float64).sum()
         return (total / max(len(data["actions"]), 1)).to(th.float32)
@@ -458,15 +519,17 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         n_fresh = self.rollout_buffer.buffer_size * self.rollout_buffer.n_envs
         fresh, replay_ess = replay_information(start_log_prob, data["behaviour_log_prob"], n_fresh)
         objective_arguments = {**objective_arguments, **self.objective_state}
+        clip_range_vf = None if self.clip_range_vf is None else FloatSchedule(self.clip_range_vf)(self._current_progress_remaining)
 
         stat_rows: list[dict[str, th.Tensor]] = []
         loss = th.zeros(())
-        for _epoch in range(self.n_epochs):
+        continue_training = True
+        for epoch in range(self.n_epochs):
             permutation = th.as_tensor(np.random.permutation(n_samples), device=self.device)
             for start in range(0, n_samples, self.batch_size):
                 idx = permutation[start : start + self.batch_size]
                 actions = self._prepare_actions(data["actions"][idx])
-                values, log_prob, entropy, distribution = self._evaluate(data["observations"][idx], actions)
+                values, log_prob, entropy, distribution = self._evaluate(_rows(data["observations"], idx), actions)
                 advantages = data["advantages"][idx]
                 if self.normalize_advantage and len(advantages) > 1:
                     advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -486,20 +549,34 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
                     replay_ess=replay_ess if spec.needs_replay_info else None,
                 )
                 output = spec.loss(batch, **objective_arguments)
+                if clip_range_vf is not None:  # SB3's value clipping, around the update's start values
+                    start_values = data["values"][idx]
+                    values = start_values + th.clamp(values - start_values, -clip_range_vf, clip_range_vf)
                 value_loss = F.mse_loss(data["returns"][idx], values)
                 entropy_loss = -th.mean(entropy) if entropy is not None else -th.mean(-log_prob)
                 loss = output.loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+                row = {**batch_statistics(batch), **objective_statistics(output)}
+                row["value_loss"] = value_loss.detach().to(th.float64)
+                row["entropy"] = -entropy_loss.detach().to(th.float64)
+                stat_rows.append(row)
+
+                if self.target_kl is not None:  # SB3's early stopping, before the gradient step
+                    with th.no_grad():
+                        minibatch_log_ratio = log_prob - start_log_prob[idx]
+                        minibatch_kl = float(((th.exp(minibatch_log_ratio) - 1.0) - minibatch_log_ratio).mean())
+                    if minibatch_kl > 1.5 * self.target_kl:
+                        continue_training = False
+                        if self.verbose >= 1:
+                            print(f"Early stopping at step {epoch} due to reaching max kl: {minibatch_kl:.2f}")
+                        break
 
                 self.policy.optimizer.zero_grad()
                 loss.backward()
                 th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
                 self.policy.optimizer.step()
-
-                row = {**batch_statistics(batch), **objective_statistics(output)}
-                row["value_loss"] = value_loss.detach().to(th.float64)
-                row["entropy"] = -entropy_loss.detach().to(th.float64)
-                stat_rows.append(row)
             self._n_updates += 1
+            if not continue_training:
+                break
 
         log_ratio = self._log_prob(data) - start_log_prob
         approx_kl = float(((th.exp(log_ratio) - 1.0) - log_ratio).mean())
@@ -540,6 +617,8 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             self.logger.record(f"train/{key}", value)
         if "clip_range" in objective_arguments:
             self.logger.record("train/clip_range", objective_arguments["clip_range"])
+        if self.clip_range_vf is not None:
+            self.logger.record("train/clip_range_vf", FloatSchedule(self.clip_range_vf)(self._current_progress_remaining))
         if hasattr(self.policy, "log_std"):
             self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
@@ -569,12 +648,36 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         )
 
 
+#: SB3 PPO's trust-region arguments, and why ESSPO has none of them
+_PPO_ONLY_ARGUMENTS = {
+    "clip_range": "the ESS objective has no clip: the weight is capped at the batch's normalized ESS e_B instead",
+    "clip_range_vf": "the ESS objective clips nothing, its critic included",
+    "target_kl": "the ESS objective sets its own step through e_B and its (1 - e_B) KL pull, with no KL target",
+}
+
+
+def _refuse_ppo_only_arguments(arguments: dict[str, Any]) -> None:
+    """``TypeError`` for PPO-only (or unknown) keyword arguments given to :class:`ESSPO`."""
+    for name in arguments:
+        if name in _PPO_ONLY_ARGUMENTS:
+            raise TypeError(
+                f"ESSPO does not take {name!r} (SB3 PPO's argument): {_PPO_ONLY_ARGUMENTS[name]}. "
+                "Drop it, or use adaptive_po.PPO for PPO's clipped objective on the same data"
+            )
+    if arguments:
+        raise TypeError(f"ESSPO got unexpected keyword argument(s) {sorted(arguments)}")
+
+
 class ESSPO(BatchPolicyOptimization):
     """ESS policy optimization: the batch-adaptive objective of arXiv 2605.12380.
 
     The score-function weight is capped at the minibatch's normalized effective sample size e_B
     and a ``(1 - e_B)`` KL pull toward the behaviour policy replaces PPO's clip: no clip range,
-    no KL coefficient. Drop-in for SB3's ``PPO`` (same arguments minus ``clip_range``), plus:
+    no KL coefficient. Drop-in for SB3's ``PPO``: the same arguments (gSDE's ``use_sde`` and
+    ``sde_sample_freq`` included) minus PPO's trust-region knobs ``clip_range``,
+    ``clip_range_vf`` and ``target_kl``, which raise a ``TypeError`` saying so: the ESS objective
+    has no clip, its step size adapts to the batch through e_B instead, so these knobs have
+    nothing to act on here, and quietly ignoring one would mislead. Plus:
 
     :param kl: ``"analytic"`` (default; exact KL over the action distribution, from the behaviour
         logits / mean and std stored with each transition) or ``"sampled"`` (the reference code's
@@ -597,6 +700,8 @@ class ESSPO(BatchPolicyOptimization):
         ent_coef: float = 0.0,
         vf_coef: float = 0.5,
         max_grad_norm: float = 0.5,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
         kl: str = "analytic",
         ess_cap: bool = True,
         ess_regularizer: bool = True,
@@ -613,7 +718,9 @@ class ESSPO(BatchPolicyOptimization):
         seed: int | None = None,
         device: th.device | str = "auto",
         _init_setup_model: bool = True,
+        **ppo_only: Any,
     ) -> None:
+        _refuse_ppo_only_arguments(ppo_only)
         if kl not in KL_FORMS:
             raise ValueError(f"kl must be one of {KL_FORMS}, got {kl!r}")
         for name, flag in (("ess_cap", ess_cap), ("ess_regularizer", ess_regularizer)):
@@ -635,6 +742,8 @@ class ESSPO(BatchPolicyOptimization):
             ent_coef=ent_coef,
             vf_coef=vf_coef,
             max_grad_norm=max_grad_norm,
+            use_sde=use_sde,
+            sde_sample_freq=sde_sample_freq,
             objective="esspo",
             objective_kwargs={"kl": kl, "cap": ess_cap, "regularizer": ess_regularizer},
             policy_lag=policy_lag,
@@ -665,15 +774,21 @@ class _ClippedBase(BatchPolicyOptimization):
 class PPO(_ClippedBase):
     """PPO's clipped surrogate on the same collector (the behaviour policy is the "old" policy).
 
-    Same arguments as SB3's PPO (no value clipping, no ``target_kl``), plus the collector's.
+    SB3's PPO arguments, in SB3's order and with SB3's meaning (``clip_range_vf``: value clipping
+    around the values recomputed at the start of the update, which on fresh data are SB3's
+    ``old_values``; ``target_kl``: early stopping of the epochs once the minibatch's ``approx_kl``
+    to the learner at the start of the update exceeds ``1.5 * target_kl``; ``use_sde``,
+    ``sde_sample_freq``: gSDE), plus the collector's. SB3's ``rollout_buffer_class`` and
+    ``rollout_buffer_kwargs`` are not taken: the buffer must store behaviour distributions.
     """
 
-    def __init__(self, policy, env, learning_rate=3e-4, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.99, gae_lambda=0.95, clip_range=0.2, normalize_advantage=True, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, policy, env, learning_rate=3e-4, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.99, gae_lambda=0.95, clip_range=0.2, clip_range_vf=None, normalize_advantage=True, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, use_sde=False, sde_sample_freq=-1, target_kl=None, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(
             policy, env, clip_range=clip_range, objective="ppo", learning_rate=learning_rate, n_steps=n_steps,
             batch_size=batch_size, n_epochs=n_epochs, gamma=gamma, gae_lambda=gae_lambda,
             normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
-            max_grad_norm=max_grad_norm, **kwargs,
+            max_grad_norm=max_grad_norm, clip_range_vf=clip_range_vf, use_sde=use_sde,
+            sde_sample_freq=sde_sample_freq, target_kl=target_kl, **kwargs,
         )
 
 

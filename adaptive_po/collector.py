@@ -11,8 +11,9 @@ behaviour distribution honestly.
 * ``replay = m``: each update also trains on the ``m`` previous rollout batches, each with the
   behaviour distribution stored when it was collected.
 * ``action_noise = sigma``: the actor samples from a perturbed policy: Gaussian noise of scale
-  sigma added to the logits (Discrete) or to the mean (Box), drawn fresh at every step for every
-  environment: the analogue of a sampler whose numerics differ from the trainer's.
+  sigma added to the logits (Discrete, MultiDiscrete, MultiBinary) or to the mean (Box), drawn
+  fresh at every step for every environment: the analogue of a sampler whose numerics differ
+  from the trainer's.
 * ``sampler_temperature = T`` and ``sampler_precision``: the sampler's numerics differ from the
   learner's (:mod:`adaptive_po.sampler`): it samples at temperature T, from a copy of the acting
   parameters held and computed in bf16, fp16 or (per-tensor scaled) fp8.
@@ -23,6 +24,13 @@ behaviour distribution honestly.
 
 The dials compose in one order in both engines: precision (the forward pass), then action noise,
 then temperature.
+
+With gSDE (``use_sde=True``) the actor samples as SB3 does, ``mean + latent_sde @ W`` with the
+acting policy's exploration matrix ``W`` (resampled by :meth:`Collector.reset_noise`, which the
+algorithm calls where SB3's ``collect_rollouts`` calls ``reset_noise``); the behaviour distribution
+recorded per transition is the diagonal Gaussian SB3 evaluates that action under, the mean and
+the state-dependent std. Noise moves the mean, the temperature scales ``latent_sde @ W``. The
+precision dial is refused with gSDE (:func:`validate_policy_settings`).
 """
 
 from __future__ import annotations
@@ -30,14 +38,21 @@ from __future__ import annotations
 import copy
 from collections import deque
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch as th
-from stable_baselines3.common.distributions import CategoricalDistribution, DiagGaussianDistribution, Distribution
+from stable_baselines3.common.distributions import (
+    BernoulliDistribution,
+    CategoricalDistribution,
+    DiagGaussianDistribution,
+    Distribution,
+    MultiCategoricalDistribution,
+    StateDependentNoiseDistribution,
+)
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.preprocessing import preprocess_obs
 from torch import nn
-from torch.distributions import Categorical, Normal
+from torch.distributions import Bernoulli, Categorical, Normal
 
 from adaptive_po import distributions as D
 from adaptive_po import sampler as S
@@ -68,14 +83,39 @@ def validate_off_policy_settings(
         raise ValueError(f"behaviour_log_prob must be one of {BEHAVIOUR_RECORDINGS}, got {behaviour_log_prob!r}")
 
 
-def distribution_params(distribution: Distribution) -> th.Tensor:
-    """The parameters that define an SB3 action distribution, flat per state.
+def validate_policy_settings(use_sde: bool, sampler_precision: str, policy_kwargs: dict[str, Any] | None) -> None:
+    """Raise ``ValueError`` for a policy setting the behaviour recording cannot serve exactly:
+    the precision dial with gSDE (the sampler computes the mean only, not gSDE's state-dependent
+    std), or a tanh-squashed Gaussian (``squash_output``: the stored Gaussian would not be the
+    distribution of the action taken)."""
+    if use_sde and sampler_precision != "fp32":
+        raise ValueError(
+            f"sampler_precision={sampler_precision!r} cannot be combined with use_sde=True: the low-precision "
+            "sampler computes the action mean only, not gSDE's state-dependent std; use the fp32 sampler or use_sde=False"
+        )
+    if (policy_kwargs or {}).get("squash_output", False):
+        raise ValueError(
+            "squash_output=True is not supported: the behaviour distribution is stored as a diagonal Gaussian, "
+            "and a tanh-squashed action's log-probability needs the squashing correction; actions are clipped to the "
+            "Box bounds instead, as SB3's PPO does by default"
+        )
 
-    Categorical: ``(B, n_actions)`` logits. Diagonal Gaussian: ``(B, 2 d)`` = ``[mean, log_std]``.
+
+def distribution_params(distribution: Distribution) -> th.Tensor:
+    """The parameters that define an SB3 action distribution, flat per state (the layouts of
+    :mod:`adaptive_po.distributions`).
+
+    Categorical, MultiCategorical (components concatenated), Bernoulli: ``(B, P)`` logits.
+    Diagonal Gaussian and gSDE: ``(B, 2 d)`` = ``[mean, log_std]`` (gSDE's std is the per-state
+    ``sqrt(latent_sde^2 @ std_W^2 + epsilon)`` SB3 evaluates log-probs with).
     """
     if isinstance(distribution, CategoricalDistribution):
         return distribution.distribution.logits
-    if isinstance(distribution, DiagGaussianDistribution):
+    if isinstance(distribution, MultiCategoricalDistribution):
+        return th.cat([component.logits for component in distribution.distribution], dim=-1)
+    if isinstance(distribution, BernoulliDistribution):
+        return distribution.distribution.logits
+    if isinstance(distribution, (DiagGaussianDistribution, StateDependentNoiseDistribution)):
         normal = distribution.distribution
         return th.cat([normal.mean, th.log(normal.stddev)], dim=-1)
     raise ValueError(f"unsupported action distribution {type(distribution).__name__}")
@@ -84,9 +124,35 @@ def distribution_params(distribution: Distribution) -> th.Tensor:
 def distribution_kind(distribution: Distribution) -> D.Kind:
     if isinstance(distribution, CategoricalDistribution):
         return "categorical"
-    if isinstance(distribution, DiagGaussianDistribution):
+    if isinstance(distribution, MultiCategoricalDistribution):
+        return D.MultiCategorical(tuple(int(n) for n in distribution.action_dims))
+    if isinstance(distribution, BernoulliDistribution):
+        return "bernoulli"
+    if isinstance(distribution, (DiagGaussianDistribution, StateDependentNoiseDistribution)):
         return "gaussian"
     raise ValueError(f"unsupported action distribution {type(distribution).__name__}")
+
+
+def frozen_copy(policy: ActorCriticPolicy) -> ActorCriticPolicy:
+    """A copy of ``policy`` for acting only (eval mode, no gradients). gSDE's distribution holds
+    the exploration matrices drawn with ``rsample`` (tensors with a graph, which ``deepcopy``
+    refuses): the copy gets them detached, and the per-forward state is rebuilt on its first use."""
+    dist = policy.action_dist
+    saved = {}
+    if isinstance(dist, StateDependentNoiseDistribution):
+        state = ("exploration_mat", "exploration_matrices", "weights_dist", "_latent_sde", "distribution")
+        saved = {k: dist.__dict__.pop(k) for k in state if k in dist.__dict__}
+    try:
+        clone = copy.deepcopy(policy)
+    finally:
+        dist.__dict__.update(saved)
+    for name in ("exploration_mat", "exploration_matrices"):
+        if name in saved:
+            setattr(clone.action_dist, name, saved[name].detach().clone())
+    clone.set_training_mode(False)
+    for p in clone.parameters():
+        p.requires_grad_(False)
+    return clone
 
 
 def kl_to_behaviour(distribution: Distribution, behaviour_params: th.Tensor) -> th.Tensor:
@@ -107,11 +173,12 @@ class SamplerActor(nn.Module):
         self.kind = kind
         self.dtype = S.compute_dtype(precision)
 
-    def forward(self, obs: th.Tensor) -> th.Tensor:
+    def forward(self, obs: th.Tensor | dict[str, th.Tensor]) -> th.Tensor:
         policy = self.policy
         pre = preprocess_obs(obs, policy.observation_space, normalize_images=policy.normalize_images)
+        pre = {k: v.to(self.dtype) for k, v in pre.items()} if isinstance(pre, dict) else pre.to(self.dtype)
         extractor = policy.features_extractor if policy.share_features_extractor else policy.pi_features_extractor
-        latent = policy.mlp_extractor.forward_actor(extractor(pre.to(self.dtype)))  # type: ignore[arg-type]
+        latent = policy.mlp_extractor.forward_actor(extractor(pre))  # type: ignore[arg-type]
         out = policy.action_net(latent).float()
         if self.kind == "gaussian":
             out = th.cat([out, policy.log_std.float().expand_as(out)], dim=-1)
@@ -122,7 +189,7 @@ class SamplerActor(nn.Module):
 class ActorStep:
     """What the actor did at one vectorized step."""
 
-    actions: th.Tensor  #: (n_envs,) or (n_envs, d): the sampled actions (unclipped)
+    actions: th.Tensor  #: (n_envs,) or (n_envs, d): the sampled actions (unclipped, flat)
     behaviour_log_prob: th.Tensor  #: (n_envs,) log-prob under the recorded behaviour distribution
     behaviour_params: th.Tensor  #: (n_envs, P) parameters of the recorded behaviour distribution
 
@@ -176,10 +243,7 @@ class Collector:
         self._replay.clear()
         self.updates_seen = 0
         if self.policy_lag > 0:
-            self._actor = copy.deepcopy(policy)
-            self._actor.set_training_mode(False)
-            for p in self._actor.parameters():
-                p.requires_grad_(False)
+            self._actor = frozen_copy(policy)
             self._snapshots.append(self._snapshot(policy))
         else:
             self._actor = None
@@ -187,10 +251,7 @@ class Collector:
             self._noise_generator = th.Generator(device=policy.device)
             self._noise_generator.manual_seed(0 if self.seed is None else int(self.seed) + 7919)
         if self.sampler_precision != "fp32":
-            module = copy.deepcopy(policy)
-            module.set_training_mode(False)
-            for p in module.parameters():
-                p.requires_grad_(False)
+            module = frozen_copy(policy)
             self._sampler = SamplerActor(module, D.kind_of_space(policy.action_space), self.sampler_precision)
             self._refresh_sampler()
 
@@ -218,6 +279,11 @@ class Collector:
         """Index of the update whose parameters act now (0 = initial parameters)."""
         return max(0, self.updates_seen - self.policy_lag)
 
+    def reset_noise(self, n_envs: int) -> None:
+        """gSDE: a new exploration matrix per environment for the acting parameters (the learner
+        at lag 0, the lagged copy otherwise), drawn from their own exploration std."""
+        self.acting_policy.reset_noise(n_envs)
+
     # -- acting ----------------------------------------------------------------------------------
     @th.no_grad()
     def act(self, obs: th.Tensor) -> ActorStep:
@@ -244,10 +310,23 @@ class Collector:
             if self.behaviour_log_prob == "actual":
                 return ActorStep(actions, sampler.log_prob(actions), sampler.logits)
             return ActorStep(actions, distribution.log_prob(actions), clean_params)
+        if kind != "gaussian":  # multicategorical, bernoulli: sampled as SB3 samples them
+            if kind == "bernoulli":
+                actions = Bernoulli(logits=perturbed).sample()
+            else:
+                components = th.split(perturbed, kind.sizes, dim=-1)  # type: ignore[union-attr]
+                actions = th.stack([Categorical(logits=logits).sample() for logits in components], dim=1)
+            if self.behaviour_log_prob == "actual":
+                return ActorStep(actions, D.log_prob(kind, perturbed, actions), perturbed)
+            return ActorStep(actions, distribution.log_prob(actions), clean_params)
 
         mean, log_std = perturbed.chunk(2, dim=-1)
         sampler = Normal(mean, log_std.exp())
-        actions = sampler.sample()
+        if isinstance(distribution, StateDependentNoiseDistribution):
+            # gSDE's own exploration noise latent_sde @ W, scaled by the temperature, around the moved mean
+            actions = mean + self.sampler_temperature * distribution.get_noise(distribution._latent_sde)
+        else:
+            actions = sampler.sample()
         if self.behaviour_log_prob == "actual":
             return ActorStep(actions, sampler.log_prob(actions).sum(-1), perturbed)
         return ActorStep(actions, distribution.log_prob(actions), clean_params)

@@ -1,9 +1,9 @@
 """Training hyper-parameters, typed and validated in one place.
 
 :class:`Hyperparams` is one environment's settings (the RL Zoo's tuned PPO values, read from
-``envs/<name>.yaml``); its fields carry their documentation and their check. The algorithms
-validate their constructor arguments with the same checks (:func:`check_hyperparams`), so a rule
-is written once, whoever the value comes from.
+``adaptive_po/envs/<name>.yaml``); its fields carry their documentation and their check. The
+algorithms validate their constructor arguments with the same checks (:func:`check_hyperparams`),
+so a rule is written once, whoever the value comes from.
 """
 
 from __future__ import annotations
@@ -85,20 +85,28 @@ def policy_name(name: str, value: Any) -> str:
     return value
 
 
+def sample_frequency(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__") or value < -1:
+        raise ValueError(f"{name} must be an integer >= -1 (-1: once per rollout), got {value!r}")
+    return int(value)
+
+
 def mapping(name: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"{name} must be a mapping, got {value!r}")
     return dict(value)
 
 
-POLICIES: tuple[str, ...] = ("MlpPolicy", "CnnPolicy")
+POLICIES: tuple[str, ...] = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
 
 
-def _field(check: Callable[[str, Any], Any], doc: str, *, default: Any = dataclasses.MISSING, role: str = "algorithm", **kw: Any) -> Any:
+def _field(check: Callable[[str, Any], Any], doc: str, *, default: Any = dataclasses.MISSING, role: str = "algorithm", quiet_default: bool = False, **kw: Any) -> Any:
     """A dataclass field with its check, its documentation and its role:
     ``algorithm`` (a constructor argument of every algorithm), ``tuned`` (an argument only of the
-    objectives that declare it) or ``run`` (used by the runner, not the algorithm)."""
-    metadata = {"check": check, "doc": doc, "role": role}
+    objectives that declare it) or ``run`` (used by the runner, not the algorithm).
+    ``quiet_default``: left out of :meth:`Hyperparams.to_json` at its default, so that the
+    ``config.json`` of runs made before the field existed still matches on resume."""
+    metadata = {"check": check, "doc": doc, "role": role, "quiet_default": quiet_default}
     if "default_factory" in kw:
         return field(default_factory=kw["default_factory"], metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -128,6 +136,8 @@ class Hyperparams:
     normalize_advantage: bool = _field(flag, "normalize advantages per minibatch", default=True)
     policy_kwargs: dict[str, Any] = _field(mapping, "SB3 policy keyword arguments (net_arch, activation, ...)", default_factory=dict)
     clip_range: float | Schedule = _field(schedule, "PPO-style clip range (a tuned knob: only objectives that declare it get it)", default=0.2, role="tuned")
+    use_sde: bool = _field(flag, "gSDE exploration (the process engine runs it; the population engine does not)", default=False, quiet_default=True)
+    sde_sample_freq: int = _field(sample_frequency, "with gSDE, steps between new exploration matrices (-1: once per rollout)", default=-1, quiet_default=True)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -166,8 +176,13 @@ class Hyperparams:
         return {name: getattr(self, name) for name in tuned}
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-friendly view (schedules as ``lin_<x>`` strings)."""
-        return {f.name: (repr(v) if isinstance(v, LinearSchedule) else v) for f in dataclasses.fields(self) for v in [getattr(self, f.name)]}
+        """A JSON-friendly view (schedules as ``lin_<x>`` strings; quiet fields only when set)."""
+        return {
+            f.name: (repr(v) if isinstance(v, LinearSchedule) else v)
+            for f in dataclasses.fields(self)
+            for v in [getattr(self, f.name)]
+            if not (f.metadata["quiet_default"] and v == f.default)
+        }
 
 
 def _required(f: dataclasses.Field) -> bool:

@@ -122,12 +122,26 @@ def distribution_kind(action_space: spaces.Space) -> D.Kind:
     return D.kind_of_space(action_space)
 
 
+def check_population_spaces(observation_space: spaces.Space, action_space: spaces.Space, use_sde: bool = False) -> None:
+    """``ValueError`` for what the population engine does not run (the SB3 classes do): gSDE,
+    observations other than Box, actions other than Discrete and one-dimensional Box."""
+    if use_sde:
+        raise ValueError("the population engine does not run gSDE (use_sde=True); use the process engine")
+    if not isinstance(observation_space, spaces.Box):
+        raise ValueError(f"the population engine runs Box observations only, got {observation_space}; use the process engine")
+    if not (isinstance(action_space, spaces.Discrete) or (isinstance(action_space, spaces.Box) and len(action_space.shape) == 1)):
+        raise ValueError(
+            f"the population engine runs Discrete and one-dimensional Box actions only, got {action_space}; use the process engine"
+        )
+
+
 class PopulationLearner:
     """K members of one algorithm, stacked; acting, and one update at a time.
 
     Constructor arguments are those of :class:`~adaptive_po.algorithms.BatchPolicyOptimization`
     (same meaning, units and defaults), except ``members`` (one :class:`Member` each) and the
-    spaces given directly.
+    spaces given directly. MLP policies on Box observations with Discrete or one-dimensional Box
+    actions, without gSDE (:func:`check_population_spaces`); the SB3 classes run the rest.
     """
 
     def __init__(
@@ -152,9 +166,12 @@ class PopulationLearner:
         advantage_estimator: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
         device: str | torch.device = "cpu",
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
     ) -> None:
         if not members:
             raise ValueError("a population needs at least one member")
+        check_population_spaces(observation_space, action_space, use_sde)
         check_hyperparams(
             learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs, gamma=gamma,
             gae_lambda=gae_lambda, normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,

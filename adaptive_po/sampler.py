@@ -7,8 +7,8 @@ with a bf16 learner. These dials reproduce both on the benchmark's small policie
 algorithm and both engines (the :class:`~adaptive_po.collector.Collector` and the population
 engine share the functions here):
 
-* **temperature** ``T``: sample from ``logits / T`` (categorical) or with the std scaled by ``T``
-  (Gaussian: ``log_std + log T``);
+* **temperature** ``T``: sample from ``logits / T`` (categorical, multicategorical, Bernoulli) or
+  with the std scaled by ``T`` (Gaussian: ``log_std + log T``);
 * **precision**: the actor's weights are cast to the sampler's format and the actor's forward
   pass runs at that precision, while the learner stays float32.
 
@@ -79,9 +79,10 @@ def quantize(weights: Tensor, precision: str, batch_dims: int = 0) -> Tensor:
 
 
 def temper(kind: Kind, params: Tensor, temperature: Tensor | float) -> Tensor:
-    """Sampling temperature on flat distribution parameters: ``logits / T``, or the Gaussian's
-    ``log_std + log T`` (its std times T)."""
-    if kind == "categorical":
+    """Sampling temperature on flat distribution parameters: ``logits / T`` (every logit kind:
+    categorical, multicategorical, the bits of a Bernoulli), or the Gaussian's ``log_std + log T``
+    (its std times T)."""
+    if kind != "gaussian":
         return params / temperature
     d = params.shape[-1] // 2
     t = torch.as_tensor(temperature, dtype=params.dtype, device=params.device)

@@ -21,7 +21,7 @@ def _add_grid_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
     parser.add_argument("--backend", default="auto", help="auto (envpool where supported), envpool or gymnasium")
     parser.add_argument("--out", default="runs", help="results root (default: runs/)")
-    parser.add_argument("--envs-dir", default=None, help="folder of environment YAML files (default: envs/)")
+    parser.add_argument("--envs-dir", default=None, help="folder of environment YAML files (default: the suite shipped in the package)")
     parser.add_argument("--timesteps", type=int, default=None, help="override the per-environment budget")
 
 
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train one run into runs/<suite>/<env>/<algo>/<condition>/seed-<n>/")
-    train.add_argument("--env", required=True, help="environment name (a file in envs/)")
+    train.add_argument("--env", required=True, help="environment name (a YAML file of the suite, see `adaptive-po list`)")
     train.add_argument("--algo", default="esspo", help="algorithm name (see `adaptive-po list`)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--lag", type=int, default=0, help="policy lag k: the actor is k updates old")
@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_flag(bench, "runs that differ only in seed, policy lag, action noise or behaviour log-prob train together in one "
         "process (one job)", "population")
 
-    sub.add_parser("list", help="environments, algorithms and suites")
+    listing = sub.add_parser("list", help="environments, algorithms and suites")
+    listing.add_argument("--envs-dir", default=None, help="folder of environment YAML files (default: the suite shipped in the package)")
 
     readme = sub.add_parser("readme", help="refresh the README's results section from a report")
     readme.add_argument("--report", default="runs/quick/report")
@@ -221,13 +222,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return status
 
 
-def _cmd_list(_: argparse.Namespace) -> int:
-    from adaptive_po.harness.config import available_envs, load_env_config
+def _cmd_list(args: argparse.Namespace) -> int:
+    from adaptive_po.harness.config import DEFAULT_ENVS_DIR, available_envs, load_env_config
     from adaptive_po.objectives import OBJECTIVES
     from adaptive_po.harness.suites import SUITES
 
-    print("environments (envs/*.yaml):")
-    for name, path in available_envs().items():
+    print(f"environments ({args.envs_dir or DEFAULT_ENVS_DIR}/*.yaml):")
+    for name, path in available_envs(args.envs_dir).items():
         cfg = load_env_config(path)
         print(f"  {name:18s} ids {cfg.ids}  budgets {cfg.budget}")
     print("algorithms:")

@@ -1,4 +1,7 @@
-"""The benchmark suite as data: one YAML file per environment in ``envs/``, validated.
+"""The benchmark suite as data: one YAML file per environment in ``adaptive_po/envs/``, validated.
+
+The suite ships inside the package (package data), so a non-editable install finds it; a user's
+own suite is any folder of such files (``--envs-dir`` or ``$ADAPTIVE_PO_ENVS``).
 
 Every problem is reported as a :class:`ConfigError` (a ``ValueError``) naming the file and the
 key, before any compute starts.
@@ -15,8 +18,10 @@ import yaml
 
 from adaptive_po.hyperparams import Hyperparams
 
-#: where the suite's YAML files live: ``$ADAPTIVE_PO_ENVS``, else ``envs/`` beside the package
-DEFAULT_ENVS_DIR = Path(os.environ.get("ADAPTIVE_PO_ENVS", Path(__file__).resolve().parents[2] / "envs"))
+#: the suite shipped with the package (``envs/`` at the top of a checkout links here)
+PACKAGED_ENVS_DIR = Path(__file__).resolve().parents[1] / "envs"
+#: where the suite's YAML files live: ``$ADAPTIVE_PO_ENVS``, else the packaged suite
+DEFAULT_ENVS_DIR = Path(os.environ.get("ADAPTIVE_PO_ENVS", PACKAGED_ENVS_DIR))
 
 
 class ConfigError(ValueError):
@@ -25,7 +30,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """One environment of the suite, as validated from ``envs/<name>.yaml``."""
+    """One environment of the suite, as validated from ``<envs_dir>/<name>.yaml``."""
 
     name: str
     ids: dict[str, str]

@@ -16,6 +16,7 @@ Which runs can share a population: :func:`population_key`; splitting a sweep int
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import traceback
@@ -58,7 +59,9 @@ def population_key(spec: RunSpec) -> tuple[Any, ...]:
 
 
 def supports_population(spec: RunSpec) -> bool:
-    """Whether the population engine can run ``spec``: MLP policies (classic control, Box2D).
+    """Whether the population engine can run ``spec``: MLP policies (classic control, Box2D)
+    without gSDE, on Box observations with Discrete or one-dimensional Box actions
+    (:func:`adaptive_po.population.check_population_spaces`); the process engine runs the rest.
 
     CnnPolicy runs (Atari) stay on the process engine: an Atari member's batch is already large
     enough to keep a GPU busy, its frames are large (stacking 50 members' rollouts costs GBs), and
@@ -66,7 +69,33 @@ def supports_population(spec: RunSpec) -> bool:
     """
     from adaptive_po.harness.config import get_env_config
 
-    return get_env_config(spec.env, spec.envs_dir).hyperparams.policy == "MlpPolicy"
+    env_cfg = get_env_config(spec.env, spec.envs_dir)
+    if env_cfg.hyperparams.policy != "MlpPolicy" or env_cfg.hyperparams.use_sde:
+        return False
+    try:
+        backend, env_id = resolve_backend(env_cfg.ids, spec.backend)
+    except ValueError:
+        return False  # the process engine records the reason in the run folder
+    return _population_spaces(env_id, backend)
+
+
+@functools.lru_cache(maxsize=None)
+def _population_spaces(env_id: str, backend: str) -> bool:
+    """Whether the population engine runs ``env_id``'s spaces (one environment is built to see them)."""
+    from adaptive_po.environments import make_vec_env
+    from adaptive_po.population import check_population_spaces
+
+    try:
+        env = make_vec_env(env_id, 1, 0, backend, training=False)
+    except Exception:  # noqa: BLE001 - the process engine records the reason in the run folder
+        return False
+    try:
+        check_population_spaces(env.observation_space, env.action_space)
+    except ValueError:
+        return False
+    finally:
+        env.close()
+    return True
 
 
 def group_populations(specs: Sequence[RunSpec], max_members: int = DEFAULT_MAX_MEMBERS) -> list[list[RunSpec]]:

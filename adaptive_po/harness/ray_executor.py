@@ -20,7 +20,7 @@ goes on.
 Without an address a local Ray instance is started for the sweep, bound to 127.0.0.1 only, and
 shut down at the end; with one (``auto``, ``ray://head:10001``, ``host:6379``) the driver
 connects to that cluster, whose workers need the same ``adaptive-po`` installed (and the
-environment YAML files: ``envs/`` beside the package, or ``$ADAPTIVE_PO_ENVS``).
+environment YAML files: the suite shipped inside the package, or ``$ADAPTIVE_PO_ENVS``).
 """
 
 from __future__ import annotations

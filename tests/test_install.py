@@ -1,0 +1,95 @@
+"""A non-editable install finds its suite from any folder (issue 12).
+
+The package is built from a copy of the sources (a build writes ``build/`` and ``*.egg-info``
+beside them, which must not land in the checkout) and installed with ``pip install <folder>``,
+not ``-e``, into a fresh virtualenv without the system's site-packages: torch first (the CPU
+build the Makefile installs, from pip's local sources and cache), then the package with its
+dependencies resolved by pip. From a folder outside the checkout, ``adaptive-po list`` lists the
+shipped suite and ``adaptive-po train`` trains one of its environments; ``--envs-dir`` still
+reads a user's own suite. Minutes, not seconds: marked ``slow``, which plain ``pytest`` (and so
+``make test``) still runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(cmd: list[str], cwd: Path, timeout: int = 1200) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ADAPTIVE_PO_ENVS", "VIRTUAL_ENV", "PYTHONHOME")}
+    env["OMP_NUM_THREADS"] = "1"
+    result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{cmd} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.mark.slow
+def test_a_wheel_install_runs_the_shipped_suite_from_any_folder(tmp_path):
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    for package in ("adaptive_po", "analysis"):
+        shutil.copytree(ROOT / package, source / package, ignore=ignore)
+
+    environment = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True, system_site_packages=False).create(environment)
+    python = environment / "bin" / "python"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    torch_spec = f"torch=={torch.__version__.split('+')[0]}"
+    _run([str(python), "-m", "pip", "install", "--quiet", torch_spec], cwd=elsewhere)
+    _run([str(python), "-m", "pip", "install", "--quiet", str(source)], cwd=elsewhere)
+
+    # the installed copy, not the checkout, and its suite inside it
+    where = _run([str(python), "-c", "import adaptive_po, pathlib; print(pathlib.Path(adaptive_po.__file__).parent)"], cwd=elsewhere)
+    installed = Path(where.stdout.strip())
+    assert installed.is_relative_to(environment), installed
+    shipped = sorted(p.name for p in (installed / "envs").glob("*.yaml"))
+    assert shipped == sorted(p.name for p in (ROOT / "adaptive_po" / "envs").glob("*.yaml"))
+
+    cli = str(environment / "bin" / "adaptive-po")
+    listing = _run([cli, "list"], cwd=elsewhere).stdout
+    assert str(installed / "envs") in listing and "CartPole-v1" in listing and "Pendulum-v1" in listing
+
+    _run([cli, "train", "--env", "CartPole-v1", "--algo", "esspo", "--timesteps", "1024", "--engine", "process",
+          "--device", "cpu", "--out", str(tmp_path / "runs")], cwd=elsewhere)
+    assert (tmp_path / "runs" / "train" / "CartPole-v1" / "esspo" / "lag0_noise0_replay0" / "seed-0" / "COMPLETE").is_file()
+
+    # a user's own suite, through --envs-dir
+    own = tmp_path / "my-suite"
+    own.mkdir()
+    config = yaml.safe_load((ROOT / "adaptive_po" / "envs" / "CartPole-v1.yaml").read_text())
+    config["name"] = "MyCartPole"
+    (own / "MyCartPole.yaml").write_text(yaml.safe_dump(config))
+    listing = _run([cli, "list", "--envs-dir", str(own)], cwd=elsewhere).stdout
+    assert "MyCartPole" in listing and "Pendulum-v1" not in listing
+    _run([cli, "train", "--env", "MyCartPole", "--envs-dir", str(own), "--algo", "ppo", "--timesteps", "512",
+          "--engine", "process", "--device", "cpu", "--out", str(tmp_path / "runs")], cwd=elsewhere)
+    assert (tmp_path / "runs" / "train" / "MyCartPole" / "ppo" / "lag0_noise0_replay0" / "seed-0" / "COMPLETE").is_file()
+
+
+def test_the_suite_is_package_data():
+    """What the wheel test proves in minutes, checked in milliseconds on every run: the suite lives
+    inside the package, pyproject ships it, and the default folder is the packaged one."""
+    import tomllib
+
+    from adaptive_po.harness.config import DEFAULT_ENVS_DIR, PACKAGED_ENVS_DIR, available_envs
+
+    assert PACKAGED_ENVS_DIR == ROOT / "adaptive_po" / "envs"
+    if "ADAPTIVE_PO_ENVS" not in os.environ:
+        assert DEFAULT_ENVS_DIR == PACKAGED_ENVS_DIR
+    assert {"CartPole-v1", "Pendulum-v1"} <= set(available_envs(PACKAGED_ENVS_DIR))
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["adaptive_po"]
+    assert "envs/*.yaml" in package_data
