@@ -63,7 +63,7 @@ bench-sensitivity: $(STAMP)
 
 # whichever of the three sweeps exist feed one report (docs/results/paper) and the README's paper section
 paper-report: $(STAMP)
-	$(VPY) -m analysis.paper $(wildcard runs/paper runs/sensitivity runs/staleness) --out docs/results/paper
+	$(VPY) -m analysis.paper $(wildcard runs/paper runs/sensitivity runs/sensitivity-* runs/staleness) --out docs/results/paper
 
 mismatch: $(STAMP)
 	$(VPY) benchmarks/sampler_mismatch.py --out docs/results/sampler_mismatch.md
