@@ -205,6 +205,16 @@ def _detached(value: Tensor) -> Tensor:
 # ----------------------------------------------------------------------------------------------
 # Objectives
 # ----------------------------------------------------------------------------------------------
+def _kl_values(batch: PolicyBatch, kl: KLForm) -> Tensor:
+    """Per-sample KL(pi_theta || pi_b) with gradient: the analytic one stored in the batch, or the
+    reference code's sampled estimator."""
+    if kl == "analytic":
+        if batch.kl_behaviour is None:
+            raise ValueError("kl='analytic' needs the behaviour distribution (batch.kl_behaviour is None)")
+        return batch.kl_behaviour
+    return sampled_kl(batch.log_prob, batch.behaviour_log_prob)
+
+
 def ess_policy_loss(
     batch: PolicyBatch,
     *,
@@ -236,12 +246,7 @@ def ess_policy_loss(
     policy_term = -(weight * batch.log_prob * batch.advantages).mean()
 
     kl_weight = (1.0 - ess).to(batch.log_prob.dtype)
-    if kl == "analytic":
-        if batch.kl_behaviour is None:
-            raise ValueError("kl='analytic' needs the behaviour distribution (batch.kl_behaviour is None)")
-        kl_values = batch.kl_behaviour
-    else:
-        kl_values = sampled_kl(batch.log_prob, batch.behaviour_log_prob)
+    kl_values = _kl_values(batch, kl)
     loss = policy_term + kl_weight * kl_values.mean() if regularizer else policy_term
 
     stats = {
@@ -438,12 +443,7 @@ def p3o_loss(batch: PolicyBatch, *, kl: KLForm = "analytic") -> ObjectiveOutput:
         raise ValueError(f"kl must be one of {KL_FORMS}, got {kl!r}")
     if batch.fresh is None or batch.replay_ess is None:
         raise ValueError("p3o_loss needs batch.fresh and batch.replay_ess (needs_replay_info)")
-    if kl == "analytic":
-        if batch.kl_behaviour is None:
-            raise ValueError("kl='analytic' needs the behaviour distribution (batch.kl_behaviour is None)")
-        kl_values = batch.kl_behaviour
-    else:
-        kl_values = sampled_kl(batch.log_prob, batch.behaviour_log_prob)
+    kl_values = _kl_values(batch, kl)
     dtype = batch.log_prob.dtype
     fresh = batch.fresh.to(dtype)
     replayed = 1.0 - fresh

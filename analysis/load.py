@@ -13,10 +13,11 @@ import json
 import math
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -450,3 +451,21 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
         root=root, evals=evals, progress=progress, finals=finals, configs=configs,
         incomplete=incomplete, failed=failed, notes=notes, damaged=damaged, diverged=diverged,
     )
+
+
+def run_reporting(make: Callable[[], Any]) -> Any | None:
+    """Call ``make()`` (a report builder) for a command line: print the warnings it raised, and
+    its ``ValueError`` as an error line; returns its result, or None after an error."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result, error = make(), None
+        except ValueError as exc:
+            result, error = None, exc
+    for w in caught:
+        kind = "" if issubclass(w.category, LoadWarning) else f" ({w.category.__name__})"
+        print(f"warning{kind}: {w.message}", file=sys.stderr)
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
+    return result
+

@@ -38,7 +38,6 @@ import math
 import os
 import sys
 import textwrap
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -54,9 +53,9 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from adaptive_po.harness.contract import atomic_write, atomic_write_text  # noqa: E402
 
-from .load import CONDITION_KEYS, RUN_KEYS, LoadWarning, load_runs, pretty_condition  # noqa: E402
+from .load import CONDITION_KEYS, RUN_KEYS, load_runs, pretty_condition, run_reporting  # noqa: E402
 from .plots import algo_colors  # noqa: E402
-from .stats import DEFAULT_RESAMPLES, CI, iqm  # noqa: E402
+from .stats import DEFAULT_RESAMPLES, CI, add_bootstrap_arguments, parse_report_arguments, iqm  # noqa: E402
 from .tables import to_markdown  # noqa: E402
 
 __all__ = [
@@ -1122,35 +1121,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("roots", nargs="+", type=Path, metavar="RUNS_ROOT",
                    help="suite folders, e.g. runs/paper runs/sensitivity runs/staleness (the first wins on duplicates)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: <first root>/paper)")
-    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap random seed (default 0)")
-    p.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
+    add_bootstrap_arguments(p)
     p.add_argument("--ess-algo", default=ESS_ALGO, help=f"the objective drawn emphasized and judged (default {ESS_ALGO})")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.resamples < 1:
-        print("error: --resamples must be at least 1", file=sys.stderr)
-        return 1
-    if not 0 < args.confidence < 1:
-        print("error: --confidence must be in (0, 1)", file=sys.stderr)
-        return 1
+    args = parse_report_arguments(_parser(), argv)
     out = args.out if args.out is not None else args.roots[0] / "paper"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            rep = make_paper_report(args.roots, out, confidence=args.confidence, n_resamples=args.resamples,
-                                    seed=args.seed, ess_algo=args.ess_algo)
-            error = None
-        except ValueError as exc:
-            rep, error = None, exc
-    for w in caught:
-        kind = "" if issubclass(w.category, LoadWarning) else f" ({w.category.__name__})"
-        print(f"warning{kind}: {w.message}", file=sys.stderr)
-    if error is not None:
-        print(f"error: {error}", file=sys.stderr)
+    rep = run_reporting(lambda: make_paper_report(
+        args.roots, out, confidence=args.confidence, n_resamples=args.resamples, seed=args.seed, ess_algo=args.ess_algo,
+    ))
+    if rep is None:
         return 1
     for name in ("wins_conditions", "wins_staleness"):
         wtl = rep.tables.get(name)

@@ -10,7 +10,6 @@ import argparse
 import os
 import re
 import sys
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -24,9 +23,9 @@ import pandas as pd  # noqa: E402
 
 from adaptive_po.harness.contract import atomic_write, atomic_write_text  # noqa: E402
 
-from .load import LoadedRuns, LoadWarning, load_runs  # noqa: E402
+from .load import LoadedRuns, load_runs, run_reporting  # noqa: E402
 from .plots import algo_colors, plot_ess, plot_learning_curves, plot_noise, plot_staleness  # noqa: E402
-from .stats import DEFAULT_RESAMPLES  # noqa: E402
+from .stats import DEFAULT_RESAMPLES, add_bootstrap_arguments, parse_report_arguments  # noqa: E402
 from .tables import (  # noqa: E402
     Aggregate,
     aggregate_table,
@@ -240,10 +239,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("suite_root", type=Path, help="suite folder, e.g. runs/quick")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: <suite_root>/report)")
-    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
-                   help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap random seed (default 0)")
-    p.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
+    add_bootstrap_arguments(p)
     p.add_argument("--baseline", default="ppo", help="baseline algorithm for normalization and P(improvement)")
     p.add_argument("--reference", choices=("auto", "baseline", "solved"), default="solved",
                    help="normalization reference: the config's solved_threshold, external to the sweep "
@@ -253,28 +249,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.resamples < 1:
-        print("error: --resamples must be at least 1", file=sys.stderr)
-        return 1
-    if not 0 < args.confidence < 1:
-        print("error: --confidence must be in (0, 1)", file=sys.stderr)
-        return 1
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            rep = make_report(
-                args.suite_root, args.out, confidence=args.confidence, n_resamples=args.resamples,
-                seed=args.seed, baseline=args.baseline, reference=args.reference,
-            )
-            error = None
-        except ValueError as exc:
-            rep, error = None, exc
-    for w in caught:
-        kind = "" if issubclass(w.category, LoadWarning) else f" ({w.category.__name__})"
-        print(f"warning{kind}: {w.message}", file=sys.stderr)
-    if error is not None:
-        print(f"error: {error}", file=sys.stderr)
+    args = parse_report_arguments(_parser(), argv)
+    rep = run_reporting(lambda: make_report(
+        args.suite_root, args.out, confidence=args.confidence, n_resamples=args.resamples,
+        seed=args.seed, baseline=args.baseline, reference=args.reference,
+    ))
+    if rep is None:
         return 1
 
     print(f"Aggregate across environments ({rep.aggregate.baseline} = baseline):\n")

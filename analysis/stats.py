@@ -397,3 +397,21 @@ def mean_ci_over_runs(
         lo, hi = _percentile_interval(boot, confidence, axis=0)
         low[cols], high[cols] = lo, hi
     return {"mean": mean, "low": low, "high": high, "n": n}
+
+
+def add_bootstrap_arguments(parser) -> None:
+    """The command-line flags of the bootstrap every report shares: resamples, seed, confidence."""
+    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                        help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap random seed (default 0)")
+    parser.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
+
+
+def parse_report_arguments(parser, argv=None):
+    """Parse a report's command line; bad bootstrap flags are a usage error (exit 2) naming them."""
+    args = parser.parse_args(argv)
+    if args.resamples < 1:
+        parser.error(f"--resamples must be at least 1, got {args.resamples}")
+    if not 0 < args.confidence < 1:
+        parser.error(f"--confidence must be in (0, 1), got {args.confidence}")
+    return args
