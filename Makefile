@@ -30,13 +30,17 @@ $(STAMP): pyproject.toml
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(VPY) -m pip install --quiet -e ".[dev,distributed]"
+	$(VPY) -m pip install --quiet -e ".[dev,distributed,zoo]"
 	@touch $(STAMP)
 
 setup: $(STAMP)
 
+# Every core (pytest-xdist): tests of one xdist_group (the Ray tests, which share one local Ray
+# instance) run on one worker; the slow end-to-end tests are handed out first. TEST_WORKERS=0 runs
+# them one by one in this process.
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(VPY) -m pytest -q
+	$(VPY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 SUITE ?= quick
 WORKERS ?=
@@ -77,7 +81,7 @@ plot: $(STAMP)
 perf: $(STAMP)
 	$(VPY) benchmarks/throughput.py
 	$(VPY) benchmarks/learner.py
-	$(VPY) benchmarks/population.py
+	$(VPY) benchmarks/engines_speed.py
 
 # The quick suite through the process engine too (runs/quick-process), then both engines' per-cell
 # final-return CIs side by side. Needs `make bench` first (runs/quick, population engine).

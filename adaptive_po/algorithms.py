@@ -31,39 +31,38 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
-from stable_baselines3.common.utils import FloatSchedule, explained_variance, obs_as_tensor
+from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
-from torch.nn import functional as F
 
 from adaptive_po import distributions as D
 from adaptive_po.buffers import (
-    ADVANTAGE_ESTIMATORS,
     BehaviourRolloutBuffer,
     DictBehaviourRolloutBuffer,
     Observations,
     StoredRollout,
     behaviour_param_dim,
-    compute_gae,
-    compute_vtrace,
     map_observations,
 )
 from adaptive_po.collector import (
     BehaviourRecording,
     Collector,
-    distribution_kind,
     distribution_params,
-    kl_to_behaviour,
+    env_actions,
+    truncations,
     validate_off_policy_settings,
     validate_policy_settings,
 )
-from adaptive_po.hyperparams import check_hyperparams, schedule
-from adaptive_po.objectives import (
-    KL_FORMS,
-    PolicyBatch,
-    batch_statistics,
-    effective_sample_size_from_log_ratios,
-    get_objective,
-    objective_statistics,
+from adaptive_po.harness.contract import DIAL_DEFAULTS
+from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
+from adaptive_po.objectives import KL_FORMS, get_objective
+from adaptive_po.update import (
+    advantages_and_returns,
+    approx_kl,
+    check_update_settings,
+    mean_reverse_kl,
+    minibatch_loss,
+    reduce_statistics,
+    replay_information,
 )
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
@@ -95,6 +94,23 @@ def _with_fused_adam(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     return kwargs
 
 
+class KnobSchedule(FloatSchedule):
+    """SB3's :class:`FloatSchedule`, the type SB3's PPO holds in ``clip_range`` and
+    ``clip_range_vf`` after construction and after ``load``, that also compares equal to the
+    constant it wraps (``model.clip_range == 0.2``), as the plain number did."""
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FloatSchedule):
+            other = other.value_schedule
+        if isinstance(other, ConstantSchedule):
+            other = other.val
+        if isinstance(self.value_schedule, ConstantSchedule) and isinstance(other, (int, float)):
+            return self.value_schedule.val == other
+        return self.value_schedule == other
+
+    __hash__ = FloatSchedule.__hash__
+
+
 def objective_schedules(objective_kwargs: dict[str, Any]) -> dict[str, Any]:
     """Numbers and callables become SB3 schedules of the remaining progress; flags and strings stay."""
     return {
@@ -108,19 +124,6 @@ def objective_arguments(schedules: dict[str, Any], progress_remaining: float) ->
     return {k: (v(progress_remaining) if callable(v) else v) for k, v in schedules.items()}
 
 
-def replay_information(start_log_prob: th.Tensor, behaviour_log_prob: th.Tensor, n_fresh: int) -> tuple[th.Tensor, th.Tensor]:
-    """``(fresh, replay_ess)`` of one update's data (the fresh rollout first, replayed ones after):
-    a ``(..., N)`` float mask of the fresh transitions and the normalized ESS of pi_prox/pi_b over
-    the replayed ones (1 when none), over the last dimension (both engines; the population engine
-    passes ``(K, N)``)."""
-    n = start_log_prob.shape[-1]
-    fresh = (th.arange(n, device=start_log_prob.device) < n_fresh).to(start_log_prob.dtype).expand_as(start_log_prob)
-    log_ratio = (start_log_prob - behaviour_log_prob)[..., n_fresh:]
-    if log_ratio.dim() == 1:
-        return fresh, effective_sample_size_from_log_ratios(log_ratio)
-    return fresh, th.stack([effective_sample_size_from_log_ratios(row) for row in log_ratio])
-
-
 def policy_latents(policy: ActorCriticPolicy, observations: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
     """An SB3 actor-critic's latent codes ``(latent_pi, latent_vf)`` for ``observations``: the
     forward pass both engines share (the population engine runs it per member under vmap)."""
@@ -129,6 +132,29 @@ def policy_latents(policy: ActorCriticPolicy, observations: th.Tensor) -> tuple[
         return policy.mlp_extractor(features)
     pi_features, vf_features = features
     return policy.mlp_extractor.forward_actor(pi_features), policy.mlp_extractor.forward_critic(vf_features)
+
+
+def policy_heads(policy: ActorCriticPolicy, kind: D.Kind, observations: Any) -> tuple[th.Tensor, th.Tensor]:
+    """An SB3 actor-critic's forward pass to ``(B, P)`` flat distribution parameters (the layouts
+    of :mod:`adaptive_po.distributions`) and ``(B,)`` values: the one forward pass of the training
+    step, for both engines (the population engine runs it per member under vmap). A Gaussian's
+    log-std is the policy's parameter itself; gSDE's state-dependent std comes from SB3's own
+    distribution."""
+    latent_pi, latent_vf = policy_latents(policy, observations)
+    if policy.use_sde:
+        params = distribution_params(policy._get_action_dist_from_latent(latent_pi))
+    else:
+        params = policy.action_net(latent_pi)
+        if kind == "gaussian":
+            params = th.cat([params, policy.log_std.expand_as(params)], dim=-1)
+    return params, policy.value_net(latent_vf).squeeze(-1)
+
+
+#: the per-transition columns of an update's data that a minibatch takes (observations are
+#: selected separately: they may be a dict)
+MINIBATCH_KEYS: tuple[str, ...] = (
+    "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values", "proximal_log_prob", "fresh",
+)
 
 
 class BatchPolicyOptimization(OnPolicyAlgorithm):
@@ -195,12 +221,12 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         max_grad_norm: float = 0.5,
         objective: str | None = None,
         objective_kwargs: dict[str, Any] | None = None,
-        policy_lag: int = 0,
-        replay: int = 0,
-        action_noise: float = 0.0,
-        behaviour_log_prob: BehaviourRecording = "actual",
-        sampler_temperature: float = 1.0,
-        sampler_precision: str = "fp32",
+        policy_lag: int = DIAL_DEFAULTS["policy_lag"],
+        replay: int = DIAL_DEFAULTS["replay"],
+        action_noise: float = DIAL_DEFAULTS["action_noise"],
+        behaviour_log_prob: BehaviourRecording = DIAL_DEFAULTS["behaviour_log_prob"],
+        sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"],
+        sampler_precision: str = DIAL_DEFAULTS["sampler_precision"],
         advantage_estimator: str | None = None,
         use_sde: bool = False,
         sde_sample_freq: int = -1,
@@ -219,37 +245,23 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             gae_lambda=gae_lambda, normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
             max_grad_norm=max_grad_norm,
         )
-        if normalize_advantage and batch_size < 2:
-            raise ValueError(f"batch_size must be > 1 when normalize_advantage=True, got {batch_size!r}")
         self.objective_name = objective or self.default_objective
         self.objective_spec = get_objective(self.objective_name)
         self.objective_kwargs = {**self.objective_spec.kwargs, **(objective_kwargs or {})}
-        self.advantage_estimator = advantage_estimator or self.objective_spec.advantage_estimator
-        if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
-            raise ValueError(f"advantage_estimator must be one of {ADVANTAGE_ESTIMATORS}, got {advantage_estimator!r}")
+        self.advantage_estimator = check_update_settings(
+            self.objective_spec, batch_size=batch_size, normalize_advantage=normalize_advantage,
+            advantage_estimator=advantage_estimator, clip_range_vf=clip_range_vf, target_kl=target_kl,
+        )
         # plain settings are saved with the model; the collector is built from them in _setup_model
-        validate_off_policy_settings(
+        dials = validate_off_policy_settings(
             policy_lag, replay, action_noise, behaviour_log_prob, sampler_temperature, sampler_precision
         )
         check_hyperparams(use_sde=use_sde, sde_sample_freq=sde_sample_freq)
         validate_policy_settings(use_sde, sampler_precision, policy_kwargs)
-        if clip_range_vf is not None:
-            schedule("clip_range_vf", clip_range_vf)
-        if target_kl is not None and (
-            isinstance(target_kl, bool) or not isinstance(target_kl, (int, float)) or not 0 < target_kl < float("inf")
-        ):
-            raise ValueError(f"target_kl must be a number > 0 or None, got {target_kl!r}")
         self.clip_range_vf = clip_range_vf
         self.target_kl = target_kl
-        self.collector_settings = {
-            "policy_lag": policy_lag,
-            # an algorithm that replays by design (P3O) does so unless the run sets its own depth
-            "replay": replay or self.objective_spec.replay,
-            "action_noise": action_noise,
-            "behaviour_log_prob": behaviour_log_prob,
-            "sampler_temperature": sampler_temperature,
-            "sampler_precision": sampler_precision,
-        }
+        # an algorithm that replays by design (P3O) does so unless the run sets its own depth
+        self.collector_settings = {**dials.to_dict(), "replay": replay or self.objective_spec.replay}
         self.objective_state = {k: th.tensor(float(v)) for k, v in self.objective_spec.state.items()}
         super().__init__(
             policy,
@@ -284,21 +296,27 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
 
     def _check_batch_size(self, n_envs: int) -> None:
         rollout_size = self.n_steps * n_envs
+        # SB3's order: a one-transition rollout is reported first, whatever the batch size
+        if self.normalize_advantage and rollout_size < 2:
+            raise HyperparameterError(
+                f"n_steps * n_envs must be > 1 with normalize_advantage (advantages of one transition "
+                f"normalize to NaN), got n_steps * n_envs = {self.n_steps} * {n_envs} = {rollout_size}"
+            )
         if self.batch_size > rollout_size:
-            raise ValueError(
+            raise HyperparameterError(
                 f"batch_size={self.batch_size} is larger than the rollout "
                 f"(n_steps * n_envs = {self.n_steps} * {n_envs} = {rollout_size})"
             )
-        if self.normalize_advantage and rollout_size < 2:
-            raise ValueError(f"n_steps * n_envs must be > 1 with normalize_advantage, got {rollout_size}")
         if rollout_size % self.batch_size:
-            warnings.warn(
-                f"batch_size={self.batch_size} does not divide the rollout size {rollout_size}: "
-                "the last minibatch of each epoch is smaller",
+            warnings.warn(  # SB3's wording, which code and tests written against SB3 match
+                f"batch_size={self.batch_size} does not divide the rollout size n_steps * n_envs = "
+                f"{self.n_steps} * {n_envs} = {rollout_size}: after every {rollout_size // self.batch_size} "
+                f"untruncated mini-batches, there will be a truncated mini-batch of size {rollout_size % self.batch_size}",
                 stacklevel=3,
             )
 
     def _setup_model(self) -> None:
+        self.kind = D.kind_of_space(self.action_space)
         self._setup_lr_schedule()
         self.set_random_seed(self.seed)
         buffer_class = DictBehaviourRolloutBuffer if isinstance(self.observation_space, spaces.Dict) else BehaviourRolloutBuffer
@@ -316,6 +334,8 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             self.observation_space, self.action_space, self.lr_schedule, use_sde=self.use_sde, **self.policy_kwargs
         )
         self.policy = self.policy.to(self.device)
+        if self.clip_range_vf is not None:  # SB3's type, after construction and after load
+            self.clip_range_vf = KnobSchedule(self.clip_range_vf)
         self._objective_schedules = objective_schedules(self.objective_kwargs)
         self.collector = Collector(**self.collector_settings, seed=self.seed)
         self.collector.attach(self.policy)
@@ -350,7 +370,6 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         if self.use_sde:  # gSDE: new exploration matrices, where SB3's collect_rollouts draws them
             self.collector.reset_noise(env.num_envs)
         callback.on_rollout_start()
-        is_box = isinstance(self.action_space, spaces.Box)
         new_obs, dones = self._last_obs, self._last_episode_starts
         while n_steps < n_rollout_steps:
             if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
@@ -360,11 +379,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
                 step = self.collector.act(obs_tensor)
             actions = step.actions.cpu().numpy()
             # flat actions are stored; the environment gets the space's shape (Box bounds clipped)
-            env_actions = actions.reshape((-1, *self.action_space.shape)) if self.action_space.shape else actions
-            if is_box:
-                env_actions = np.clip(env_actions, self.action_space.low, self.action_space.high)
-
-            new_obs, rewards, dones, infos = env.step(env_actions)
+            new_obs, rewards, dones, infos = env.step(env_actions(actions, self.action_space))
             self.num_timesteps += env.num_envs
             callback.update_locals(locals())
             if not callback.on_step():
@@ -382,10 +397,8 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
                 step.behaviour_log_prob,
                 step.behaviour_params,
             )
-            for idx in np.flatnonzero(dones):
-                info = infos[idx]
-                if info.get("terminal_observation") is not None and info.get("TimeLimit.truncated", False):
-                    rollout_buffer.add_timeout(int(idx), info["terminal_observation"])
+            for idx, terminal_observation in truncations(dones, infos):
+                rollout_buffer.add_timeout(idx, terminal_observation)
             self._last_obs = new_obs  # type: ignore[assignment]
             self._last_episode_starts = dones
 
@@ -405,7 +418,8 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
 
     def _advantages(self, batch: StoredRollout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Values, advantages and returns of a stored batch under the current critic."""
+        """Values, advantages and returns of a stored batch under the current critic
+        (:func:`adaptive_po.update.advantages_and_returns`)."""
         n_steps, n_envs = batch.rewards.shape
         flat_obs = map_observations(lambda o: o.reshape(n_steps * n_envs, *o.shape[2:]), batch.observations)
         extra = [batch.last_observation]
@@ -414,23 +428,25 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         all_values = self._values(map_observations(lambda *parts: np.concatenate(parts), flat_obs, *extra))
         values = all_values[: n_steps * n_envs].reshape(n_steps, n_envs)
         last_values = all_values[n_steps * n_envs : n_steps * n_envs + n_envs]
-        rewards = batch.rewards
+        truncation_values = None
         if len(batch.timeout_index):
-            # bootstrap time-limit truncations with the value of the true last observation
-            rewards = rewards.copy()
-            terminal_values = all_values[n_steps * n_envs + n_envs :]
+            truncation_values = np.zeros_like(batch.rewards)
             steps, envs = batch.timeout_index[:, 0], batch.timeout_index[:, 1]
-            np.add.at(rewards, (steps, envs), self.gamma * terminal_values)
+            np.add.at(truncation_values, (steps, envs), all_values[n_steps * n_envs + n_envs :])
+        log_rhos = None
         if self.advantage_estimator == "vtrace":
             log_rhos = self._stored_log_prob(batch) - batch.behaviour_log_prob
-            advantages, returns = compute_vtrace(
-                rewards, values, batch.episode_starts, last_values, batch.last_dones, log_rhos, self.gamma
-            )
-            return values, advantages, returns
-        advantages, returns = compute_gae(
-            rewards, values, batch.episode_starts, last_values, batch.last_dones, self.gamma, self.gae_lambda
+        advantages, returns = advantages_and_returns(
+            self.advantage_estimator, batch.rewards, values, batch.episode_starts, last_values, batch.last_dones,
+            gamma=self.gamma, gae_lambda=self.gae_lambda, truncation_values=truncation_values, log_rhos=log_rhos,
         )
         return values, advantages, returns
+
+    def _flat_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Stored actions as the distributions take them: ``(N,)`` indices for Discrete, ``(N, d)``
+        otherwise (float32, as SB3's buffer yields them)."""
+        actions = actions.astype(np.float32, copy=False)
+        return actions.reshape(-1) if isinstance(self.action_space, spaces.Discrete) else actions
 
     @th.no_grad()
     def _stored_log_prob(self, batch: StoredRollout) -> np.ndarray:
@@ -440,23 +456,21 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             "observations": map_observations(
                 lambda o: th.as_tensor(o.reshape(n_steps * n_envs, *o.shape[2:]), device=self.device), batch.observations
             ),
-            "actions": th.as_tensor(
-                batch.actions.reshape(n_steps * n_envs, *batch.actions.shape[2:]).astype(np.float32, copy=False), device=self.device
-            ),
+            "actions": th.as_tensor(self._flat_actions(batch.actions.reshape(n_steps * n_envs, *batch.actions.shape[2:])), device=self.device),
         }
         return self._log_prob(data).cpu().numpy().reshape(n_steps, n_envs)
 
     def _training_data(self, batches: list[StoredRollout]) -> dict[str, Any]:
-        """Flatten the batches of one update into tensors on the device (``observations``: a dict
-        of tensors for Dict observation spaces)."""
+        """Flatten the batches of one update into tensors on the device, env-major as SB3's own
+        buffer yields them (``observations``: a dict of tensors for Dict observation spaces)."""
         columns: dict[str, list[np.ndarray]] = {
             k: [] for k in ("observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values")
         }
-        flat = RolloutBuffer.swap_and_flatten  # env-major order, as SB3's own buffer yields it
+        flat = RolloutBuffer.swap_and_flatten
         for batch in batches:
             values, advantages, returns = self._advantages(batch)
             columns["observations"].append(map_observations(flat, batch.observations))
-            columns["actions"].append(flat(batch.actions).astype(np.float32, copy=False))  # as SB3's buffer yields them
+            columns["actions"].append(self._flat_actions(flat(batch.actions)))
             columns["behaviour_log_prob"].append(flat(batch.behaviour_log_prob).reshape(-1))
             columns["behaviour_params"].append(flat(batch.behaviour_params))
             columns["advantages"].append(flat(advantages).reshape(-1))
@@ -465,36 +479,18 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         as_tensor = lambda *parts: th.as_tensor(np.concatenate(parts), device=self.device)  # noqa: E731
         return {k: map_observations(as_tensor, *v) for k, v in columns.items()}
 
-    def _evaluate(self, observations: th.Tensor, actions: th.Tensor):  # type: ignore[no-untyped-def]
-        """One forward pass: values, log-probs, entropy and the action distribution itself."""
-        policy = self.policy
-        latent_pi, latent_vf = policy_latents(policy, observations)
-        distribution = policy._get_action_dist_from_latent(latent_pi)
-        values = policy.value_net(latent_vf).flatten()
-        return values, distribution.log_prob(actions), distribution.entropy(), distribution
-
     @th.no_grad()
-    def _log_prob(self, data: dict[str, th.Tensor]) -> th.Tensor:
-        """log pi_theta(a|s) of every stored transition under the current parameters."""
+    def _dist_params(self, data: dict[str, Any]) -> th.Tensor:
+        """``(N, P)`` flat distribution parameters of every stored transition under the current
+        parameters, in chunks."""
         out = []
         for start in range(0, len(data["actions"]), _FORWARD_CHUNK):
-            obs = _rows(data["observations"], slice(start, start + _FORWARD_CHUNK))
-            actions = self._prepare_actions(data["actions"][start : start + _FORWARD_CHUNK])
-            out.append(self.policy.get_distribution(obs).log_prob(actions))  # type: ignore[arg-type]
+            out.append(policy_heads(self.policy, self.kind, _rows(data["observations"], slice(start, start + _FORWARD_CHUNK)))[0])
         return th.cat(out)
 
-    @th.no_grad()
-    def _reverse_kl(self, data: dict[str, th.Tensor]) -> th.Tensor:
-        """Mean analytic KL(pi_b || pi_theta) over the update's data under the current parameters."""
-        total = th.zeros((), dtype=th.float64, device=self.device)
-        for start in range(0, len(data["actions"]), _FORWARD_CHUNK):
-            distribution = self.policy.get_distribution(_rows(data["observations"], slice(start, start + _FORWARD_CHUNK)))
-            kl = D.kl(distribution_kind(distribution), data["behaviour_params"][start : start + _FORWARD_CHUNK], distribution_params(distribution))
-            total = total + kl.to(th.float64).sum()
-        return (total / max(len(data["actions"]), 1)).to(th.float32)
-
-    def _prepare_actions(self, actions: th.Tensor) -> th.Tensor:
-        return actions.long().flatten() if isinstance(self.action_space, spaces.Discrete) else actions
+    def _log_prob(self, data: dict[str, Any]) -> th.Tensor:
+        """log pi_theta(a|s) of every stored transition under the current parameters."""
+        return D.log_prob(self.kind, self._dist_params(data), data["actions"])
 
     def _objective_arguments(self) -> dict[str, Any]:
         return objective_arguments(self._objective_schedules, self._current_progress_remaining)
@@ -502,74 +498,43 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
     def train(self) -> None:
         """One update: recompute advantages, then ``n_epochs`` passes of minibatch gradient steps.
 
-        The loop gives the objective what its registry entry declares (the analytic KL to the
-        behaviour policy with gradient, the proximal log-probs) and computes the statistics every
-        algorithm reports the same way (:func:`~adaptive_po.objectives.batch_statistics`).
+        The maths is :mod:`adaptive_po.update`'s (shared with the population engine); this driver
+        owns SB3's optimizer, its minibatch order (NumPy's global stream), ``target_kl`` early
+        stopping and the logger.
         """
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
-        objective_arguments = self._objective_arguments()
         spec = self.objective_spec
+        schedule_values = self._objective_arguments()
+        arguments = {**schedule_values, **self.objective_state}
 
         current = self.rollout_buffer.freeze(copy=self.collector.replay > 0)
-        batches = self.collector.training_batches(current)
-        data = self._training_data(batches)
-        start_log_prob = self._log_prob(data)  # the proximal policy: the learner before this update
+        data = self._training_data(self.collector.training_batches(current))
+        data["proximal_log_prob"] = self._log_prob(data)  # the learner before this update
         n_samples = len(data["advantages"])
         n_fresh = self.rollout_buffer.buffer_size * self.rollout_buffer.n_envs
-        fresh, replay_ess = replay_information(start_log_prob, data["behaviour_log_prob"], n_fresh)
-        objective_arguments = {**objective_arguments, **self.objective_state}
+        data["fresh"], replay_ess = replay_information(data["proximal_log_prob"], data["behaviour_log_prob"], n_fresh)
         clip_range_vf = None if self.clip_range_vf is None else FloatSchedule(self.clip_range_vf)(self._current_progress_remaining)
 
-        stat_rows: list[dict[str, th.Tensor]] = []
-        loss = th.zeros(())
+        rows: list[dict[str, th.Tensor]] = []
         continue_training = True
         for epoch in range(self.n_epochs):
             permutation = th.as_tensor(np.random.permutation(n_samples), device=self.device)
             for start in range(0, n_samples, self.batch_size):
                 idx = permutation[start : start + self.batch_size]
-                actions = self._prepare_actions(data["actions"][idx])
-                values, log_prob, entropy, distribution = self._evaluate(_rows(data["observations"], idx), actions)
-                advantages = data["advantages"][idx]
-                if self.normalize_advantage and len(advantages) > 1:
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-                with th.set_grad_enabled(spec.needs_kl):
-                    kl_values = kl_to_behaviour(distribution, data["behaviour_params"][idx])
-                batch = PolicyBatch(
-                    log_prob=log_prob,
-                    behaviour_log_prob=data["behaviour_log_prob"][idx],
-                    advantages=advantages,
-                    kl_behaviour=kl_values,
-                    proximal_log_prob=start_log_prob[idx] if spec.needs_proximal else None,
-                    kl_reverse=(
-                        D.kl(distribution_kind(distribution), data["behaviour_params"][idx], distribution_params(distribution))
-                        if spec.needs_reverse_kl else None
-                    ),
-                    fresh=fresh[idx] if spec.needs_replay_info else None,
-                    replay_ess=replay_ess if spec.needs_replay_info else None,
+                minibatch = {name: data[name][idx] for name in MINIBATCH_KEYS}
+                minibatch["replay_ess"] = replay_ess
+                dist_params, values = policy_heads(self.policy, self.kind, _rows(data["observations"], idx))
+                loss, stats = minibatch_loss(
+                    spec, self.kind, dist_params, values, minibatch, arguments, normalize_advantage=self.normalize_advantage,
+                    ent_coef=self.ent_coef, vf_coef=self.vf_coef, clip_range_vf=clip_range_vf,
                 )
-                output = spec.loss(batch, **objective_arguments)
-                if clip_range_vf is not None:  # SB3's value clipping, around the update's start values
-                    start_values = data["values"][idx]
-                    values = start_values + th.clamp(values - start_values, -clip_range_vf, clip_range_vf)
-                value_loss = F.mse_loss(data["returns"][idx], values)
-                entropy_loss = -th.mean(entropy) if entropy is not None else -th.mean(-log_prob)
-                loss = output.loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
-                row = {**batch_statistics(batch), **objective_statistics(output)}
-                row["value_loss"] = value_loss.detach().to(th.float64)
-                row["entropy"] = -entropy_loss.detach().to(th.float64)
-                stat_rows.append(row)
-
-                if self.target_kl is not None:  # SB3's early stopping, before the gradient step
-                    with th.no_grad():
-                        minibatch_log_ratio = log_prob - start_log_prob[idx]
-                        minibatch_kl = float(((th.exp(minibatch_log_ratio) - 1.0) - minibatch_log_ratio).mean())
-                    if minibatch_kl > 1.5 * self.target_kl:
-                        continue_training = False
-                        if self.verbose >= 1:
-                            print(f"Early stopping at step {epoch} due to reaching max kl: {minibatch_kl:.2f}")
-                        break
-
+                rows.append(stats)
+                if self.target_kl is not None and float(stats["approx_kl"]) > 1.5 * self.target_kl:
+                    continue_training = False  # SB3's early stopping, before the gradient step
+                    if self.verbose >= 1:
+                        print(f"Early stopping at step {epoch} due to reaching max kl: {float(stats['approx_kl']):.2f}")
+                    break
                 self.policy.optimizer.zero_grad()
                 loss.backward()
                 th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
@@ -578,41 +543,23 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             if not continue_training:
                 break
 
-        log_ratio = self._log_prob(data) - start_log_prob
-        approx_kl = float(((th.exp(log_ratio) - 1.0) - log_ratio).mean())
+        dist_params = self._dist_params(data)
+        final_kl = approx_kl(D.log_prob(self.kind, dist_params, data["actions"]) - data["proximal_log_prob"])
         if spec.update_state is not None:
-            self.objective_state = spec.update_state(self.objective_state, self._reverse_kl(data), **objective_arguments)
+            reverse_kl = mean_reverse_kl(self.kind, data["behaviour_params"], dist_params)
+            self.objective_state = spec.update_state(self.objective_state, reverse_kl, **schedule_values, **self.objective_state)
             for key, value in self.objective_state.items():
                 self.logger.record(f"train/{key}", float(value))
         self.collector.after_update(self.policy, current)
-        self._record_update(stat_rows, approx_kl, loss, data, objective_arguments)
-
-    def _record_update(self, stat_rows, approx_kl, loss, data, objective_arguments) -> None:  # type: ignore[no-untyped-def]
-        """Reduce the minibatch statistics to the update's, log them as ``train/<name>``, tell the
-        listeners. The names are those of the run-folder contract's progress columns."""
-        column = {k: th.stack([row[k] for row in stat_rows]).cpu().numpy() for k in stat_rows[0]}
-        n_fresh = self.rollout_buffer.buffer_size * self.rollout_buffer.n_envs
-        explained_var = explained_variance(
-            data["values"][:n_fresh].cpu().numpy(), data["returns"][:n_fresh].cpu().numpy()
+        stats = reduce_statistics(
+            rows, approx_kl=final_kl, values=data["values"][:n_fresh], returns=data["returns"][:n_fresh],
+            learning_rate=self.policy.optimizer.param_groups[0]["lr"],
         )
-        stats: dict[str, float] = {
-            "ess": float(column["ess"].mean()),
-            "ess_min": float(column["ess"].min()),
-            "cap_fraction": float(column["cap_fraction"].mean()),
-            "kl_behaviour": float(column["kl_behaviour"].mean()),
-            "kl_behaviour_sampled": float(column["kl_behaviour_sampled"].mean()),
-            "kl_weight": float(column["kl_weight"].mean()),
-            "approx_kl": approx_kl,
-            "ratio_max": float(column["ratio_max"].max()),
-            "ratio_mean": float(column["ratio_mean"].mean()),
-            "ratio_above_2": float(column["ratio_above_2"].mean()),
-            "policy_loss": float(column["policy_loss"].mean()),
-            "value_loss": float(column["value_loss"].mean()),
-            "entropy": float(column["entropy"].mean()),
-            "explained_variance": float(explained_var),
-            "learning_rate": float(self.policy.optimizer.param_groups[0]["lr"]),
-            "loss": float(loss.detach()),
-        }
+        self._record_update({name: float(value) for name, value in stats.items()}, schedule_values, n_samples)
+
+    def _record_update(self, stats: dict[str, float], objective_arguments: dict[str, Any], n_samples: int) -> None:
+        """Log the update's statistics as ``train/<name>`` and tell the listeners. The names are
+        those of the run-folder contract's progress columns."""
         for key, value in stats.items():
             self.logger.record(f"train/{key}", value)
         if "clip_range" in objective_arguments:
@@ -623,7 +570,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         self.logger.record("train/policy_lag", self.collector.policy_lag)
-        stats["n_samples"] = int(len(data["advantages"]))
+        stats["n_samples"] = int(n_samples)
         stats["acting_update"] = self.collector.acting_snapshot_update
         self.last_update_stats = stats
         for listener in self._update_listeners:
@@ -705,12 +652,12 @@ class ESSPO(BatchPolicyOptimization):
         kl: str = "analytic",
         ess_cap: bool = True,
         ess_regularizer: bool = True,
-        policy_lag: int = 0,
-        replay: int = 0,
-        action_noise: float = 0.0,
-        behaviour_log_prob: BehaviourRecording = "actual",
-        sampler_temperature: float = 1.0,
-        sampler_precision: str = "fp32",
+        policy_lag: int = DIAL_DEFAULTS["policy_lag"],
+        replay: int = DIAL_DEFAULTS["replay"],
+        action_noise: float = DIAL_DEFAULTS["action_noise"],
+        behaviour_log_prob: BehaviourRecording = DIAL_DEFAULTS["behaviour_log_prob"],
+        sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"],
+        sampler_precision: str = DIAL_DEFAULTS["sampler_precision"],
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -769,6 +716,14 @@ class _ClippedBase(BatchPolicyOptimization):
         check_hyperparams(clip_range=clip_range)
         self.clip_range = clip_range
         super().__init__(policy, env, objective=objective, objective_kwargs={"clip_range": clip_range, **(extra or {})}, **kwargs)
+
+    def _setup_model(self) -> None:
+        # As SB3's PPO: ``clip_range`` is a FloatSchedule after construction and after ``load``,
+        # and the objective reads this attribute, so ``load(..., custom_objects={"clip_range": x})``
+        # takes effect (the saved objective_kwargs would otherwise keep the old value).
+        self.clip_range = KnobSchedule(self.clip_range)
+        self.objective_kwargs = {**self.objective_kwargs, "clip_range": self.clip_range}
+        super()._setup_model()
 
 
 class PPO(_ClippedBase):

@@ -40,7 +40,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch as th
+from gymnasium import spaces
 from stable_baselines3.common.distributions import (
     BernoulliDistribution,
     CategoricalDistribution,
@@ -57,9 +59,9 @@ from torch.distributions import Bernoulli, Categorical, Normal
 from adaptive_po import distributions as D
 from adaptive_po import sampler as S
 from adaptive_po.buffers import StoredRollout
+from adaptive_po.harness.contract import BEHAVIOUR_RECORDINGS, DIAL_DEFAULTS, DataDials  # noqa: F401 - re-exported
 
 BehaviourRecording = Literal["actual", "policy"]
-BEHAVIOUR_RECORDINGS: tuple[str, ...] = ("actual", "policy")
 
 
 def validate_off_policy_settings(
@@ -67,20 +69,15 @@ def validate_off_policy_settings(
     replay: int,
     action_noise: float,
     behaviour_log_prob: str,
-    sampler_temperature: float = 1.0,
-    sampler_precision: str = "fp32",
-) -> None:
-    """Raise ``ValueError`` naming the first bad setting."""
-    S.validate_sampler_settings(sampler_temperature, sampler_precision)
-    for name, value in (("policy_lag", policy_lag), ("replay", replay)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-    if isinstance(action_noise, bool) or not isinstance(action_noise, (int, float)) or not action_noise >= 0:
-        raise ValueError(f"action_noise must be a number >= 0, got {action_noise!r}")
-    if action_noise == float("inf"):
-        raise ValueError(f"action_noise must be finite, got {action_noise!r}")
-    if behaviour_log_prob not in BEHAVIOUR_RECORDINGS:
-        raise ValueError(f"behaviour_log_prob must be one of {BEHAVIOUR_RECORDINGS}, got {behaviour_log_prob!r}")
+    sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"],
+    sampler_precision: str = DIAL_DEFAULTS["sampler_precision"],
+) -> DataDials:
+    """The settings as :class:`~adaptive_po.harness.contract.DataDials` (the one owner of their
+    validation): ``ValueError`` naming the first bad setting."""
+    return DataDials(
+        policy_lag=policy_lag, replay=replay, action_noise=action_noise, behaviour_log_prob=behaviour_log_prob,
+        sampler_temperature=sampler_temperature, sampler_precision=sampler_precision,
+    )
 
 
 def validate_policy_settings(use_sde: bool, sampler_precision: str, policy_kwargs: dict[str, Any] | None) -> None:
@@ -185,6 +182,27 @@ class SamplerActor(nn.Module):
         return out
 
 
+def env_actions(actions: np.ndarray, action_space: spaces.Space) -> np.ndarray:
+    """Flat sampled actions ``(n, ...)`` as the environments take them: the space's shape, and
+    Box actions clipped to the bounds (SB3's PPO convention). Both engines' rollout loops use it."""
+    if action_space.shape:
+        actions = actions.reshape((-1, *action_space.shape))
+    if isinstance(action_space, spaces.Box):
+        return np.clip(actions, action_space.low, action_space.high)
+    return actions
+
+
+def truncations(dones: np.ndarray, infos: list[dict[str, Any]]) -> list[tuple[int, Any]]:
+    """``(env index, true last observation)`` of the episodes a time limit cut at this step (their
+    returns are bootstrapped with the value of that observation). Both engines' rollout loops use it."""
+    out = []
+    for idx in np.flatnonzero(dones):
+        info = infos[idx]
+        if info.get("terminal_observation") is not None and info.get("TimeLimit.truncated", False):
+            out.append((int(idx), info["terminal_observation"]))
+    return out
+
+
 @dataclass
 class ActorStep:
     """What the actor did at one vectorized step."""
@@ -209,15 +227,15 @@ class Collector:
 
     def __init__(
         self,
-        policy_lag: int = 0,
-        replay: int = 0,
-        action_noise: float = 0.0,
-        behaviour_log_prob: BehaviourRecording = "actual",
+        policy_lag: int = DIAL_DEFAULTS["policy_lag"],
+        replay: int = DIAL_DEFAULTS["replay"],
+        action_noise: float = DIAL_DEFAULTS["action_noise"],
+        behaviour_log_prob: BehaviourRecording = DIAL_DEFAULTS["behaviour_log_prob"],
         seed: int | None = None,
-        sampler_temperature: float = 1.0,
-        sampler_precision: str = "fp32",
+        sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"],
+        sampler_precision: str = DIAL_DEFAULTS["sampler_precision"],
     ) -> None:
-        validate_off_policy_settings(
+        self.dials = validate_off_policy_settings(
             policy_lag, replay, action_noise, behaviour_log_prob, sampler_temperature, sampler_precision
         )
         self.policy_lag = policy_lag

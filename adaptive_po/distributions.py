@@ -30,7 +30,6 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from adaptive_po.objectives import categorical_kl, diag_gaussian_kl
 
 
 @dataclass(frozen=True)
@@ -71,6 +70,30 @@ def kind_of_space(action_space: object) -> Kind:
 
 def _logit_components(kind: MultiCategorical, params: Tensor) -> tuple[Tensor, ...]:
     return torch.split(params, kind.sizes, dim=-1)
+
+
+def categorical_kl(logits_p: Tensor, logits_q: Tensor) -> Tensor:
+    """KL(p || q) per row for categorical distributions given (unnormalized) logits.
+
+    :param logits_p: ``(B, n_actions)`` logits of p (the policy being trained).
+    :param logits_q: ``(B, n_actions)`` logits of q (the behaviour policy).
+    :return: ``(B,)`` KL in nats.
+    """
+    log_p = torch.log_softmax(logits_p, dim=-1)
+    log_q = torch.log_softmax(logits_q, dim=-1)
+    return (log_p.exp() * (log_p - log_q)).sum(-1)
+
+
+def diag_gaussian_kl(mean_p: Tensor, log_std_p: Tensor, mean_q: Tensor, log_std_q: Tensor) -> Tensor:
+    """KL(p || q) per row for diagonal Gaussians, summed over action dimensions.
+
+    :param mean_p, log_std_p: ``(B, d)`` parameters of p (the policy being trained).
+    :param mean_q, log_std_q: ``(B, d)`` parameters of q (the behaviour policy).
+    :return: ``(B,)`` KL in nats.
+    """
+    var_ratio = torch.exp(2.0 * (log_std_p - log_std_q))
+    mean_term = ((mean_p - mean_q) * torch.exp(-log_std_q)) ** 2
+    return (0.5 * (var_ratio + mean_term - 1.0) - (log_std_p - log_std_q)).sum(-1)
 
 
 def bernoulli_kl(logits_p: Tensor, logits_q: Tensor) -> Tensor:

@@ -28,29 +28,40 @@ class LinearSchedule:
         return f"lin_{self.initial:g}"
 
 
-# -- the checks (each raises ValueError naming the value) ------------------------------------------
+class HyperparameterError(ValueError, AssertionError):
+    """A bad hyper-parameter value; the message names the argument and the value.
+
+    A :class:`ValueError` (the right type for a bad argument) that is also an
+    :class:`AssertionError`, the type Stable-Baselines3's PPO raises for the same mistakes
+    (``assert`` statements: a negative ``clip_range_vf``, ``n_steps * n_envs == 1`` with advantage
+    normalization), so code written against SB3 that catches ``AssertionError`` keeps working
+    with these classes. Unlike an ``assert``, it is raised under ``python -O`` too.
+    """
+
+
+# -- the checks (each raises HyperparameterError naming the value) --------------------------------
 def positive_int(name: str, value: Any) -> int:
     # numpy integers are fine; bools are not numbers here
     if isinstance(value, bool) or not hasattr(value, "__index__") or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise HyperparameterError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
 
 def unit_interval(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+        raise HyperparameterError(f"{name} must be a number in [0, 1], got {value!r}")
     return float(value)
 
 
 def non_negative(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < float("inf"):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        raise HyperparameterError(f"{name} must be a finite number >= 0, got {value!r}")
     return float(value)
 
 
 def flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
+        raise HyperparameterError(f"{name} must be true or false, got {value!r}")
     return value
 
 
@@ -60,7 +71,7 @@ def schedule(name: str, value: Any) -> float | Schedule:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if not 0 < value < float("inf"):
-            raise ValueError(f"{name} must be > 0, got {value!r}")
+            raise HyperparameterError(f"{name} must be > 0, got {value!r}")
         return float(value)
     if isinstance(value, str) and value.startswith("lin_"):
         try:
@@ -68,32 +79,32 @@ def schedule(name: str, value: Any) -> float | Schedule:
         except ValueError:
             initial = float("nan")
         if not 0 < initial < float("inf"):
-            raise ValueError(f"{name} must be a number > 0 or 'lin_<number > 0>', got {value!r}")
+            raise HyperparameterError(f"{name} must be a number > 0 or 'lin_<number > 0>', got {value!r}")
         return LinearSchedule(initial)
-    raise ValueError(f"{name} must be a number > 0 or 'lin_<number>', got {value!r}")
+    raise HyperparameterError(f"{name} must be a number > 0 or 'lin_<number>', got {value!r}")
 
 
 def non_empty_text(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+        raise HyperparameterError(f"{name} must be a non-empty string, got {value!r}")
     return value
 
 
 def policy_name(name: str, value: Any) -> str:
     if value not in POLICIES:
-        raise ValueError(f"{name} must be one of {POLICIES}, got {value!r}")
+        raise HyperparameterError(f"{name} must be one of {POLICIES}, got {value!r}")
     return value
 
 
 def sample_frequency(name: str, value: Any) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__") or value < -1:
-        raise ValueError(f"{name} must be an integer >= -1 (-1: once per rollout), got {value!r}")
+        raise HyperparameterError(f"{name} must be an integer >= -1 (-1: once per rollout), got {value!r}")
     return int(value)
 
 
 def mapping(name: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ValueError(f"{name} must be a mapping, got {value!r}")
+        raise HyperparameterError(f"{name} must be a mapping, got {value!r}")
     return dict(value)
 
 
@@ -160,7 +171,7 @@ class Hyperparams:
         try:
             return cls(**data)
         except ValueError as err:  # every check's message starts with the field's name
-            raise ValueError(f"{prefix}{err}") from None
+            raise type(err)(f"{prefix}{err}") from None
 
     def algorithm_kwargs(self) -> dict[str, Any]:
         """Constructor arguments every algorithm takes (the ``algorithm`` fields); the ``tuned``
@@ -191,7 +202,7 @@ def _required(f: dataclasses.Field) -> bool:
 
 def check_hyperparams(**values: Any) -> None:
     """Check algorithm constructor arguments with the rules of the :class:`Hyperparams` fields of
-    the same names (a ``ValueError`` names the first bad one)."""
+    the same names (a :class:`HyperparameterError`, a ``ValueError``, names the first bad one)."""
     fields = {f.name: f for f in dataclasses.fields(Hyperparams)}
     for name, value in values.items():
         fields[name].metadata["check"](name, value)

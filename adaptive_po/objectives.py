@@ -27,7 +27,7 @@ is not: its sequence-level ratio is the geometric mean over a sequence's tokens,
 action per sample is the ratio itself, so GSPO reduces to PPO's clip ("ppo"). R2VPO is not either:
 no public formula details or code for its primal-dual ratio-variance penalty were found.
 
-This module imports torch only.
+This module imports torch and :mod:`adaptive_po.distributions` only.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from typing import Any, Callable, Literal, Mapping
 
 import torch
 from torch import Tensor
+
+from adaptive_po.distributions import categorical_kl, diag_gaussian_kl  # noqa: F401 - re-exported
 
 KLForm = Literal["analytic", "sampled"]
 KL_FORMS: tuple[str, ...] = ("analytic", "sampled")
@@ -126,32 +128,8 @@ def effective_sample_size(ratios: Tensor) -> float:
 
 
 # ----------------------------------------------------------------------------------------------
-# Analytic KL divergences (behaviour distributions stored per transition)
+# KL divergences: the analytic ones live with the distributions (imported here for the objectives)
 # ----------------------------------------------------------------------------------------------
-def categorical_kl(logits_p: Tensor, logits_q: Tensor) -> Tensor:
-    """KL(p || q) per row for categorical distributions given (unnormalized) logits.
-
-    :param logits_p: ``(B, n_actions)`` logits of p (the policy being trained).
-    :param logits_q: ``(B, n_actions)`` logits of q (the behaviour policy).
-    :return: ``(B,)`` KL in nats.
-    """
-    log_p = torch.log_softmax(logits_p, dim=-1)
-    log_q = torch.log_softmax(logits_q, dim=-1)
-    return (log_p.exp() * (log_p - log_q)).sum(-1)
-
-
-def diag_gaussian_kl(mean_p: Tensor, log_std_p: Tensor, mean_q: Tensor, log_std_q: Tensor) -> Tensor:
-    """KL(p || q) per row for diagonal Gaussians, summed over action dimensions.
-
-    :param mean_p, log_std_p: ``(B, d)`` parameters of p (the policy being trained).
-    :param mean_q, log_std_q: ``(B, d)`` parameters of q (the behaviour policy).
-    :return: ``(B,)`` KL in nats.
-    """
-    var_ratio = torch.exp(2.0 * (log_std_p - log_std_q))
-    mean_term = ((mean_p - mean_q) * torch.exp(-log_std_q)) ** 2
-    return (0.5 * (var_ratio + mean_term - 1.0) - (log_std_p - log_std_q)).sum(-1)
-
-
 def sampled_kl(log_prob: Tensor, behaviour_log_prob: Tensor) -> Tensor:
     """The reference code's per-sample KL estimator at the taken action.
 

@@ -13,20 +13,24 @@ and in the data dials (policy lag, action noise, behaviour recording). Stacked p
 * the snapshot history behind the policy lag (each member acts with its own k-old parameters);
 * gradient-norm clipping and GAE under the member's current critic.
 
-What is shared with the SB3 classes, not copied: the objectives and their registry
-(:mod:`adaptive_po.objectives`: loss, :func:`batch_statistics`, :func:`objective_statistics`),
-GAE (:func:`adaptive_po.buffers.compute_gae`), the analytic KLs, and the action-noise dial
-(:func:`adaptive_po.distributions.perturb`). The per-member loss is the SB3 class's ``train()``
-step written as a function of the parameters, so that ``vmap(grad(...))`` applies it to every
-member at once; tests check that one update equals the SB3 class's update member by member.
+What is shared with the SB3 classes, not copied: the training step itself
+(:mod:`adaptive_po.update`: data preparation, the minibatch loss with advantage normalization, KL
+gating, value loss (clipping included) and entropy, and the statistics reduction), the forward pass
+(:func:`adaptive_po.algorithms.policy_heads`), the objectives and their registry, the analytic KLs,
+the data dials (:class:`~adaptive_po.harness.contract.DataDials`) and the action-noise dial
+(:func:`adaptive_po.distributions.perturb`). This class is a thin driver: it stacks members, applies
+:func:`adaptive_po.update.minibatch_loss` per member with ``vmap(grad(...))`` and steps a stacked
+Adam. Knobs it does not run are refused in one place (:data:`adaptive_po.update.POPULATION_REFUSES`).
+Tests check that one update equals the SB3 class's update member by member.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,11 +42,21 @@ from torch.func import functional_call, grad, stack_module_state, vmap
 
 from adaptive_po import distributions as D
 from adaptive_po import sampler as S
-from adaptive_po.algorithms import objective_arguments, objective_schedules, policy_latents, replay_information
-from adaptive_po.buffers import ADVANTAGE_ESTIMATORS, compute_gae, compute_vtrace
-from adaptive_po.collector import SamplerActor, validate_off_policy_settings
+from adaptive_po.algorithms import MINIBATCH_KEYS, BatchPolicyOptimization, objective_arguments, objective_schedules, policy_heads
+from adaptive_po.collector import SamplerActor
+from adaptive_po.harness.contract import DataDials
 from adaptive_po.hyperparams import check_hyperparams
-from adaptive_po.objectives import PolicyBatch, batch_statistics, get_objective, objective_statistics
+from adaptive_po.objectives import get_objective
+from adaptive_po.update import (
+    advantages_and_returns,
+    approx_kl,
+    check_population_settings,
+    check_update_settings,
+    mean_reverse_kl,
+    minibatch_loss,
+    reduce_statistics,
+    replay_information,
+)
 
 #: Adam's constants as SB3's actor-critics use them (eps = 1e-5), see algorithms._with_fused_adam
 ADAM_BETAS = (0.9, 0.999)
@@ -50,15 +64,12 @@ ADAM_EPS = 1e-5
 
 
 @dataclass(frozen=True)
-class Member:
-    """What tells one member from the others: its seed and its data dials."""
+class Member(DataDials):
+    """What tells one member from the others: its seed and its data dials
+    (:class:`~adaptive_po.harness.contract.DataDials`, keyword-only, validated on construction).
+    ``replay`` changes the amount of data per update, so the members of one population share it."""
 
     seed: int
-    policy_lag: int = 0
-    action_noise: float = 0.0
-    behaviour_log_prob: str = "actual"
-    sampler_temperature: float = 1.0
-    sampler_precision: str = "fp32"
 
 
 @dataclass
@@ -110,12 +121,7 @@ class _Heads(nn.Module):
         self.kind = kind
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        policy = self.policy
-        latent_pi, latent_vf = policy_latents(policy, obs)
-        out = policy.action_net(latent_pi)
-        if self.kind == "gaussian":
-            out = torch.cat([out, policy.log_std.expand_as(out)], dim=-1)
-        return out, policy.value_net(latent_vf).squeeze(-1)
+        return policy_heads(self.policy, self.kind, obs)
 
 
 def distribution_kind(action_space: spaces.Space) -> D.Kind:
@@ -135,11 +141,28 @@ def check_population_spaces(observation_space: spaces.Space, action_space: space
         )
 
 
+#: the SB3 class's hyper-parameters the population engine takes as keyword arguments, with the SB3
+#: class's defaults (read from its signature: the defaults live in one place)
+SHARED_HYPERPARAMETERS: tuple[str, ...] = (
+    "learning_rate", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda", "normalize_advantage", "ent_coef",
+    "vf_coef", "max_grad_norm", "use_sde", "sde_sample_freq", "clip_range_vf", "target_kl",
+)
+
+
+def shared_hyperparameters(given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` over the SB3 class's defaults; ``TypeError`` for a name the SB3 class does not take."""
+    parameters = inspect.signature(BatchPolicyOptimization.__init__).parameters
+    unknown = sorted(set(given) - set(SHARED_HYPERPARAMETERS))
+    if unknown:
+        raise TypeError(f"PopulationLearner got unexpected keyword argument(s) {unknown}; it takes {list(SHARED_HYPERPARAMETERS)}")
+    return {name: given.get(name, parameters[name].default) for name in SHARED_HYPERPARAMETERS}
+
+
 class PopulationLearner:
     """K members of one algorithm, stacked; acting, and one update at a time.
 
     Constructor arguments are those of :class:`~adaptive_po.algorithms.BatchPolicyOptimization`
-    (same meaning, units and defaults), except ``members`` (one :class:`Member` each) and the
+    (same meaning, units and defaults: :data:`SHARED_HYPERPARAMETERS` as keyword arguments), except ``members`` (one :class:`Member` each) and the
     spaces given directly. MLP policies on Box observations with Discrete or one-dimensional Box
     actions, without gSDE (:func:`check_population_spaces`); the SB3 classes run the rest.
     """
@@ -152,35 +175,35 @@ class PopulationLearner:
         *,
         objective: str = "esspo",
         objective_kwargs: dict[str, Any] | None = None,
-        learning_rate: float | Callable[[float], float] = 3e-4,
-        n_steps: int = 2048,
-        batch_size: int = 64,
-        n_epochs: int = 10,
-        gamma: float = 0.99,
-        gae_lambda: float = 0.95,
-        normalize_advantage: bool = True,
-        ent_coef: float = 0.0,
-        vf_coef: float = 0.5,
-        max_grad_norm: float = 0.5,
-        replay: int = 0,
+        replay: int | None = None,
         advantage_estimator: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
         device: str | torch.device = "cpu",
-        use_sde: bool = False,
-        sde_sample_freq: int = -1,
+        **hyperparameters: Any,
     ) -> None:
         if not members:
             raise ValueError("a population needs at least one member")
-        check_population_spaces(observation_space, action_space, use_sde)
-        check_hyperparams(
-            learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs, gamma=gamma,
-            gae_lambda=gae_lambda, normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
-            max_grad_norm=max_grad_norm,
+        hp = shared_hyperparameters(hyperparameters)
+        check_population_settings(
+            use_sde=hp["use_sde"], target_kl=hp["target_kl"],
+            **{k: v for k, v in (policy_kwargs or {}).items() if k in ("optimizer_class", "optimizer_kwargs")},
         )
-        for m in members:
-            validate_off_policy_settings(
-                m.policy_lag, replay, m.action_noise, m.behaviour_log_prob, m.sampler_temperature, m.sampler_precision
-            )
+        check_population_spaces(observation_space, action_space, hp["use_sde"])
+        check_hyperparams(**{k: v for k, v in hp.items() if k not in ("clip_range_vf", "target_kl")})
+        self.objective_spec = get_objective(objective)
+        self.advantage_estimator = check_update_settings(
+            self.objective_spec, batch_size=hp["batch_size"], normalize_advantage=hp["normalize_advantage"],
+            advantage_estimator=advantage_estimator, clip_range_vf=hp["clip_range_vf"], target_kl=hp["target_kl"],
+        )
+        self.clip_range_vf = None if hp["clip_range_vf"] is None else FloatSchedule(hp["clip_range_vf"])
+        replays = {m.replay for m in members}
+        if len(replays) > 1 or (replay is not None and replays != {0} and replays != {replay}):
+            raise ValueError(f"the members of a population share one replay depth, got members {sorted(replays)} and replay={replay!r}")
+        replay = replay if replay is not None else replays.pop()
+        DataDials(replay=replay)  # validated as a dial
+        learning_rate, n_steps, batch_size, n_epochs = hp["learning_rate"], hp["n_steps"], hp["batch_size"], hp["n_epochs"]
+        gamma, gae_lambda, normalize_advantage = hp["gamma"], hp["gae_lambda"], hp["normalize_advantage"]
+        ent_coef, vf_coef, max_grad_norm = hp["ent_coef"], hp["vf_coef"], hp["max_grad_norm"]
         #: the low precisions present: the sampler's forward pass runs once per precision
         self.precisions = sorted({m.sampler_precision for m in members} - {"fp32"})
         self.members = list(members)
@@ -188,19 +211,15 @@ class PopulationLearner:
         self.device = torch.device(device)
         self.kind = distribution_kind(action_space)
         self.observation_space, self.action_space = observation_space, action_space
-        self.spec = get_objective(objective)
-        self.advantage_estimator = advantage_estimator or self.spec.advantage_estimator
-        if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
-            raise ValueError(f"advantage_estimator must be one of {ADVANTAGE_ESTIMATORS}, got {advantage_estimator!r}")
         self.objective_name = objective
-        self.objective_kwargs = {**self.spec.kwargs, **(objective_kwargs or {})}
+        self.objective_kwargs = {**self.objective_spec.kwargs, **(objective_kwargs or {})}
         self._objective_schedules = objective_schedules(self.objective_kwargs)
         self.lr_schedule = FloatSchedule(learning_rate)
         self.n_steps, self.batch_size, self.n_epochs = n_steps, batch_size, n_epochs
         self.gamma, self.gae_lambda = gamma, gae_lambda
         self.normalize_advantage = normalize_advantage
         self.ent_coef, self.vf_coef, self.max_grad_norm = ent_coef, vf_coef, max_grad_norm
-        self.replay = replay or self.spec.replay  # P3O replays by design unless the run sets a depth
+        self.replay = replay or self.objective_spec.replay  # P3O replays by design unless the run sets a depth
 
         # Parameters as the SB3 class makes them: seed everything, then build the policy.
         policies = []
@@ -224,7 +243,8 @@ class PopulationLearner:
         self._adam_count = 0
 
         self.alive = torch.ones(self.k, dtype=torch.bool, device=self.device)
-        self.n_updates = 0
+        #: updates done so far (SB3's ``_n_updates`` counts gradient epochs instead: not this)
+        self.updates_done = 0
         self.lags = [m.policy_lag for m in self.members]
         self._history: deque[dict[str, Tensor]] = deque([self._initial], maxlen=max(self.lags) + 1)
         self._acting = self._initial
@@ -232,7 +252,7 @@ class PopulationLearner:
         self.noise = torch.tensor([m.action_noise for m in self.members], device=self.device, dtype=torch.float32)
         self.temperature = torch.tensor([m.sampler_temperature for m in self.members], device=self.device, dtype=torch.float32)
         self.objective_state = {
-            k: torch.full((self.k,), float(v), device=self.device) for k, v in self.spec.state.items()
+            k: torch.full((self.k,), float(v), device=self.device) for k, v in self.objective_spec.state.items()
         }
         self.record_actual = torch.tensor([m.behaviour_log_prob == "actual" for m in self.members], device=self.device)
         self.action_generators = [self._generator(m.seed) for m in self.members]
@@ -266,11 +286,11 @@ class PopulationLearner:
     @property
     def acting_updates(self) -> list[int]:
         """For each member, the index of the update whose parameters act now (0 = initial)."""
-        return [max(0, self.n_updates - lag) for lag in self.lags]
+        return [max(0, self.updates_done - lag) for lag in self.lags]
 
     def _refresh_acting_params(self) -> None:
         """Each member acts with the parameters of ``policy_lag`` updates ago (its own)."""
-        newest = self.n_updates
+        newest = self.updates_done
         slots = [len(self._history) - 1 - (newest - u) for u in self.acting_updates]
         if len(set(slots)) == 1:
             self._acting = self._history[slots[0]]
@@ -332,7 +352,8 @@ class PopulationLearner:
 
     @torch.no_grad()
     def _advantages(self, batch: StackedRollout) -> tuple[Tensor, Tensor, Tensor]:
-        """Values, advantages and returns ``(K, T, E)`` under each member's current critic."""
+        """Values, advantages and returns ``(K, T, E)`` under each member's current critic
+        (:func:`adaptive_po.update.advantages_and_returns` on the ``(T, K * E)`` columns)."""
         k, t, e = batch.rewards.shape
         obs = torch.cat(
             [batch.observations.reshape(k, t * e, *batch.observations.shape[3:]), batch.last_observation,
@@ -343,23 +364,19 @@ class PopulationLearner:
         values = all_values[:, : t * e].reshape(k, t, e)
         last_values = all_values[:, t * e : t * e + e]
         terminal_values = all_values[:, t * e + e :].reshape(k, t, e)
-        rewards = batch.rewards + self.gamma * torch.where(batch.timeout, terminal_values, torch.zeros_like(terminal_values))
-        # GAE is per (member, env) column: the shared NumPy routine runs on (T, K * E)
+        truncation_values = torch.where(batch.timeout, terminal_values, torch.zeros_like(terminal_values))
         to_np = lambda x: x.permute(1, 0, 2).reshape(t, k * e).cpu().numpy()  # noqa: E731
-        if self.advantage_estimator == "gae":
-            advantages, returns = compute_gae(
-                to_np(rewards), to_np(values), to_np(batch.episode_starts), last_values.reshape(k * e).cpu().numpy(),
-                batch.last_dones.reshape(k * e).cpu().numpy(), self.gamma, self.gae_lambda,
-            )
-        back = lambda a: torch.as_tensor(a, device=self.device).reshape(t, k, e).permute(1, 0, 2)  # noqa: E731
+        log_rhos = None
         if self.advantage_estimator == "vtrace":
             obs_flat = batch.observations.reshape(k, t * e, *batch.observations.shape[3:])
             actions_flat = batch.actions.reshape(k, t * e, *batch.actions.shape[3:])
-            log_rhos = self._log_prob(self.params, obs_flat, actions_flat).reshape(k, t, e) - batch.behaviour_log_prob
-            advantages, returns = compute_vtrace(
-                to_np(rewards), to_np(values), to_np(batch.episode_starts), last_values.reshape(k * e).cpu().numpy(),
-                batch.last_dones.reshape(k * e).cpu().numpy(), to_np(log_rhos), self.gamma,
-            )
+            log_rhos = to_np(self._log_prob(self.params, obs_flat, actions_flat).reshape(k, t, e) - batch.behaviour_log_prob)
+        advantages, returns = advantages_and_returns(
+            self.advantage_estimator, to_np(batch.rewards), to_np(values), to_np(batch.episode_starts),
+            last_values.reshape(k * e).cpu().numpy(), batch.last_dones.reshape(k * e).cpu().numpy(),
+            gamma=self.gamma, gae_lambda=self.gae_lambda, truncation_values=to_np(truncation_values), log_rhos=log_rhos,
+        )
+        back = lambda a: torch.as_tensor(a, device=self.device).reshape(t, k, e).permute(1, 0, 2)  # noqa: E731
         return values, back(advantages), back(returns)
 
     def _training_data(self, batches: list[StackedRollout]) -> dict[str, Tensor]:
@@ -379,36 +396,14 @@ class PopulationLearner:
     def _log_prob(self, params: dict[str, Tensor], obs: Tensor, actions: Tensor) -> Tensor:
         return D.log_prob(self.kind, self.forward(params, obs)[0], actions)
 
-    def _member_loss(self, params, buffers, mb, state, arguments):  # type: ignore[no-untyped-def]
-        """One member's minibatch loss: the SB3 class's ``train()`` step as a pure function."""
+    def _member_loss(self, params, buffers, mb, state, arguments, clip_range_vf):  # type: ignore[no-untyped-def]
+        """One member's minibatch loss (:func:`adaptive_po.update.minibatch_loss`) as a function
+        of its parameters, for ``vmap(grad(...))``; ``state`` is the member's objective state."""
         dist_params, values = self._heads(params, buffers, mb["observations"])
-        log_prob = D.log_prob(self.kind, dist_params, mb["actions"])
-        entropy = D.entropy(self.kind, dist_params)
-        advantages = mb["advantages"]
-        if self.normalize_advantage and advantages.shape[0] > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        kl_values = D.kl(self.kind, dist_params, mb["behaviour_params"])
-        if not self.spec.needs_kl:
-            kl_values = kl_values.detach()
-        batch = PolicyBatch(
-            log_prob=log_prob,
-            behaviour_log_prob=mb["behaviour_log_prob"],
-            advantages=advantages,
-            kl_behaviour=kl_values,
-            proximal_log_prob=mb["proximal_log_prob"] if self.spec.needs_proximal else None,
-            kl_reverse=D.kl(self.kind, mb["behaviour_params"], dist_params) if self.spec.needs_reverse_kl else None,
-            fresh=mb["fresh"] if self.spec.needs_replay_info else None,
-            replay_ess=mb["replay_ess"] if self.spec.needs_replay_info else None,
+        return minibatch_loss(
+            self.objective_spec, self.kind, dist_params, values, mb, {**arguments, **state}, normalize_advantage=self.normalize_advantage,
+            ent_coef=self.ent_coef, vf_coef=self.vf_coef, clip_range_vf=clip_range_vf,
         )
-        output = self.spec.loss(batch, **arguments, **state)
-        value_loss = torch.mean((mb["returns"] - values) ** 2)
-        entropy_loss = -torch.mean(entropy)
-        loss = output.loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
-        stats = {**batch_statistics(batch), **objective_statistics(output)}
-        stats["value_loss"] = value_loss.detach().to(torch.float64)
-        stats["entropy"] = -entropy_loss.detach().to(torch.float64)
-        stats["loss"] = loss.detach().to(torch.float64)
-        return loss, stats
 
     def _adam_step(self, grads: dict[str, Tensor], lr: float) -> None:
         """Per-member global-norm clipping, then Adam (torch.optim.Adam's update, eps 1e-5)."""
@@ -440,38 +435,42 @@ class PopulationLearner:
         keyed by the names of the run-folder contract's progress columns (plus ``loss``).
         """
         lr = self.lr_schedule(progress_remaining)
-        arguments = self.objective_arguments(progress_remaining)
+        schedule_values = self.objective_arguments(progress_remaining)
+        clip_range_vf = None if self.clip_range_vf is None else self.clip_range_vf(progress_remaining)
         batches = [rollout, *reversed(self._replay)] if self.replay > 0 else [rollout]
         data = self._training_data(batches)
         data["proximal_log_prob"] = self._log_prob(self.params, data["observations"], data["actions"])
-        start_log_prob = data["proximal_log_prob"]
         n_samples = data["advantages"].shape[1]
         n_fresh = rollout.rewards.shape[1] * rollout.rewards.shape[2]
-        data["fresh"], replay_ess = replay_information(start_log_prob, data["behaviour_log_prob"], n_fresh)
-        per_member_grad = vmap(grad(self._member_loss, has_aux=True), in_dims=(0, 0, 0, 0, None))
-        keys = ("observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "proximal_log_prob", "fresh")
+        data["fresh"], replay_ess = replay_information(data["proximal_log_prob"], data["behaviour_log_prob"], n_fresh)
+        member_grad = grad(self._member_loss, has_aux=True)
+        per_member_grad = vmap(member_grad, in_dims=(0, 0, 0, 0, None, None))
         rows: list[dict[str, Tensor]] = []
         members = torch.arange(self.k, device=self.device)[:, None]
         for _epoch in range(self.n_epochs):
             order = torch.as_tensor(np.stack([rng.permutation(n_samples) for rng in self.permutation_rngs]), device=self.device)
             for start in range(0, n_samples, self.batch_size):
                 idx = order[:, start : start + self.batch_size]
-                minibatch = {name: data[name][members, idx] for name in keys}
+                minibatch = {name: data[name][members, idx] for name in ("observations", *MINIBATCH_KEYS)}
                 minibatch["replay_ess"] = replay_ess
-                grads, stats = per_member_grad(self.params, self.buffers, minibatch, self.objective_state, arguments)
+                grads, stats = per_member_grad(
+                    self.params, self.buffers, minibatch, self.objective_state, schedule_values, clip_range_vf
+                )
                 self._adam_step(grads, lr)
                 rows.append(stats)
-        log_ratio = self._log_prob(self.params, data["observations"], data["actions"]) - start_log_prob
-        if self.spec.update_state is not None:
-            with torch.no_grad():
-                reverse_kl = D.kl(self.kind, data["behaviour_params"], self.forward(self.params, data["observations"])[0]).mean(1)
-                update = vmap(lambda st, kl: self.spec.update_state(st, kl, **arguments, **st))
+        with torch.no_grad():
+            dist_params = self.forward(self.params, data["observations"])[0]
+            final_kl = approx_kl(D.log_prob(self.kind, dist_params, data["actions"]) - data["proximal_log_prob"])
+            if self.objective_spec.update_state is not None:
+                reverse_kl = mean_reverse_kl(self.kind, data["behaviour_params"], dist_params)
+                update = vmap(lambda st, kl: self.objective_spec.update_state(st, kl, **schedule_values, **st))
                 new_state = update(self.objective_state, reverse_kl)
-            alive = self.alive
-            self.objective_state = {k: torch.where(alive, v, self.objective_state[k]) for k, v in new_state.items()}
-        self.n_updates += 1
+                self.objective_state = {k: torch.where(self.alive, v, self.objective_state[k]) for k, v in new_state.items()}
+        self.updates_done += 1
         self._after_update(rollout)
-        return self._reduce(rows, ((torch.exp(log_ratio) - 1.0) - log_ratio).mean(1), data, rollout, lr)
+        return reduce_statistics(
+            rows, approx_kl=final_kl, values=data["values"][:, :n_fresh], returns=data["returns"][:, :n_fresh], learning_rate=lr,
+        )
 
     def _after_update(self, rollout: StackedRollout) -> None:
         if self.replay > 0:
@@ -481,32 +480,6 @@ class PopulationLearner:
         else:
             self._history[0] = self.params
         self._refresh_acting_params()
-
-    def _reduce(self, rows, approx_kl, data, rollout, lr) -> dict[str, Tensor]:  # type: ignore[no-untyped-def]
-        column = {name: torch.stack([row[name] for row in rows], dim=1) for name in rows[0]}  # (K, n_minibatches)
-        n_fresh = rollout.rewards.shape[1] * rollout.rewards.shape[2]
-        values, returns = data["values"][:, :n_fresh].double(), data["returns"][:, :n_fresh].double()
-        var_y = returns.var(dim=1, unbiased=False)
-        explained = torch.where(var_y == 0, torch.full_like(var_y, float("nan")), 1 - (returns - values).var(dim=1, unbiased=False) / var_y)
-        stats = {
-            "ess": column["ess"].mean(1),
-            "ess_min": column["ess"].amin(1),
-            "cap_fraction": column["cap_fraction"].mean(1),
-            "kl_behaviour": column["kl_behaviour"].mean(1),
-            "kl_behaviour_sampled": column["kl_behaviour_sampled"].mean(1),
-            "kl_weight": column["kl_weight"].mean(1),
-            "approx_kl": approx_kl.double(),
-            "ratio_max": column["ratio_max"].amax(1),
-            "ratio_mean": column["ratio_mean"].mean(1),
-            "ratio_above_2": column["ratio_above_2"].mean(1),
-            "policy_loss": column["policy_loss"].mean(1),
-            "value_loss": column["value_loss"].mean(1),
-            "entropy": column["entropy"].mean(1),
-            "explained_variance": explained,
-            "learning_rate": torch.full((self.k,), float(lr), dtype=torch.float64, device=self.device),
-            "loss": column["loss"][:, -1],
-        }
-        return stats
 
     # -- failure isolation ------------------------------------------------------------------------
     def finite_members(self) -> Tensor:

@@ -26,15 +26,15 @@ distribution at T = 1 (the ``policy`` recording: trusting the trainer's probabil
 
 from __future__ import annotations
 
-import math
 
 import torch
 from torch import Tensor
 
 from adaptive_po.distributions import Kind
+from adaptive_po.harness.contract import SAMPLER_PRECISIONS, DataDials
 
-#: the sampler's number formats; ``fp32`` is the learner's own (no mismatch)
-PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2")
+#: the sampler's number formats; ``fp32`` is the learner's own (no mismatch); owned by the data dials
+PRECISIONS: tuple[str, ...] = SAMPLER_PRECISIONS
 
 _CAST_DTYPES: dict[str, torch.dtype] = {
     "bf16": torch.bfloat16,
@@ -45,11 +45,8 @@ _CAST_DTYPES: dict[str, torch.dtype] = {
 
 
 def validate_sampler_settings(temperature: float, precision: str) -> None:
-    """Raise ``ValueError`` naming the bad setting."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (0 < temperature < math.inf):
-        raise ValueError(f"sampler temperature must be a finite number > 0, got {temperature!r}")
-    if precision not in PRECISIONS:
-        raise ValueError(f"sampler precision must be one of {PRECISIONS}, got {precision!r}")
+    """Raise ``ValueError`` naming the bad setting (the data dials' own validation)."""
+    DataDials(sampler_temperature=temperature, sampler_precision=precision)
 
 
 def compute_dtype(precision: str) -> torch.dtype:

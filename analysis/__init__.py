@@ -7,27 +7,37 @@ the ``COMPLETE``/``FAILED`` markers) and imports nothing of the training package
 torch-free module, so results copied from another machine can be analysed as they are.
 
 * :mod:`analysis.load`: :func:`load_runs` -> :class:`LoadedRuns` (tidy eval / progress / finals frames)
-* :mod:`analysis.stats`: IQM, bootstrap and stratified bootstrap CIs, probability of improvement,
-  normalization, interpolation onto a step grid, AUC
+* :mod:`analysis.stats`: the one bootstrap primitive (:func:`bootstrap`) and every interval built
+  on it (IQM, stratified, IQM difference, performance profile, probability of improvement, curve
+  bands), the one normalization, interpolation onto a step grid, AUC
+* :mod:`analysis.conditions`: the data-condition vocabulary (fresh data, headline conditions)
+* :mod:`analysis.labels`: the one order and the names of algorithms, conditions and levels
 * :mod:`analysis.tables`: per-condition table, normalization references, aggregate table, Markdown
-* :mod:`analysis.plots`: learning curves, staleness and noise ablations, ESS over training
-* :mod:`analysis.report`: :func:`make_report` and the ``python -m analysis`` command
-* :mod:`analysis.paper`: the paper's analysis over several suites (externally normalized IQM vs
-  condition, staleness and mismatch level, performance profiles, the tuning tax and the retuning
-  cost) and the ``python -m analysis.paper ROOT... --out DIR`` command
+* :mod:`analysis.plots`: every figure (suite report and paper report)
+* :mod:`analysis.report`: :func:`make_report`, the ``python -m analysis`` command and the one
+  way outputs are saved (:func:`analysis.report.save_figure`, :func:`analysis.report.save_csv`)
+* :mod:`analysis.paper_data`, :mod:`analysis.comparisons`, :mod:`analysis.tuning`,
+  :mod:`analysis.paper_report`: the paper's analysis over several suites (loading and external
+  normalization; IQM per level and verdicts; the tuning tax; the report as a list of sections)
+* :mod:`analysis.paper`: their public names and the ``python -m analysis.paper ROOT... --out DIR``
+  command
 """
 
 from .load import CONDITION_KEYS, RUN_KEYS, LoadedRuns, LoadWarning, load_runs
 from .stats import (
     CI,
+    Bootstrap,
     auc,
+    bootstrap,
     bootstrap_ci,
     common_grid,
     interpolate_to_grid,
     iqm,
     iqm_ci,
+    iqm_difference_ci,
     mean_ci_over_runs,
     normalize_score,
+    performance_profile,
     probability_of_improvement,
     probability_of_improvement_ci,
     stratified_bootstrap_ci,
@@ -40,14 +50,18 @@ __all__ = [
     "LoadWarning",
     "load_runs",
     "CI",
+    "Bootstrap",
     "auc",
+    "bootstrap",
     "bootstrap_ci",
     "common_grid",
     "interpolate_to_grid",
     "iqm",
     "iqm_ci",
+    "iqm_difference_ci",
     "mean_ci_over_runs",
     "normalize_score",
+    "performance_profile",
     "probability_of_improvement",
     "probability_of_improvement_ci",
     "stratified_bootstrap_ci",

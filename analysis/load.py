@@ -24,6 +24,7 @@ import pandas as pd
 
 from adaptive_po.harness import contract
 
+from .labels import pretty_condition
 from .stats import auc as _auc
 from .stats import common_grid, interpolate_to_grid
 
@@ -33,7 +34,7 @@ __all__ = [
     "LoadWarning",
     "LoadedRuns",
     "load_runs",
-    "pretty_condition",
+    "pretty_condition",  # :func:`analysis.labels.pretty_condition`, re-exported
 ]
 
 #: Columns that identify a run (one row per run in ``finals``); the contract's RUN_KEYS as a list.
@@ -68,28 +69,6 @@ _PROGRESS = _CsvSchema.of(contract.PROGRESS_COLUMNS)
 
 class LoadWarning(UserWarning):
     """Runs left out (incomplete or failed) or other anomalies found while loading."""
-
-
-def pretty_condition(
-    policy_lag: int, action_noise: float, replay: int, behaviour_log_prob: str = "actual",
-    sampler_temperature: float = 1.0, sampler_precision: str = "fp32",
-) -> str:
-    """A short human label for plots: ``lag 4, noise 0.5`` (replay, the sampler's temperature and
-    precision and the behaviour log-prob shown only when not at their defaults), e.g.
-    ``lag 0, noise 0, T=1.2`` or ``lag 0, noise 0, fp8-e4m3, learner log-prob``. The arguments
-    follow :data:`CONDITION_KEYS`."""
-    parts = [f"lag {int(policy_lag)}", f"noise {format(float(action_noise), 'g')}"]
-    if int(replay):
-        parts.append(f"replay {int(replay)}")
-    if float(sampler_temperature) != 1.0:
-        parts.append(f"T={format(float(sampler_temperature), 'g')}")
-    if sampler_precision != "fp32":
-        parts.append(str(sampler_precision))
-    if behaviour_log_prob == "policy":
-        parts.append("learner log-prob")
-    elif behaviour_log_prob != "actual":
-        parts.append(f"blp {behaviour_log_prob}")
-    return ", ".join(parts)
 
 
 @dataclass
@@ -213,7 +192,7 @@ def _parse_config(path: Path) -> dict:
             if not _is_number(val) or not math.isfinite(val):
                 raise ValueError(f"{path}: '{key}' must be a number, got {val!r}")
             out[key] = float(val)
-    blp = cfg.get("behaviour_log_prob", "actual")
+    blp = cfg.get("behaviour_log_prob", contract.DIAL_DEFAULTS["behaviour_log_prob"])
     if not isinstance(blp, str) or not blp:
         raise ValueError(f"{path}: 'behaviour_log_prob' must be a string, got {blp!r}")
     out["behaviour_log_prob"] = blp

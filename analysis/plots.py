@@ -1,15 +1,18 @@
-"""Figures: learning curves, staleness (policy lag) and action-noise ablations, ESS over training.
+"""Figures of the suite report (learning curves, staleness and action-noise ablations, ESS over
+training) and of the paper report (aggregate IQM vs condition, staleness and mismatch level,
+performance and tuning profiles, retuning cost).
 
 Every function returns a matplotlib ``Figure`` (Agg backend) and leaves saving to the caller
-(:func:`analysis.report.make_report` saves them atomically). Colours are fixed per algorithm
-through one palette (:func:`algo_colors`) shared by all figures; legends sit below the axes,
-outside the data.
+(:func:`analysis.report.save_figure` saves atomically). Colours are fixed per algorithm through one
+palette (:func:`algo_colors`) shared by all figures, algorithms are drawn in the order of
+:func:`analysis.labels.order_algos`; legends sit below the axes, outside the data.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+import textwrap
+from typing import Any, Mapping, Sequence
 
 import matplotlib
 
@@ -21,7 +24,18 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
-from .load import CONDITION_KEYS, LoadedRuns, pretty_condition  # noqa: E402
+from adaptive_po.harness.contract import DIAL_DEFAULTS  # noqa: E402
+
+from .labels import (  # noqa: E402
+    AXIS_LABELS,
+    BASELINE_ALGO,
+    ESS_ALGO,
+    algo_legend,
+    fmt_level,
+    order_algos,
+    pretty_condition,
+)
+from .load import CONDITION_KEYS, LoadedRuns  # noqa: E402
 from .stats import DEFAULT_RESAMPLES, bootstrap_ci, common_grid, interpolate_to_grid, mean_ci_over_runs  # noqa: E402
 
 __all__ = [
@@ -33,16 +47,20 @@ __all__ = [
     "plot_staleness",
     "plot_noise",
     "plot_ess",
+    "plot_iqm_levels",
+    "plot_iqm_axes",
+    "plot_profiles",
+    "plot_retuning",
 ]
 
 _LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 2))]
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 
 
-def algo_colors(algos: Sequence[str], baseline: str = "ppo") -> dict[str, tuple]:
-    """One colour per algorithm (tab10, baseline first), to be shared by every figure."""
-    algos = sorted(set(algos))
-    ordered = ([baseline] if baseline in algos else []) + [a for a in algos if a != baseline]
+def algo_colors(algos: Sequence[str], baseline: str = BASELINE_ALGO, ess_algo: str = ESS_ALGO) -> dict[str, tuple]:
+    """One colour per algorithm (tab10, in the order of :func:`analysis.labels.order_algos`), to be
+    shared by every figure; the dict iterates in that order."""
+    ordered = order_algos(algos, ess_algo, baseline)
     cmap = plt.get_cmap("tab10" if len(ordered) <= 10 else "tab20")
     return {a: cmap(i % cmap.N) for i, a in enumerate(ordered)}
 
@@ -63,12 +81,8 @@ def _steps_axis(ax) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(nbins=5, min_n_ticks=3))
 
 
-def _fmt_level(v: float) -> str:
-    return format(float(v), "g")
-
-
-#: condition keys whose baseline is not their smallest value
-_BASELINE_VALUES = {"behaviour_log_prob": "actual", "sampler_temperature": 1.0, "sampler_precision": "fp32"}
+#: condition keys whose baseline (default) is not their smallest value
+_BASELINE_VALUES = {k: DIAL_DEFAULTS[k] for k in ("behaviour_log_prob", "sampler_temperature", "sampler_precision")}
 
 
 def ablation_slice(finals: pd.DataFrame, vary: str | Sequence[str]) -> tuple[pd.DataFrame, str]:
@@ -92,12 +106,12 @@ def ablation_slice(finals: pd.DataFrame, vary: str | Sequence[str]) -> tuple[pd.
         if key == "policy_lag":
             fixed.append(f"lag {int(val)}")
         elif key == "action_noise":
-            fixed.append(f"noise {_fmt_level(val)}")
+            fixed.append(f"noise {fmt_level(key, val)}")
         elif key == "replay":
             fixed.append(f"replay {int(val)}")
         elif val != _BASELINE_VALUES[key]:
             fixed.append(f"blp {val}" if key == "behaviour_log_prob" else
-                         f"T={_fmt_level(val)}" if key == "sampler_temperature" else str(val))
+                         f"T={fmt_level(key, val)}" if key == "sampler_temperature" else str(val))
     return df, ", ".join(fixed)
 
 
@@ -117,8 +131,11 @@ def curve_band(
     return mean_ci_over_runs(np.vstack(curves), confidence=confidence, n_resamples=n_resamples, seed=seed)
 
 
-def _suptitle(fig, main: str, detail: str) -> None:
-    """A two-line figure title: the subject, then the statistics shown (keeps narrow figures readable)."""
+def _suptitle(fig, main: str, detail: str, wrap: bool = False) -> None:
+    """The figure title: the subject, then the statistics shown (keeps narrow figures readable),
+    with ``wrap`` wrapped to the figure's width."""
+    if wrap:
+        detail = textwrap.fill(detail, max(40, int(fig.get_figwidth() * 13)))
     fig.suptitle(f"{main}\n{detail}", fontsize=11)
 
 
@@ -249,7 +266,7 @@ def _ablation_figure(
                 )
         for c_idx, what in enumerate(("final eval return", "AUC: mean eval return over training")):
             ax = axes[r, c_idx]
-            ax.set_xticks(range(len(levels)), [_fmt_level(v) for v in levels])
+            ax.set_xticks(range(len(levels)), [fmt_level(vary, v) for v in levels])
             ax.set_xlim(-0.5, len(levels) - 0.5)
             ax.set_xlabel(xlabel)
             ax.set_ylabel("eval return")
@@ -332,4 +349,142 @@ def plot_ess(
               f"mean over seeds, {pct}% bootstrap CI band{'; ' + desc if desc else ''}")
     handles = [Line2D([], [], color=lag_colors[lag], lw=2) for lag in lags]
     _legend_below(fig, handles, [f"lag {int(lag)}" for lag in lags], title="policy lag k")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# the paper's figures (normalized scores over several suites)
+
+
+def _style(algo: str, ess_algo: str) -> dict:
+    if algo == ess_algo:
+        return dict(lw=3.2, ms=8, zorder=10, alpha=1.0, band=0.28)
+    return dict(lw=1.5, ms=5, zorder=3, alpha=0.85, band=0.10)
+
+
+def _algo_legend(fig, algos, colors, ess_algo, ncol=None) -> None:
+    """A legend below the axes: one line and marker per algorithm, styled as drawn."""
+    handles = [Line2D([], [], color=colors[a], lw=_style(a, ess_algo)["lw"], marker="o",
+                      ms=_style(a, ess_algo)["ms"] * 0.8) for a in algos]
+    labels = [algo_legend(a, ess_algo) for a in algos]
+    _legend_below(fig, handles, labels, ncol=ncol or min(len(labels), 6))
+
+
+def _lines_vs_level(ax, table: pd.DataFrame, levels: Sequence, colors, ess_algo: str) -> list[str]:
+    xpos = {lv: i for i, lv in enumerate(levels)}
+    drawn = []
+    for algo in order_algos(table["algo"], ess_algo):
+        t = table[table["algo"] == algo]
+        t = t.assign(x=t["level"].map(xpos)).sort_values("x")
+        st = _style(algo, ess_algo)
+        ax.plot(t["x"], t["iqm"], color=colors[algo], lw=st["lw"], marker="o", ms=st["ms"], zorder=st["zorder"],
+                alpha=st["alpha"])
+        ax.fill_between(t["x"], t["low"], t["high"], color=colors[algo], alpha=st["band"], lw=0, zorder=st["zorder"] - 1)
+        drawn.append(algo)
+    ax.set_xticks(range(len(levels)))
+    ax.set_xlim(-0.3, len(levels) - 0.7)
+    ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
+    ax.axhline(0.0, color="0.5", lw=0.8, ls=":")
+    ax.grid(alpha=0.3, axis="y")
+    return drawn
+
+
+def plot_iqm_levels(
+    table: pd.DataFrame, levels: Sequence, tick_labels: Sequence[str], xlabel: str, title: str, detail: str,
+    colors: Mapping[str, Any], ess_algo: str = ESS_ALGO,
+):
+    """IQM normalized score vs a categorical x (one line per algorithm, CI band)."""
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.6 * len(levels) + 2.5), 5.2), layout="constrained")
+    drawn = _lines_vs_level(ax, table, levels, colors, ess_algo)
+    ax.set_xticklabels(tick_labels, rotation=0 if max(len(t) for t in tick_labels) < 12 else 15)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("IQM normalized final score\n(0 = random, 1 = solved threshold)")
+    _suptitle(fig, title, detail, wrap=True)
+    _algo_legend(fig, drawn, colors, ess_algo)
+    return fig
+
+
+def plot_iqm_axes(panels: Sequence[tuple[str, pd.DataFrame, list]], colors, detail: str, ess_algo: str = ESS_ALGO):
+    """One panel per condition axis: IQM vs that axis's levels, the other axes at fresh values."""
+    n = len(panels)
+    fig, axes = plt.subplots(1, n, figsize=(max(5.0 * n, 6.5), 5.0), squeeze=False, sharey=True, layout="constrained")
+    drawn: list[str] = []
+    for ax, (axis, table, levels) in zip(axes.flat, panels):
+        for a in _lines_vs_level(ax, table, levels, colors, ess_algo):
+            if a not in drawn:
+                drawn.append(a)
+        ax.set_xticklabels([fmt_level(axis, lv) for lv in levels])
+        ax.set_xlabel(AXIS_LABELS.get(axis, axis))
+    axes[0, 0].set_ylabel("IQM normalized final score")
+    _suptitle(fig, "Aggregate IQM vs mismatch level", detail, wrap=True)
+    _algo_legend(fig, order_algos(drawn, ess_algo), colors, ess_algo)
+    return fig
+
+
+def plot_profiles(panels: Sequence[tuple[str, dict[str, dict]]], colors, ylabel: str, title: str, detail: str,
+                  ess_algo: str = ESS_ALGO):
+    """One panel per condition: fraction above tau vs tau, one line per algorithm with a CI band."""
+    n = len(panels)
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols + 0.6, 3.6 * nrows + 1.3), squeeze=False,
+                             sharex=True, sharey=True, layout="constrained")
+    drawn: list[str] = []
+    for ax, (label, curves) in zip(axes.flat, panels):
+        for algo in order_algos(curves, ess_algo):
+            p = curves[algo]
+            st = _style(algo, ess_algo)
+            ax.plot(p["tau"], p["fraction"], color=colors[algo], lw=st["lw"] * 0.8, zorder=st["zorder"], alpha=st["alpha"])
+            ax.fill_between(p["tau"], p["low"], p["high"], color=colors[algo], alpha=st["band"], lw=0)
+            if algo not in drawn:
+                drawn.append(algo)
+        ax.axvline(1.0, color="0.5", lw=0.8, ls=":")
+        ax.set_title(label, fontsize=10)
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    for c in range(ncols):
+        col = [axes[r, c] for r in range(nrows) if axes[r, c].get_visible()]
+        col[-1].set_xlabel("normalized score tau")
+        col[-1].xaxis.set_tick_params(labelbottom=True)
+    _suptitle(fig, title, detail, wrap=True)
+    _algo_legend(fig, order_algos(drawn, ess_algo), colors, ess_algo)
+    return fig
+
+
+def plot_retuning(cost: pd.DataFrame, colors, detail: str, ess_algo: str = ESS_ALGO):
+    """Left: retuning cost (best at the condition - fresh-best config at the condition) with CIs.
+    Right: the two scores (hollow: fresh-best configuration; filled: the condition's best)."""
+    labels = list(dict.fromkeys(cost["cond_label"]))
+    algos = order_algos(cost["base_algo"], ess_algo)
+    xpos = {lb: i for i, lb in enumerate(labels)}
+    width = 0.7
+    fig, axes = plt.subplots(1, 2, figsize=(max(11.0, 2.6 * len(labels) * 2), 5.0), layout="constrained")
+    for k, algo in enumerate(algos):
+        t = cost[cost["base_algo"] == algo]
+        off = (k - (len(algos) - 1) / 2) * width / max(len(algos), 1)
+        x = t["cond_label"].map(xpos).to_numpy(float) + off
+        st = _style(algo, ess_algo)
+        axes[0].errorbar(x, t["cost"], yerr=[t["cost"] - t["cost_low"], t["cost_high"] - t["cost"]], fmt="o",
+                         color=colors[algo], ms=st["ms"], elinewidth=st["lw"] * 0.7, capsize=3, zorder=st["zorder"])
+        axes[1].errorbar(x - 0.04, t["fresh_best_score"], yerr=[t["fresh_best_score"] - t["fresh_best_low"],
+                         t["fresh_best_high"] - t["fresh_best_score"]], fmt="o", mfc="white", color=colors[algo],
+                         ms=st["ms"], capsize=2, zorder=st["zorder"])
+        axes[1].errorbar(x + 0.04, t["best_score"], yerr=[t["best_score"] - t["best_low"], t["best_high"] - t["best_score"]],
+                         fmt="o", color=colors[algo], ms=st["ms"], capsize=2, zorder=st["zorder"])
+    for ax in axes:
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_xlim(-0.6, len(labels) - 0.4)
+        ax.grid(alpha=0.3, axis="y")
+        ax.set_xlabel("data condition")
+    axes[0].axhline(0, color="0.4", lw=0.8)
+    axes[0].set_ylabel("retuning cost (normalized score)")
+    axes[0].set_title("best configuration at the condition minus\nthe configuration that was best on fresh data", fontsize=10)
+    axes[1].set_ylabel("mean normalized score")
+    axes[1].set_title("hollow: fresh-best configuration; filled: the condition's best", fontsize=10)
+    _suptitle(fig, "Retuning cost", detail, wrap=True)
+    _algo_legend(fig, algos, colors, ess_algo)
     return fig

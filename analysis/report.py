@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -23,6 +22,7 @@ import pandas as pd  # noqa: E402
 
 from adaptive_po.harness.contract import atomic_write, atomic_write_text  # noqa: E402
 
+from .labels import BASELINE_ALGO  # noqa: E402
 from .load import LoadedRuns, load_runs, run_reporting  # noqa: E402
 from .plots import algo_colors, plot_ess, plot_learning_curves, plot_noise, plot_staleness  # noqa: E402
 from .stats import DEFAULT_RESAMPLES, add_bootstrap_arguments, parse_report_arguments  # noqa: E402
@@ -36,17 +36,22 @@ from .tables import (  # noqa: E402
     to_markdown,
 )
 
-__all__ = ["Report", "make_report", "main"]
+__all__ = ["Report", "make_report", "main", "save_figure", "save_csv"]
 
 
-# Every output goes through the contract's atomic write: a reader (or a second analysis run)
-# never sees a half-written figure or table.
-def _save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
-    """Save a matplotlib figure as PNG (the format is explicit: the temporary name has no .png)."""
-    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
+# Every output of every report goes through these two and the contract's atomic write: a reader
+# (or a second analysis run) never sees a half-written figure or table.
+def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
+    """Save a matplotlib figure as PNG (the format is explicit: the temporary name has no .png)
+    and close it."""
+    try:
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
+    finally:
+        plt.close(fig)
 
 
-def _save_csv(df: pd.DataFrame, path: str | os.PathLike) -> Path:
+def save_csv(df: pd.DataFrame, path: str | os.PathLike) -> Path:
+    """Save a table as CSV without its index."""
     return atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
 
 
@@ -135,7 +140,7 @@ def make_report(
     confidence: float = 0.95,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int | None = 0,
-    baseline: str = "ppo",
+    baseline: str = BASELINE_ALGO,
     reference: str = "solved",
     dpi: int = 120,
 ) -> Report:
@@ -155,10 +160,7 @@ def make_report(
     skipped: list[str] = []
 
     def _save(name: str, fig) -> None:
-        try:
-            figures[name] = _save_figure(fig, out_dir / name, dpi=dpi)
-        finally:
-            plt.close(fig)
+        figures[name] = save_figure(fig, out_dir / name, dpi=dpi)
 
     for env in runs.envs:
         _save(f"curves_{_safe_name(env)}.png", plot_learning_curves(runs, env, colors, **kw))
@@ -173,10 +175,10 @@ def make_report(
     _save("ess.png", plot_ess(runs, colors, **kw))
 
     tables = {
-        "aggregate.csv": _save_csv(agg.table, out_dir / "aggregate.csv"),
-        "references.csv": _save_csv(agg.references, out_dir / "references.csv"),
-        "conditions.csv": _save_csv(conditions, out_dir / "conditions.csv"),
-        "runs.csv": _save_csv(runs.finals, out_dir / "runs.csv"),
+        "aggregate.csv": save_csv(agg.table, out_dir / "aggregate.csv"),
+        "references.csv": save_csv(agg.references, out_dir / "references.csv"),
+        "conditions.csv": save_csv(conditions, out_dir / "conditions.csv"),
+        "runs.csv": save_csv(runs.finals, out_dir / "runs.csv"),
     }
 
     agg_md = to_markdown(format_aggregate_table(agg, confidence), align="llrrlll") if not agg.table.empty \
@@ -240,7 +242,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("suite_root", type=Path, help="suite folder, e.g. runs/quick")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: <suite_root>/report)")
     add_bootstrap_arguments(p)
-    p.add_argument("--baseline", default="ppo", help="baseline algorithm for normalization and P(improvement)")
+    p.add_argument("--baseline", default=BASELINE_ALGO, help="baseline algorithm for normalization and P(improvement)")
     p.add_argument("--reference", choices=("auto", "baseline", "solved"), default="solved",
                    help="normalization reference: the config's solved_threshold, external to the sweep "
                         "(solved, default); the baseline at lag 0 when present else the threshold (auto); "

@@ -9,26 +9,34 @@ Conventions
 -----------
 * A *score collection* over tasks is either a 2-D array ``(runs, tasks)`` (same number of runs per
   task), a dict ``task -> 1-D array`` (seed counts may differ), or a 1-D array (a single task).
-* Every confidence interval is returned as :class:`CI` ``(estimate, low, high)``.
+* Every interval comes from one primitive, :func:`bootstrap` (strata resampled independently, a
+  percentile interval of any statistic of them); the functions below only choose the strata and
+  the statistic. Every confidence interval is returned as :class:`CI` ``(estimate, low, high)``.
 * Random streams come from ``numpy.random.default_rng(seed)``: the same seed gives the same interval.
 """
 
 from __future__ import annotations
 
-import inspect
 import warnings
-from typing import Callable, Mapping, NamedTuple, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import scipy.integrate
+import scipy.special
 import scipy.stats
 
 __all__ = [
     "CI",
+    "Bootstrap",
+    "bootstrap",
     "iqm",
     "bootstrap_ci",
     "stratified_bootstrap_ci",
     "iqm_ci",
+    "iqm_difference_ci",
+    "mean_of_task_means",
+    "performance_profile",
     "probability_of_improvement",
     "probability_of_improvement_ci",
     "normalize_score",
@@ -82,28 +90,18 @@ def _as_tasks(scores) -> list[np.ndarray]:
     return tasks
 
 
-def _task_keys(scores) -> list:
-    if isinstance(scores, Mapping):
-        return list(scores.keys())
-    arr = np.asarray(scores)
-    return [0] if arr.ndim == 1 else list(range(arr.shape[1]))
-
-
-def _percentile_interval(boot: np.ndarray, confidence: float, axis: int = 0) -> tuple:
-    _check_confidence(confidence)
-    alpha = 1.0 - confidence
-    low = np.percentile(boot, 100 * alpha / 2, axis=axis)
-    high = np.percentile(boot, 100 * (1 - alpha / 2), axis=axis)
-    return low, high
-
-
-# scipy >= 1.15 takes ``rng``; older releases (the project allows scipy >= 1.11) ``random_state``.
-_BOOTSTRAP_RNG_KW = "rng" if "rng" in inspect.signature(scipy.stats.bootstrap).parameters else "random_state"
-
-
 def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+
+
+def _percentile_interval(draws: np.ndarray, confidence: float) -> tuple:
+    """The central ``confidence`` percentile interval of bootstrap draws (along axis 0)."""
+    _check_confidence(confidence)
+    alpha = 1.0 - confidence
+    low = np.percentile(draws, 100 * alpha / 2, axis=0)
+    high = np.percentile(draws, 100 * (1 - alpha / 2), axis=0)
+    return low, high
 
 
 def _apply_rowwise(statistic: Callable, data: np.ndarray) -> np.ndarray:
@@ -115,6 +113,135 @@ def _apply_rowwise(statistic: Callable, data: np.ndarray) -> np.ndarray:
     except TypeError:
         pass
     return np.array([float(statistic(row)) for row in data])
+
+
+def _pooled(statistic: Callable) -> Callable:
+    """A :func:`bootstrap` statistic: ``statistic`` of the pooled runs of every (1-D) stratum;
+    ``statistic`` takes a 1-D array (and, to be vectorized over resamples, ``axis``)."""
+
+    def pooled(strata: Sequence[np.ndarray]):
+        runs = np.concatenate(strata, axis=-1)
+        return statistic(runs) if runs.ndim == 1 else _apply_rowwise(statistic, runs)
+
+    return pooled
+
+
+# --------------------------------------------------------------------------------------------
+# the bootstrap primitive
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """What :func:`bootstrap` found: the point ``estimate`` and its ``[low, high]`` interval (floats,
+    or arrays shaped like the statistic), and ``draws``, the statistic on every resample
+    (``(n_resamples, ...)``; None when nothing was resampled because every stratum has one row)."""
+
+    estimate: Any
+    low: Any
+    high: Any
+    draws: np.ndarray | None
+    confidence: float
+
+    @property
+    def ci(self) -> CI:
+        """A scalar statistic's result as :class:`CI` of floats."""
+        return CI(float(self.estimate), float(self.low), float(self.high))
+
+    def map(self, func: Callable, confidence: float | None = None) -> "Bootstrap":
+        """``func`` of the statistic, with the percentile interval of ``func`` over the same resamples
+        (e.g. the best of several configurations' scores), at ``confidence`` (default: this one's).
+        ``func`` gets the estimate as it is and the draws with a leading resample axis: write it
+        with negative axes."""
+        confidence = self.confidence if confidence is None else confidence
+        est = func(self.estimate)
+        if self.draws is None:
+            return Bootstrap(est, est, est, None, confidence)
+        draws = np.asarray(func(self.draws), dtype=float)
+        low, high = _percentile_interval(draws, confidence)
+        return Bootstrap(est, low, high, draws, confidence)
+
+
+def _jackknife_acceleration(strata: list[np.ndarray], statistic: Callable) -> float:
+    """The BCa acceleration from leave-one-run-out values of the statistic, stratum by stratum."""
+    nums, dens = 0.0, 0.0
+    for j, s in enumerate(strata):
+        n = len(s)
+        keep = ~np.eye(n, dtype=bool)
+        batched = [np.broadcast_to(o, (n, *o.shape)) for o in strata]
+        batched[j] = np.stack([s[keep[i]] for i in range(n)])
+        theta_i = np.asarray(statistic(batched), dtype=float)
+        u = (n - 1) * (theta_i.mean() - theta_i)
+        nums += np.sum(u ** 3) / n ** 3
+        dens += np.sum(u ** 2) / n ** 2
+    return float(nums / 6.0 / dens ** 1.5)
+
+
+def _bca_interval(estimate: float, draws: np.ndarray, strata, statistic, confidence: float) -> tuple:
+    """Bias-corrected and accelerated percentile interval (Efron and Tibshirani 1993, 14.3)."""
+    alpha = (1.0 - confidence) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z0 = scipy.special.ndtri(((draws < estimate).sum() + (draws <= estimate).sum()) / (2 * draws.size))
+        a = _jackknife_acceleration(strata, statistic)
+        z = scipy.special.ndtri(alpha)
+        q_low = scipy.special.ndtr(z0 + (z0 + z) / (1 - a * (z0 + z)))
+        q_high = scipy.special.ndtr(z0 + (z0 - z) / (1 - a * (z0 - z)))
+    if not (np.isfinite(q_low) and np.isfinite(q_high)):
+        return float("nan"), float("nan")
+    return np.percentile(draws, 100 * q_low), np.percentile(draws, 100 * q_high)
+
+
+def bootstrap(
+    strata: Sequence,
+    statistic: Callable[[list[np.ndarray]], Any],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = 0.95,
+    seed: int | np.random.Generator | None = 0,
+    method: str = "percentile",
+    estimate: Any = None,
+) -> Bootstrap:
+    """The one bootstrap every interval of :mod:`analysis` goes through (rliable's
+    ``get_interval_estimates(scores, func, reps)`` with the strata explicit).
+
+    ``strata`` is a sequence of arrays, each resampled along its first axis (its runs): every
+    resample draws, for each stratum independently and in the order given, as many rows as it has,
+    with replacement, from its own rows only. So the run count of every stratum (task) is kept, and
+    several arms are resampled independently by giving each its own strata. A stratum of shape
+    ``(runs, k)`` is resampled by whole rows: its k columns stay together (paired arms that share
+    seeds, or the points of a learning curve), which is the paired, joint resampling.
+
+    ``statistic(strata)`` is called once on the strata as given (the estimate) and once on all
+    resamples at once: each stratum then has a leading resample axis, ``(n_resamples, runs, ...)``.
+    It must therefore reduce the run axis by a negative index (``axis=-1`` for 1-D strata). It
+    returns a float or an array (one interval per element).
+
+    ``seed`` is an int, None or a ``numpy.random.Generator`` (to continue one stream over several
+    calls). ``method`` is ``"percentile"`` (default), ``"basic"`` or ``"BCa"`` (scalar statistics).
+    ``estimate`` overrides the point estimate where it uses more than the resampled strata. When
+    every stratum has one row nothing is drawn and the interval is ``[estimate, estimate]``.
+    """
+    _check_confidence(confidence)
+    if method not in ("percentile", "basic", "BCa"):
+        raise ValueError(f"method must be 'percentile', 'basic' or 'BCa', got {method!r}")
+    strata = [np.asarray(s, dtype=float) for s in strata]
+    if not strata or any(len(s) == 0 for s in strata):
+        raise ValueError("bootstrap needs at least one stratum, each with at least one run")
+    est = statistic(strata) if estimate is None else estimate
+    if all(len(s) == 1 for s in strata):  # every resample is the data itself
+        return Bootstrap(est, est, est, None, confidence)
+    rng = np.random.default_rng(seed)
+    resampled = [s[rng.integers(0, len(s), size=(n_resamples, len(s)))] for s in strata]
+    draws = np.asarray(statistic(resampled), dtype=float)
+    low, high = _percentile_interval(draws, confidence)
+    if method == "basic":
+        low, high = 2 * est - high, 2 * est - low
+    elif method == "BCa":
+        if draws.ndim != 1:
+            raise ValueError("the BCa interval needs a scalar statistic")
+        bca = _bca_interval(float(est), draws, strata, statistic, confidence)
+        if np.all(np.isfinite(bca)):  # else (a degenerate bootstrap distribution): the percentile interval
+            low, high = bca
+    return Bootstrap(est, low, high, draws, confidence)
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,11 +271,11 @@ def bootstrap_ci(
     seed: int | None = 0,
     method: str = "percentile",
 ) -> CI:
-    """Bootstrap confidence interval of ``statistic(samples)`` with ``scipy.stats.bootstrap``.
+    """Bootstrap confidence interval of ``statistic(samples)`` (one stratum, :func:`bootstrap`).
 
     ``method`` is ``"percentile"`` (default; robust with few seeds) or ``"BCa"``/``"basic"``.
     Degenerate cases never crash: no sample gives NaNs; one sample, or all samples equal, gives the
-    degenerate interval ``[estimate, estimate]``; a BCa interval that scipy cannot compute falls
+    degenerate interval ``[estimate, estimate]``; a BCa interval that cannot be computed falls
     back to the percentile interval.
     """
     _check_confidence(confidence)
@@ -159,26 +286,11 @@ def bootstrap_ci(
     estimate = float(statistic(x))
     if x.size == 1 or np.all(x == x[0]):
         return CI(estimate, estimate, estimate)
-    rng = np.random.default_rng(seed)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # DegenerateDataWarning / invalid divide in BCa
-        res = scipy.stats.bootstrap(
-            (x,), statistic, n_resamples=n_resamples, confidence_level=confidence,
-            method=method, **{_BOOTSTRAP_RNG_KW: rng},
-        )
-        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-        if not (np.isfinite(low) and np.isfinite(high)):
-            res = scipy.stats.bootstrap(
-                (x,), statistic, n_resamples=n_resamples, confidence_level=confidence,
-                method="percentile", **{_BOOTSTRAP_RNG_KW: np.random.default_rng(seed)},
-            )
-            low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return CI(estimate, low, high)
-
-
-def _stratified_resample(tasks: Sequence[np.ndarray], n_resamples: int, rng) -> list[np.ndarray]:
-    """For each task, ``(n_resamples, n_runs)`` runs drawn with replacement from that task only."""
-    return [t[rng.integers(0, t.size, size=(n_resamples, t.size))] for t in tasks]
+        warnings.simplefilter("ignore")  # invalid divide in a degenerate BCa
+        res = bootstrap([x], _pooled(statistic), n_resamples=n_resamples, confidence=confidence, seed=seed,
+                        method=method, estimate=estimate)
+    return res.ci
 
 
 def stratified_bootstrap_ci(
@@ -199,19 +311,56 @@ def stratified_bootstrap_ci(
     _check_confidence(confidence)
     tasks = _as_tasks(scores)
     pooled = np.concatenate(tasks)
-    estimate = float(statistic(pooled))
-    if all(t.size == 1 for t in tasks) or np.all(pooled == pooled[0]):
+    if np.all(pooled == pooled[0]):
+        estimate = float(statistic(pooled))
         return CI(estimate, estimate, estimate)
-    rng = np.random.default_rng(seed)
-    boot = np.concatenate(_stratified_resample(tasks, n_resamples, rng), axis=1)
-    stats = _apply_rowwise(statistic, boot)
-    low, high = _percentile_interval(stats, confidence)
-    return CI(estimate, float(low), float(high))
+    return bootstrap(tasks, _pooled(statistic), n_resamples=n_resamples, confidence=confidence, seed=seed).ci
 
 
 def iqm_ci(scores, confidence: float = 0.95, n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0) -> CI:
     """Aggregate IQM over tasks with its stratified bootstrap CI."""
     return stratified_bootstrap_ci(scores, iqm, confidence=confidence, n_resamples=n_resamples, seed=seed)
+
+
+def iqm_difference_ci(
+    a: Mapping[Any, Sequence[float]], b: Mapping[Any, Sequence[float]], confidence: float = 0.95,
+    n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0,
+) -> CI:
+    """IQM(a) - IQM(b) over the tasks both have, with a stratified bootstrap CI (the runs of a and
+    of b resampled independently within each task)."""
+    tasks = [t for t in a if t in b]
+    if not tasks:
+        nan = float("nan")
+        return CI(nan, nan, nan)
+    k = len(tasks)
+
+    def difference(strata):
+        return iqm(np.concatenate(strata[:k], axis=-1), axis=-1) - iqm(np.concatenate(strata[k:], axis=-1), axis=-1)
+
+    strata = [a[t] for t in tasks] + [b[t] for t in tasks]
+    return bootstrap(strata, difference, n_resamples=n_resamples, confidence=confidence, seed=seed).ci
+
+
+def mean_of_task_means(strata: Sequence[np.ndarray]):
+    """A :func:`bootstrap` statistic: the mean over tasks of each task's mean (every task weighs the
+    same, whatever its run count)."""
+    return np.mean([s.mean(axis=-1) for s in strata], axis=0)
+
+
+def performance_profile(
+    per_task: Mapping[Any, Sequence[float]], taus: Sequence[float], confidence: float = 0.95,
+    n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0,
+) -> dict[str, np.ndarray]:
+    """Run-score distribution (rliable's performance profile): at each ``tau``, the fraction of
+    runs whose score exceeds ``tau``, averaged over tasks (each task weighs the same), with a
+    stratified bootstrap CI band. Returns ``tau``, ``fraction``, ``low``, ``high``."""
+    taus = np.asarray(taus, dtype=float)
+
+    def fraction_above(strata):
+        return np.mean([(s[..., None] > taus).mean(axis=-2) for s in strata], axis=0)
+
+    res = bootstrap(list(per_task.values()), fraction_above, n_resamples=n_resamples, confidence=confidence, seed=seed)
+    return {"tau": taus, "fraction": res.estimate, "low": res.low, "high": res.high}
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,6 +395,15 @@ def _paired_tasks(x, y) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return tx, ty
 
 
+def _poi_statistic(k: int) -> Callable:
+    """A :func:`bootstrap` statistic over ``k`` tasks of x then ``k`` of y: the mean per-task P(X > Y)."""
+
+    def poi(strata):
+        return np.mean(np.stack([_poi_per_task(a, b) for a, b in zip(strata[:k], strata[k:])], axis=-1), axis=-1)
+
+    return poi
+
+
 def probability_of_improvement(x, y) -> float:
     """Average over tasks of P(X > Y) + 0.5 P(X = Y), X a run of algorithm x and Y one of y.
 
@@ -254,7 +412,7 @@ def probability_of_improvement(x, y) -> float:
     task keys (run counts may differ between x and y and between tasks).
     """
     tx, ty = _paired_tasks(x, y)
-    return float(np.mean([_poi_per_task(a, b) for a, b in zip(tx, ty)]))
+    return float(_poi_statistic(len(tx))(tx + ty))
 
 
 def probability_of_improvement_ci(
@@ -264,34 +422,35 @@ def probability_of_improvement_ci(
 
     Each resample draws the runs of x and of y independently within every task.
     """
-    _check_confidence(confidence)
     tx, ty = _paired_tasks(x, y)
-    estimate = float(np.mean([_poi_per_task(a, b) for a, b in zip(tx, ty)]))
-    rng = np.random.default_rng(seed)
-    bx = _stratified_resample(tx, n_resamples, rng)
-    by = _stratified_resample(ty, n_resamples, rng)
-    per_task = np.stack([_poi_per_task(a, b) for a, b in zip(bx, by)], axis=1)  # (B, tasks)
-    stats = per_task.mean(axis=1)
-    low, high = _percentile_interval(stats, confidence)
-    return CI(estimate, float(low), float(high))
+    return bootstrap(tx + ty, _poi_statistic(len(tx)), n_resamples=n_resamples, confidence=confidence, seed=seed).ci
 
 
 # --------------------------------------------------------------------------------------------
 # normalization and curves
 
 
-def normalize_score(score, random, reference):
+def normalize_score(score, random, reference, undefined: str = "raise"):
     """``(score - random) / (reference - random)``: 0 is the random policy, 1 the reference.
 
-    Broadcasts like numpy; raises ``ValueError`` if ``reference == random`` anywhere.
+    The one normalization of the analysis (the suite tables and the paper's per-run scores).
+    Broadcasts like numpy. Where ``reference == random``, or either is missing (NaN), the score is
+    undefined: ``undefined="raise"`` (default) raises ``ValueError``, ``"nan"`` gives NaN there.
     """
+    if undefined not in ("raise", "nan"):
+        raise ValueError(f"undefined must be 'raise' or 'nan', got {undefined!r}")
     s = np.asarray(score, dtype=float)
     r = np.asarray(random, dtype=float)
     ref = np.asarray(reference, dtype=float)
     span = ref - r
-    if np.any(span == 0):
-        raise ValueError("reference score equals random score: normalization undefined")
-    out = (s - r) / span
+    if undefined == "raise":
+        if np.any(span == 0):
+            raise ValueError("reference score equals random score: normalization undefined")
+        out = (s - r) / span
+    else:
+        ok = np.isfinite(r) & np.isfinite(ref) & (span != 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(ok, (s - r) / np.where(ok, span, 1.0), np.nan)
     return float(out) if out.ndim == 0 else out
 
 
@@ -380,22 +539,17 @@ def mean_ci_over_runs(
     low = np.full(n_points, np.nan)
     high = np.full(n_points, np.nan)
     rng = np.random.default_rng(seed)
-    # Group grid points by which runs cover them (usually one or two patterns).
+    # Group grid points by which runs cover them (usually one or two patterns); a run is resampled
+    # whole (one stratum of shape (runs, points)), one random stream over the patterns.
     patterns, inverse = np.unique(avail.T, axis=0, return_inverse=True)
     for p_idx, pattern in enumerate(patterns):
         cols = np.flatnonzero(inverse.ravel() == p_idx)
         rows = np.flatnonzero(pattern)
         if rows.size == 0:
             continue
-        sub = c[np.ix_(rows, cols)]  # (k, C)
-        mean[cols] = sub.mean(axis=0)
-        if rows.size == 1:
-            low[cols] = high[cols] = sub[0]
-            continue
-        idx = rng.integers(0, rows.size, size=(n_resamples, rows.size))
-        boot = sub[idx].mean(axis=1)  # (B, C)
-        lo, hi = _percentile_interval(boot, confidence, axis=0)
-        low[cols], high[cols] = lo, hi
+        res = bootstrap([c[np.ix_(rows, cols)]], lambda s: s[0].mean(axis=-2), n_resamples=n_resamples,
+                        confidence=confidence, seed=rng)
+        mean[cols], low[cols], high[cols] = res.estimate, res.low, res.high
     return {"mean": mean, "low": low, "high": high, "n": n}
 
 

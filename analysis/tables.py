@@ -12,7 +12,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .load import CONDITION_KEYS, LoadedRuns, pretty_condition
+from .conditions import FRESH, NamedCondition
+from .labels import BASELINE_ALGO, ESS_ALGO, order_algos, pretty_condition
+from .load import CONDITION_KEYS, LoadedRuns
 from .stats import (
     DEFAULT_RESAMPLES,
     bootstrap_ci,
@@ -33,17 +35,11 @@ __all__ = [
     "format_aggregate_table",
     "format_references",
     "fmt_num",
+    "fmt_interval",
 ]
 
-#: The reference condition: no lag, no noise, no replay, behaviour log-prob of the actual sampler,
-#: sampler at temperature 1 and full precision.
-BASELINE_CONDITION = {"policy_lag": 0, "action_noise": 0.0, "replay": 0, "behaviour_log_prob": "actual",
-                      "sampler_temperature": 1.0, "sampler_precision": "fp32"}
-
-
-def _order_algos(algos: Sequence[str], baseline: str = "ppo") -> list[str]:
-    algos = sorted(set(algos))
-    return ([baseline] if baseline in algos else []) + [a for a in algos if a != baseline]
+#: The reference condition: fresh data, every data dial at its default (:data:`analysis.conditions.FRESH`).
+BASELINE_CONDITION = FRESH
 
 
 def condition_table(
@@ -51,10 +47,12 @@ def condition_table(
     confidence: float = 0.95,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int | None = 0,
-    baseline: str = "ppo",
+    baseline: str = BASELINE_ALGO,
+    ess_algo: str = ESS_ALGO,
 ) -> pd.DataFrame:
-    """One row per env x algo x condition (sorted: env, algorithm with ``baseline`` first, lag,
-    noise, replay): seeds, final return mean/std/CI, AUC mean/CI, mean ESS."""
+    """One row per env x algo x condition (sorted: env, algorithm in the order of
+    :func:`analysis.labels.order_algos`, then the condition keys): seeds, final return
+    mean/std/CI, AUC mean/CI, mean ESS."""
     rows = []
     group_cols = ["env", "algo", "condition"] + CONDITION_KEYS
     for key, g in runs.finals.groupby(group_cols, sort=True):
@@ -80,20 +78,13 @@ def condition_table(
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    order = {a: i for i, a in enumerate(_order_algos(table["algo"], baseline))}
+    order = {a: i for i, a in enumerate(order_algos(table["algo"], ess_algo, baseline))}
     return table.sort_values(
         ["env", "algo"] + CONDITION_KEYS, key=lambda s: s.map(order) if s.name == "algo" else s, kind="stable"
     ).reset_index(drop=True)
 
 
-def _is_baseline_condition(df: pd.DataFrame) -> pd.Series:
-    mask = pd.Series(True, index=df.index)
-    for k, v in BASELINE_CONDITION.items():
-        mask &= df[k] == v
-    return mask
-
-
-def reference_scores(runs: LoadedRuns, baseline: str = "ppo", reference: str = "solved") -> pd.DataFrame:
+def reference_scores(runs: LoadedRuns, baseline: str = BASELINE_ALGO, reference: str = "solved") -> pd.DataFrame:
     """Per env: the random score (0) and the reference score (1) used to normalize.
 
     ``reference``: ``"solved"`` (default) uses the config's ``solved_threshold``, a reference
@@ -115,7 +106,7 @@ def reference_scores(runs: LoadedRuns, baseline: str = "ppo", reference: str = "
         notes = []
         if len(randoms) > 1:
             notes.append(f"configs disagree on random_score {sorted(randoms)}; used {random:g}")
-        base = g[(g["algo"] == baseline) & _is_baseline_condition(g)]
+        base = g[(g["algo"] == baseline) & NamedCondition("fresh", BASELINE_CONDITION).mask(g)]
         ref, source = float("nan"), ""
         if reference in ("auto", "baseline") and len(base):
             ref = float(base["final_eval_return_mean"].mean())
@@ -159,7 +150,7 @@ class Aggregate:
     table: pd.DataFrame
     references: pd.DataFrame
     normalization: str
-    baseline: str = "ppo"
+    baseline: str = BASELINE_ALGO
     notes: list[str] = field(default_factory=list)
 
 
@@ -180,11 +171,12 @@ def _normalization_sentence(refs: pd.DataFrame, baseline: str) -> str:
 
 def aggregate_table(
     runs: LoadedRuns,
-    baseline: str = "ppo",
+    baseline: str = BASELINE_ALGO,
     reference: str = "solved",
     confidence: float = 0.95,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int | None = 0,
+    ess_algo: str = ESS_ALGO,
 ) -> Aggregate:
     """Across environments, per algorithm x condition: IQM of normalized final return and of
     normalized AUC with stratified bootstrap CIs (runs resampled within each env), and the
@@ -224,7 +216,7 @@ def aggregate_table(
             rows.append(row)
     table = pd.DataFrame(rows, columns=_AGG_COLUMNS)
     if not table.empty:
-        order = {a: i for i, a in enumerate(_order_algos(table["algo"], baseline))}
+        order = {a: i for i, a in enumerate(order_algos(table["algo"], ess_algo, baseline))}
         table = table.sort_values(
             CONDITION_KEYS + ["algo"], key=lambda s: s.map(order) if s.name == "algo" else s, kind="stable"
         ).reset_index(drop=True)
@@ -257,7 +249,7 @@ def fmt_num(x, digits: int | None = None) -> str:
     return f"{x:,.{d}f}"
 
 
-def _interval(est, lo, hi, digits: int | None = None) -> str:
+def fmt_interval(est, lo, hi, digits: int | None = None) -> str:
     """``est [lo, hi]`` with the bounds at the estimate's precision."""
     if est is None or not math.isfinite(float(est)):
         return "—"
@@ -290,12 +282,12 @@ def format_aggregate_table(agg: Aggregate, confidence: float = 0.95) -> pd.DataF
         "envs": t["n_envs"],
         "runs": t["n_runs"],
         f"IQM normalized final return [{pct} CI]": [
-            _interval(r.iqm, r.iqm_low, r.iqm_high, 2) for r in t.itertuples()],
+            fmt_interval(r.iqm, r.iqm_low, r.iqm_high, 2) for r in t.itertuples()],
         f"IQM normalized AUC [{pct} CI]": [
-            _interval(r.iqm_auc, r.iqm_auc_low, r.iqm_auc_high, 2) for r in t.itertuples()],
+            fmt_interval(r.iqm_auc, r.iqm_auc_low, r.iqm_auc_high, 2) for r in t.itertuples()],
         f"P(algorithm > {agg.baseline}) [{pct} CI]": [
             ("(baseline)" if r.algo == agg.baseline else
-             _interval(r.poi, r.poi_low, r.poi_high, 2) + (f" ({r.poi_n_envs} envs)" if r.poi_n_envs else ""))
+             fmt_interval(r.poi, r.poi_low, r.poi_high, 2) + (f" ({r.poi_n_envs} envs)" if r.poi_n_envs else ""))
             for r in t.itertuples()],
     }) if not t.empty else pd.DataFrame()
     return out
@@ -313,7 +305,7 @@ def format_condition_table(ct: pd.DataFrame, confidence: float = 0.95) -> pd.Dat
         f"final return {pct} CI": [
             f"[{fmt_num(r.final_ci_low, _decimals(r.final_mean))}, {fmt_num(r.final_ci_high, _decimals(r.final_mean))}]"
             for r in ct.itertuples()],
-        f"AUC mean [{pct} CI]": [_interval(r.auc_mean, r.auc_ci_low, r.auc_ci_high) for r in ct.itertuples()],
+        f"AUC mean [{pct} CI]": [fmt_interval(r.auc_mean, r.auc_ci_low, r.auc_ci_high) for r in ct.itertuples()],
         "mean ESS": [fmt_num(r.ess, 3) for r in ct.itertuples()],
     })
 

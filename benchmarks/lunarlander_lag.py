@@ -1,6 +1,6 @@
 """PPO on LunarLander-v3 at policy lags 0-4: what differs besides the actor's age (issue 11, item 7).
 
-Trains populations with the bench's own code (:func:`adaptive_po.harness.population.execute_population`,
+Trains populations with the bench's own code (:func:`adaptive_po.harness.population_runner.execute_population`,
 the Zoo settings of the default envs folder's ``LunarLander-v3.yaml``) into ordinary run folders, and records on the side:
 
 * per update and member, on the update's own rollout states: the entropy of the behaviour policy
@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from adaptive_po import distributions as D  # noqa: E402
 from adaptive_po.harness import contract  # noqa: E402
-from adaptive_po.harness import population as harness_population  # noqa: E402
+from adaptive_po.harness import population_runner as harness_population  # noqa: E402
 from adaptive_po.harness.runner import RunSpec  # noqa: E402
 from adaptive_po.population import PopulationLearner  # noqa: E402
 
@@ -104,7 +104,7 @@ class _InstrumentedPopulation(harness_population._Population):
             with torch.no_grad():
                 after = D.entropy(learner.kind, learner.forward(learner.params, obs)[0]).mean(1).numpy()
             for m in range(self.k):
-                row = {"update": learner.n_updates, "timesteps": self.timesteps}
+                row = {"update": learner.updates_done, "timesteps": self.timesteps}
                 row.update({name: float(v[m]) for name, v in before.items()})
                 row["entropy_learner_end"] = float(after[m])
                 row.update({name: float(stats[name][m]) for name in ("cap_fraction", "approx_kl", "kl_behaviour", "entropy", "ess")})
@@ -173,7 +173,7 @@ class _InstrumentedPopulation(harness_population._Population):
                     final[f"{name}_length"] = float(np.mean(lengths[m]))
                     final[f"{name}_timeouts"] = float(np.mean(np.array(lengths[m]) >= 1000))
             final["acting_update"] = self.learner.acting_updates[m]
-            final["updates"] = self.learner.n_updates
+            final["updates"] = self.learner.updates_done
             (run.spec.run_dir / SIDE_FILE).write_text(json.dumps(self.side[m], indent=1))
 
 

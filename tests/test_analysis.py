@@ -17,6 +17,7 @@ from adaptive_po.harness import contract
 from analysis import (
     LoadWarning,
     auc,
+    bootstrap,
     bootstrap_ci,
     interpolate_to_grid,
     iqm,
@@ -262,6 +263,66 @@ def test_stratified_bootstrap_reproducible_and_contains_estimate():
     # a statistic without an axis argument still works (row-wise fallback)
     e = stratified_bootstrap_ci(m, lambda s: float(np.median(s)), n_resamples=50, seed=0)
     assert e.low <= e.high
+
+
+def test_bootstrap_primitive_stratifies_and_keeps_each_tasks_count():
+    a, b = np.array([0.0, 1.0, 2.0]), np.array([100.0, 101.0, 102.0, 103.0, 104.0])
+    res = bootstrap([a, b], lambda s: np.stack([s[0].max(axis=-1), s[1].min(axis=-1),
+                                                 np.full(s[0].shape[:-1], s[0].shape[-1]),
+                                                 np.full(s[1].shape[:-1], s[1].shape[-1])], axis=-1),
+                    n_resamples=500, seed=0)
+    assert res.draws.shape == (500, 4)
+    assert np.all(res.draws[:, 0] <= 2.0) and np.all(res.draws[:, 1] >= 100.0)  # never across tasks
+    assert np.all(res.draws[:, 2] == 3) and np.all(res.draws[:, 3] == 5)  # each task keeps its run count
+    np.testing.assert_allclose(res.estimate, [2.0, 100.0, 3, 5])
+    # the same seed gives the same draws; a Generator continues one stream
+    again = bootstrap([a, b], lambda s: s[0].mean(axis=-1), n_resamples=500, seed=0)
+    assert again.ci == bootstrap([a, b], lambda s: s[0].mean(axis=-1), n_resamples=500, seed=0).ci
+    rng = np.random.default_rng(0)
+    first = bootstrap([a], lambda s: s[0].mean(axis=-1), n_resamples=50, seed=rng)
+    second = bootstrap([a], lambda s: s[0].mean(axis=-1), n_resamples=50, seed=rng)
+    assert not np.array_equal(first.draws, second.draws)
+    # one run per stratum: nothing to resample, a degenerate interval
+    one = bootstrap([[3.0], [5.0]], lambda s: s[0].mean(axis=-1) + s[1].mean(axis=-1))
+    assert one.ci == (8.0, 8.0, 8.0) and one.draws is None
+
+
+def test_bootstrap_primitive_known_variance_and_coverage():
+    # the bootstrap variance of a mean of n values is their (ddof=0) variance / n
+    x = np.random.default_rng(1).normal(size=12)
+    res = bootstrap([x], lambda s: s[0].mean(axis=-1), n_resamples=40000, seed=2)
+    assert np.var(res.draws) == pytest.approx(np.var(x) / x.size, rel=0.05)
+    assert res.estimate == pytest.approx(x.mean())
+    # the 90% percentile interval of a mean covers the true mean about 90% of the time
+    rng = np.random.default_rng(3)
+    hits = []
+    for _ in range(400):
+        sample = rng.normal(1.0, 2.0, size=30)
+        ci = bootstrap([sample], lambda s: s[0].mean(axis=-1), n_resamples=400, confidence=0.9, seed=rng).ci
+        hits.append(ci.low <= 1.0 <= ci.high)
+    assert 0.84 <= np.mean(hits) <= 0.95
+
+
+def test_bootstrap_primitive_paired_rows_and_derived_statistics():
+    rng = np.random.default_rng(4)
+    base = rng.normal(size=8)
+    # one stratum (runs, 2): rows resampled whole, so a constant per-seed difference has no spread
+    paired = bootstrap([np.column_stack([base + 1.0, base])], lambda s: (s[0][..., 0] - s[0][..., 1]).mean(axis=-1),
+                       n_resamples=300, seed=0)
+    assert paired.low == pytest.approx(1.0) and paired.high == pytest.approx(1.0)
+    # the same arms as two strata are resampled independently: the interval widens
+    apart = bootstrap([base + 1.0, base], lambda s: s[0].mean(axis=-1) - s[1].mean(axis=-1), n_resamples=300, seed=0)
+    assert apart.high - apart.low > 0.3
+    # a function of the same resamples: the best of two scores, at another confidence
+    both = bootstrap([base, base + 0.5], lambda s: np.stack([s[0].mean(axis=-1), s[1].mean(axis=-1)], axis=-1),
+                     n_resamples=300, seed=0)
+    best = both.map(lambda v: np.max(v, axis=-1), confidence=0.5)
+    assert best.estimate == pytest.approx(base.mean() + 0.5)
+    np.testing.assert_allclose(best.draws, both.draws.max(axis=1))
+    assert best.low <= best.estimate <= best.high
+    # normalization: undefined scores raise, or are NaN on request
+    np.testing.assert_allclose(normalize_score([1.0, 1.0, 1.0], [0.0, 5.0, np.nan], [2.0, 5.0, 3.0], undefined="nan"),
+                               [0.5, np.nan, np.nan])
 
 
 # ---------------------------------------------------------------------------------------------

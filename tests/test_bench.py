@@ -1,6 +1,7 @@
 """The suite files, the run folders and the sweep: validation, atomic results, failure, resume."""
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -195,6 +196,7 @@ def test_diverging_run_is_recorded_as_failed(tmp_path):
 
 
 # -- the sweep ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sweep_survives_a_failing_run_and_resumes(tmp_path):
     envs_dir = tmp_path / "envs"
     shutil.copy(DEFAULT_ENVS_DIR / "CartPole-v1.yaml", envs_dir / "CartPole-v1.yaml") if envs_dir.exists() else None
@@ -208,12 +210,13 @@ def test_sweep_survives_a_failing_run_and_resumes(tmp_path):
     assert len(second.skipped) == 1 and len(second.failed) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_signal,engine", [(signal.SIGINT, "population"), (signal.SIGTERM, "process")])
 def test_bench_cli_killed_halfway_resumes(tmp_path, stop_signal, engine):
     out = tmp_path / "runs"
     cmd = [
         sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--envs", "CartPole-v1", "--algos", "esspo,ppo",
-        "--seeds", "2", "--lags", "0", "--timesteps", "2048", "--workers", "1", "--out", str(out), "--device", "cpu",
+        "--seeds", "2", "--lags", "0", "--timesteps", "1024", "--workers", "1", "--out", str(out), "--device", "cpu",
         "--no-report", "--no-progress", "--engine", engine,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -235,6 +238,7 @@ def test_bench_cli_killed_halfway_resumes(tmp_path, stop_signal, engine):
     assert not list(out.rglob(FAILED))
 
 
+@pytest.mark.slow
 def test_cli_reports_bad_input_before_compute(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "adaptive_po", "bench", "--lags", "0,-2", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120
@@ -247,11 +251,44 @@ def test_cli_reports_bad_input_before_compute(tmp_path):
     )
     assert dry.returncode == 0 and "40 runs" in dry.stderr and "cost estimate" in dry.stderr
     assert len(dry.stdout.strip().splitlines()) == 40
+    # the quick suite takes minutes, and the estimate says so (not "~0.0 h")
+    estimate = next(line for line in dry.stderr.splitlines() if "cost estimate" in line)
+    assert re.search(r"~ \d+ CPU-core-minutes, ~\d+ min on this machine's", estimate), estimate
+    assert " h on this machine" not in estimate and "0.0" not in estimate
 
 
+def test_durations_are_minutes_under_an_hour_and_hours_from_there():
+    from adaptive_po.harness.sweep import format_duration
+
+    assert format_duration(0.05) == "3 min" and format_duration(0.05, "CPU-core-") == "3 CPU-core-minutes"
+    assert format_duration(0.001) == "<1 min" and format_duration(0.5) == "30 min"
+    assert format_duration(0.995) == "1.0 h"  # 59.7 minutes round to an hour
+    assert format_duration(9.44) == "9.4 h" and format_duration(36.0, "CPU-core-") == "36.0 CPU-core-hours"
+    with pytest.raises(ValueError):
+        format_duration(-1.0)
+
+
+def test_suite_help_names_every_registered_suite(monkeypatch):
+    from adaptive_po.harness import suites
+    from adaptive_po.harness.cli import build_parser
+
+    def suite_help(parser, command):
+        sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+        return next(a for a in sub._actions if a.dest == "suite").help
+
+    for command in ("bench", "train"):
+        text = suite_help(build_parser(), command)
+        assert all(name in text for name in suites.SUITES), (command, text)
+    # taken from the registry, not a copy of it: a suite added there shows up in the help
+    monkeypatch.setitem(suites.SUITES, "my-new-suite", suites.SUITES["quick"])
+    assert "my-new-suite" in suite_help(build_parser(), "bench")
+
+
+@pytest.mark.slow
 def test_atari_smoke_run_on_cpu(tmp_path):
     envs_dir = tmp_path / "envs"
-    write_env(envs_dir, "Pong-v5", base="Pong-v5", evaluation={"episodes": 1, "every": 100000}, budget={"atari": 2048})
+    # one epoch per update instead of four: the CnnPolicy pipeline end to end, in half the time
+    write_env(envs_dir, "Pong-v5", base="Pong-v5", evaluation={"episodes": 1, "every": 100000}, budget={"atari": 2048}, hyperparams__n_epochs=1)
     spec = RunSpec(suite="atari", env="Pong-v5", algo="esspo", seed=0, total_timesteps=2048, out=str(tmp_path / "runs"), device="cpu", envs_dir=str(envs_dir), policy_lag=1)
     outcome = execute_run(spec)
     assert outcome["status"] == "complete", outcome.get("traceback")
@@ -263,6 +300,7 @@ def test_atari_smoke_run_on_cpu(tmp_path):
     assert -21 <= final <= 21  # a full, unclipped Pong game
 
 
+@pytest.mark.slow
 def test_train_cli_one_run(tmp_path):
     cmd = [sys.executable, "-m", "adaptive_po", "train", "--env", "CartPole-v1", "--algo", "esspo-cap-only", "--lag", "1",
            "--noise", "0.3", "--timesteps", "512", "--out", str(tmp_path), "--device", "cpu"]

@@ -60,6 +60,7 @@ def test_actions_come_from_k_update_old_parameters(lag):
     n_updates = 6
     model.learn(16 * 4 * n_updates, callback=recorder)
     snapshots = recorder.learner_params_at_collection  # snapshots[i] = learner after i updates
+    assert len(recorder.rollouts) == len(snapshots) == n_updates  # the loop below checks every rollout
     for i, rollout in enumerate(recorder.rollouts):
         acting = max(0, i - lag)
         expected = log_probs_under(model, snapshots[acting], rollout)

@@ -49,8 +49,10 @@ def test_a_wheel_install_runs_the_shipped_suite_from_any_folder(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     torch_spec = f"torch=={torch.__version__.split('+')[0]}"
-    _run([str(python), "-m", "pip", "install", "--quiet", torch_spec], cwd=elsewhere)
-    _run([str(python), "-m", "pip", "install", "--quiet", str(source)], cwd=elsewhere)
+    # --no-compile: no byte-compiling of every installed file (torch's thousands) ahead of time;
+    # the few modules the commands below import are compiled when they are first imported
+    _run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", torch_spec], cwd=elsewhere)
+    _run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", str(source)], cwd=elsewhere)
 
     # the installed copy, not the checkout, and its suite inside it
     where = _run([str(python), "-c", "import adaptive_po, pathlib; print(pathlib.Path(adaptive_po.__file__).parent)"], cwd=elsewhere)

@@ -313,7 +313,7 @@ def test_vtrace_three_steps_with_a_terminal_in_the_middle():
     delta0 = 1.0 * (1.0 + gamma * 1.0 - 0.5)
     v0 = 0.5 + delta0 + gamma * 1.0 * (v1 - 1.0)  # c_0 = min(1, 2) = 1
     assert ret[:, 0].tolist() == pytest.approx([v0, v1, v2], abs=1e-6)
-    assert [v0, v1, v2] == pytest.approx([2.35, 1.5, 5.68])
+    assert ret[:, 0].tolist() == pytest.approx([2.35, 1.5, 5.68], abs=1e-5)  # the same, worked out
     # the policy-gradient advantage r + gamma v_{s+1} - V(s), v after the last step = last_values
     a0 = 1.0 + gamma * v1 - 0.5
     a1 = 2.0 + 0.0 - 1.0

@@ -20,7 +20,7 @@ from stable_baselines3.common.logger import configure
 import analysis
 from adaptive_po import BatchPolicyOptimization
 from adaptive_po.harness import contract
-from adaptive_po.harness.population import execute_population, group_populations, population_key
+from adaptive_po.harness.population_runner import execute_population, group_populations, population_key
 from adaptive_po.harness.runner import RunSpec, execute_run
 from adaptive_po.objectives import OBJECTIVES
 from adaptive_po.population import Member, PopulationLearner, StackedRollout
@@ -119,7 +119,7 @@ def _learner(members, **kwargs):
 
 def _random_rollout(learner, n_steps=4, n_envs=2):
     k = learner.k
-    g = torch.Generator().manual_seed(learner.n_updates)
+    g = torch.Generator().manual_seed(learner.updates_done)
     obs = torch.randn(k, n_steps, n_envs, 4, generator=g)
     actions, blp, params = learner.act(obs.reshape(k, n_steps * n_envs, 4))
     shape = (k, n_steps, n_envs)
@@ -218,7 +218,7 @@ def test_a_diverging_member_fails_alone_with_its_reason(tmp_path, monkeypatch):
 
     def update(self, rollout, progress_remaining):
         stats = original(self, rollout, progress_remaining)
-        if self.n_updates == 2:
+        if self.updates_done == 2:
             self.params["policy.action_net.weight"][1] = float("nan")
         return stats
 

@@ -39,14 +39,19 @@ except ImportError:
     pytest.skip("Ray is not installed: pip install 'adaptive-po[distributed]'", allow_module_level=True)
 
 from adaptive_po.harness import ray_executor  # noqa: E402
+from adaptive_po.harness.jobs import Job, plan_jobs  # noqa: E402
 from adaptive_po.harness.sweep import Grid, expand_grid, run_sweep  # noqa: E402
 from adaptive_po.harness.ray_executor import ATTEMPT_LOG_ENV, check_ray_available, land, run_ray  # noqa: E402
 from adaptive_po.harness.contract import COMPLETE, FAILED, atomic_write_text  # noqa: E402
 from adaptive_po.harness.runner import RunSpec  # noqa: E402
 
+# one xdist worker runs this whole module (`make test`: --dist loadgroup): its tests share the
+# module's Ray head and never start two local Ray instances (ports, ~/.ray, CPUs) at once
+pytestmark = pytest.mark.xdist_group("ray")
+
 TIME_COLUMNS = {"time_elapsed"}
 GRID = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo", "ppo"], seeds=[0, 1], lags=[0, 2], noise=[0.0], replay=[0])
-TIMESTEPS = 2048
+TIMESTEPS = 1024  # 4 updates: a killer still finds a worker mid-run (after its first update, before its summary)
 
 
 def grid_specs(out: Path, **overrides) -> list[RunSpec]:
@@ -177,9 +182,13 @@ def test_resource_request_and_loopback_addresses():
     assert all(ray_executor._is_loopback(a) for a in loopback)
     assert not any(ray_executor._is_loopback(a) for a in ["auto", "10.0.0.5:6379", "ray://head:10001"])
     with pytest.raises(ValueError, match="max_concurrent"):
-        run_ray([spec], max_concurrent=0)
+        run_ray([Job((spec,))], max_concurrent=0)
     with pytest.raises(ValueError, match="max_retries"):
-        run_ray([spec], max_retries=-1)
+        run_ray([Job((spec,))], max_retries=-1)
+    with pytest.raises(TypeError, match="plan_jobs"):  # the executors take planned jobs, not run specs
+        run_ray([spec])
+    with pytest.raises(ValueError, match="share a run folder"):
+        run_ray([Job((spec,)), Job((spec,))])
 
 
 def test_land_replaces_an_incomplete_folder_atomically(tmp_path):
@@ -198,6 +207,7 @@ def test_land_replaces_an_incomplete_folder_atomically(tmp_path):
     assert [p.name for p in spec.run_dir.parent.iterdir()] == ["seed-0"]  # no staging or old folder left
 
 
+@pytest.mark.slow
 def test_ray_sweep_matches_the_local_executor(tmp_path, local_reference):
     """The CLI's path: run_sweep(executor="ray") with no address starts (and stops) a local instance."""
     specs = grid_specs(tmp_path)
@@ -262,6 +272,7 @@ def test_local_instance_listens_on_loopback_only(ray_head):
     assert [s for s in sockets if s[1] not in LOOPBACK] == []
 
 
+@pytest.mark.slow
 def test_killed_worker_is_retried_and_lands_once(tmp_path, tmp_path_factory, ray_head, attempt_log):
     """On the population engine: the esspo and the ppo population (lags 0 and 2) are two tasks.
 
@@ -280,7 +291,7 @@ def test_killed_worker_is_retried_and_lands_once(tmp_path, tmp_path_factory, ray
     killer = Killer(attempt_log)
     killer.start()
     try:
-        run_ray(specs, ray_address=address, on_result=lambda s, o: results.append((s, o)), on_tick=ticks.append, max_concurrent=2)
+        run_ray(plan_jobs(specs), ray_address=address, on_result=lambda s, o: results.append((s, o)), on_tick=ticks.append, max_concurrent=2)
     finally:
         killer.stop.set()
         killer.join()
@@ -300,6 +311,7 @@ def test_killed_worker_is_retried_and_lands_once(tmp_path, tmp_path_factory, ray
     assert leftover == []  # the killed attempt's folder was removed by the next task on the node
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["process", "population"])
 def test_retries_exhausted_records_failed_and_goes_on(tmp_path, ray_head, attempt_log, engine):
     """process: one task per run, the first run is the victim; population: the ppo population
@@ -314,7 +326,7 @@ def test_retries_exhausted_records_failed_and_goes_on(tmp_path, ray_head, attemp
     killer.start()
     try:  # one task at a time, so the killer's victim is the first task
         run_ray(
-            victims + survivors, ray_address=address, on_result=lambda s, o: results.append((s, o)), max_concurrent=1, max_retries=0, engine=engine
+            plan_jobs(victims + survivors, engine), ray_address=address, on_result=lambda s, o: results.append((s, o)), max_concurrent=1, max_retries=0
         )
     finally:
         killer.stop.set()

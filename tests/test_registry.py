@@ -17,6 +17,7 @@ from adaptive_po.harness.runner import RunSpec, execute_run
 from adaptive_po.objectives import OBJECTIVES, ObjectiveOutput, ObjectiveSpec, PolicyBatch
 
 SEEN: list[dict] = []
+LOSSES: list[float] = []  # the toy's loss on each minibatch, in order
 
 
 def clipped_pg_with_kl(batch: PolicyBatch, *, clip_range: float, kl_coef: float = 0.1) -> ObjectiveOutput:
@@ -30,12 +31,15 @@ def clipped_pg_with_kl(batch: PolicyBatch, *, clip_range: float, kl_coef: float 
     )
     ratio = torch.exp(batch.log_prob - batch.proximal_log_prob)
     surrogate = torch.min(ratio * batch.advantages, ratio.clamp(1 - clip_range, 1 + clip_range) * batch.advantages)
-    return ObjectiveOutput(-surrogate.mean() + kl_coef * batch.kl_behaviour.mean())
+    loss = -surrogate.mean() + kl_coef * batch.kl_behaviour.mean()
+    LOSSES.append(loss.item())
+    return ObjectiveOutput(loss)
 
 
 @pytest.fixture
 def toy_registered(monkeypatch):
     SEEN.clear()
+    LOSSES.clear()
     spec = ObjectiveSpec(
         clipped_pg_with_kl, "toy: proximal clip + fixed KL", {"kl_coef": 0.05},
         needs_kl=True, needs_proximal=True, tuned=("clip_range",),
@@ -54,9 +58,13 @@ def test_a_registered_objective_trains_through_the_sb3_class(toy_registered):
     assert len(SEEN) == 3 * 2 * 2  # updates x epochs x minibatches
     assert all(s == {"kl_grad": True, "proximal": True, "clip_range": 0.3} for s in SEEN)
     assert model.objective_kwargs == {"kl_coef": 0.05, "clip_range": 0.3}
-    # the loop's own statistics come for free
+    # the loop's own statistics come for free: the defaults for what the toy leaves out (nothing
+    # capped, no KL weight, its loss as the policy loss: the mean over the last update's 4 minibatches)
     stats = model.last_update_stats
-    assert 0 < stats["ess"] <= 1 and stats["cap_fraction"] == 0.0 and stats["policy_loss"] == pytest.approx(stats["policy_loss"])
+    assert 0 < stats["ess"] < 1 and stats["kl_behaviour"] > 0  # lag 1: the actor is an update old
+    assert stats["cap_fraction"] == 0.0 and stats["kl_weight"] == 0.0
+    assert len(LOSSES) == len(SEEN) and stats["policy_loss"] == pytest.approx(sum(LOSSES[-4:]) / 4, rel=1e-6)
+    assert stats["policy_loss"] != pytest.approx(sum(LOSSES[-8:-4]) / 4, rel=1e-6)  # not an earlier update's
 
 
 def test_a_registered_objective_runs_in_the_bench_with_the_tuned_clip_range(toy_registered, tmp_path):

@@ -94,6 +94,7 @@ def tiny_spec(out: Path, **kw) -> RunSpec:
 
 
 # -- kill -9 of the driver, a second sweep on the same folder -------------------------------------
+@pytest.mark.slow
 def test_kill_9_of_the_driver_then_an_immediate_rerun(tmp_path):
     out = tmp_path / "runs"
     cmd = bench_cmd(out, seeds="1", workers=1)  # esspo then ppo, one worker at a time
@@ -148,6 +149,7 @@ def test_kill_9_of_the_driver_then_an_immediate_rerun(tmp_path):
         pd.testing.assert_frame_equal(progress, expected)
 
 
+@pytest.mark.slow
 def test_population_workers_die_with_their_driver(tmp_path):
     out = tmp_path / "runs"
     driver = subprocess.Popen(bench_cmd(out, engine="population", timesteps=65536, workers=1, algos="esspo"), env=ENV,
@@ -225,6 +227,7 @@ def test_no_process_deletes_or_marks_a_folder_a_live_process_owns(tmp_path, monk
 
 
 # -- corrupt results ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_corrupt_results_are_redone_by_the_bench_and_named_by_analysis(tmp_path, capsys, monkeypatch):
     from analysis import LoadWarning, load_runs
 
@@ -283,6 +286,7 @@ def test_corrupt_results_are_redone_by_the_bench_and_named_by_analysis(tmp_path,
 
 
 # -- divergence -----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_divergence_is_caught_and_named_on_both_engines(tmp_path):
     from analysis import LoadWarning, load_runs
 

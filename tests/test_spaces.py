@@ -362,7 +362,7 @@ def test_unsupported_runs_go_to_the_process_engine(tmp_path):
     import yaml
 
     from adaptive_po.harness.config import DEFAULT_ENVS_DIR
-    from adaptive_po.harness.population import supports_population
+    from adaptive_po.harness.population_runner import supports_population
     from adaptive_po.harness.runner import RunSpec
 
     pendulum = yaml.safe_load((DEFAULT_ENVS_DIR / "Pendulum-v1.yaml").read_text())

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from adaptive_po.harness.contract import COMPLETE, FAILED, STATUS_FILE
-from adaptive_po.harness.population import group_populations, population_key
+from adaptive_po.harness.population_runner import group_populations, population_key
 from adaptive_po.harness.runner import RunSpec
-from adaptive_po.harness.sweep import Grid, expand_grid, plan_jobs, run_sweep
+from adaptive_po.harness.jobs import plan_jobs
+from adaptive_po.harness.sweep import Grid, expand_grid, run_sweep
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
@@ -86,6 +87,7 @@ def test_plan_jobs_keeps_atari_on_the_process_engine(tmp_path):
 
 
 # -- the bench ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_population_and_process_engines_write_the_same_runs_and_resume(tmp_path):
     population = bench(tmp_path / "population", "--engine", "population")
     assert population.returncode == 0, population.stderr
@@ -146,9 +148,10 @@ class WorkerKiller(threading.Thread):
             time.sleep(0.01)
 
 
+@pytest.mark.slow
 def test_killed_population_worker_fails_its_runs_and_the_sweep_goes_on(tmp_path):
     out = tmp_path / "runs"
-    specs = specs_of(out, timesteps=8192)  # esspo and ppo populations, two seeds each
+    specs = specs_of(out, timesteps=4096)  # esspo and ppo populations, two seeds each; 16 updates to be caught in
     killer = WorkerKiller(out)
     killer.start()
     try:
@@ -179,7 +182,7 @@ def test_dry_run_names_the_engine_and_bad_workers_fail_first(tmp_path):
 
     default = dry()
     assert default.returncode == 0, default.stderr
-    assert "cost estimate (population engine)" in default.stderr and "CPU-core-hours" in default.stderr
+    assert "cost estimate (population engine)" in default.stderr and "CPU-core-minutes" in default.stderr  # under an hour
     process = dry("--engine", "process")
     assert process.returncode == 0 and "cost estimate (process engine)" in process.stderr and "population engine" not in process.stderr
     assert default.stdout == process.stdout and len(default.stdout.split()) == 40  # the same runs
@@ -202,7 +205,10 @@ def test_the_estimate_uses_each_engines_measured_speed_per_environment():
     specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0, 1], lags=[0], noise=[0.0], replay=[0], timesteps=1_000_000, device="cpu"))
     for engine in ("population", "process"):
         text = describe_grid(specs, engine)
-        hours = 2 * SECONDS_PER_MILLION[engine]["CartPole-v1"] / 3600
-        assert f"~ {hours:.1f} CPU-core-hours" in text and "not measured" not in text
+        minutes = 2 * SECONDS_PER_MILLION[engine]["CartPole-v1"] / 60  # under an hour: in minutes
+        assert minutes < 60 and f"~ {minutes:.0f} CPU-core-minutes" in text and "not measured" not in text
+    long = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=list(range(40)), lags=[0], noise=[0.0], replay=[0], timesteps=1_000_000, device="cpu"))
+    hours = 40 * SECONDS_PER_MILLION["process"]["CartPole-v1"] / 3600
+    assert hours >= 1 and f"~ {hours:.1f} CPU-core-hours" in describe_grid(long, "process")
     pendulum = expand_grid(Grid(suite="quick", envs=["Pendulum-v1"], algos=["esspo"], seeds=[0], lags=[0], noise=[0.0], replay=[0], device="cpu"))
     assert "not measured, estimated at the mean measured speed: Pendulum-v1" in describe_grid(pendulum)

@@ -1,7 +1,7 @@
 """The sweep on a Ray cluster (``adaptive-po bench --executor ray``).
 
-Each job of the sweep (:func:`adaptive_po.harness.sweep.plan_jobs`) is one Ray task: a
-population (:func:`adaptive_po.harness.population.execute_population`, the default engine) or
+Each job of the sweep (:func:`adaptive_po.harness.jobs.plan_jobs`) is one Ray task: a
+population (:func:`adaptive_po.harness.population_runner.execute_population`, the default engine) or
 one run (:func:`adaptive_po.harness.runner.execute_run`: the process engine, and runs the
 population engine does not support). The task trains copies of its specs whose results root is
 a fresh temporary folder on the worker, packs each finished run folder (a tar.gz: a few kB for a
@@ -39,13 +39,11 @@ import time
 import uuid
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from adaptive_po.harness.contract import FAILED, atomic_write_text, is_complete
+from adaptive_po.harness.jobs import Job, ResultCallback, TickCallback, check_jobs, job_specs
 from adaptive_po.harness.runner import RunSpec
-
-if TYPE_CHECKING:
-    from adaptive_po.harness.sweep import Job
 
 RAY_MISSING = "Ray is not installed: pip install 'adaptive-po[distributed]'"
 #: GPU share of one task (a run or a population) when its device is CUDA and ``gpus_per_run`` is not given
@@ -58,9 +56,6 @@ ATTEMPT_PREFIX = "adaptive-po-ray-"
 ATTEMPT_LOG_ENV = "ADAPTIVE_PO_RAY_ATTEMPT_LOG"
 #: seconds between ``on_tick`` calls (and the ``ray.wait`` timeout)
 TICK_S = 0.5
-
-ResultCallback = Callable[[RunSpec, dict[str, Any]], None]
-TickCallback = Callable[[list[RunSpec]], None]
 
 
 def check_ray_available() -> None:
@@ -135,7 +130,7 @@ def run_attempt(specs_data: list[dict[str, Any]], population: bool = False) -> d
         for spec in specs:
             _note_attempt(spec, workdir)
         if population:
-            from adaptive_po.harness.population import execute_population
+            from adaptive_po.harness.population_runner import execute_population
 
             outcomes = execute_population(local)
         else:
@@ -316,7 +311,7 @@ def _num_gpus(spec: RunSpec, gpus_per_run: float | None) -> float:
 
 
 def run_ray(
-    specs: Sequence[RunSpec],
+    jobs: Sequence[Job],
     ray_address: str | None = None,
     on_result: ResultCallback | None = None,
     on_tick: TickCallback | None = None,
@@ -324,20 +319,20 @@ def run_ray(
     max_retries: int = 2,
     cpus_per_run: float = 1,
     gpus_per_run: float | None = None,
-    engine: str = "population",
 ) -> None:
-    """Run ``specs`` as Ray tasks; their run folders land in each spec's ``out`` on this machine.
+    """Run ``jobs`` as Ray tasks, one task per job; their run folders land in each spec's ``out``
+    on this machine.
 
-    ``engine``: ``population`` makes one task of each population
-    (:func:`~adaptive_po.harness.sweep.plan_jobs`) and one of each other run; ``process`` one task
-    per run.
+    ``jobs``: planned by :func:`~adaptive_po.harness.jobs.plan_jobs` (the engine is chosen
+    there: a population per task, or one run per task), the same input as the local executor's
+    :func:`~adaptive_po.harness.sweep.run_local`.
 
     ``ray_address``: None starts a local instance (loopback only) for the sweep and stops it at
     the end; an address (``auto``, ``ray://host:10001``) connects to that cluster and disconnects
     at the end. If Ray is already initialized in this process, that connection is used and kept.
-    ``on_result(spec, outcome)`` is called exactly once per spec, in this thread, after the run
+    ``on_result(spec, outcome)`` is called exactly once per run, in this thread, after the run
     folder has landed; ``outcome`` is ``execute_run``'s record with ``run_dir`` pointing here.
-    ``on_tick(running_specs)`` is called about every half second with the specs in flight.
+    ``on_tick(running_specs)`` is called about every half second with the runs in flight.
     ``max_concurrent`` caps the tasks in flight (None: all at once, Ray queues them).
     ``max_retries``: attempts after a lost worker or node (not after a failed run); a retried
     population trains all its runs again.
@@ -347,9 +342,7 @@ def run_ray(
     check_ray_available()
     import ray
 
-    from adaptive_po.harness.sweep import check_engine, plan_jobs
-
-    check_engine(engine)
+    check_jobs(jobs)
     if max_concurrent is not None and max_concurrent < 1:
         raise ValueError(f"max_concurrent must be >= 1 or None, got {max_concurrent!r}")
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
@@ -358,10 +351,7 @@ def run_ray(
         raise ValueError(f"cpus_per_run must be > 0, got {cpus_per_run!r}")
     if gpus_per_run is not None and not gpus_per_run >= 0:
         raise ValueError(f"gpus_per_run must be >= 0, got {gpus_per_run!r}")
-    keys = [str(s.run_dir) for s in specs]
-    if len(set(keys)) != len(keys):
-        raise ValueError("two specs share a run folder")
-    if not specs:
+    if not jobs:
         return
     on_result = on_result or (lambda spec, outcome: None)
     on_tick = on_tick or (lambda active: None)
@@ -381,7 +371,7 @@ def run_ray(
                 raise ValueError(f"could not connect to the Ray cluster at {ray_address!r}: {err}{cause}") from err
         owned = True
     remote = ray.remote(run_attempt)
-    pending = deque(plan_jobs(specs, engine))
+    pending = deque(jobs)
     in_flight: dict[Any, Job] = {}
     try:
         while pending or in_flight:
@@ -400,7 +390,7 @@ def run_ray(
                 job = in_flight.pop(ref)
                 for spec, outcome in zip(job.specs, _finish(job, ref, max_retries)):
                     on_result(spec, outcome)
-            on_tick([spec for job in in_flight.values() for spec in job.specs])
+            on_tick(job_specs(list(in_flight.values())))
     except BaseException:
         for ref in in_flight:
             with contextlib.suppress(Exception):

@@ -9,7 +9,6 @@ produces a non-finite loss leaves a ``FAILED`` file with its traceback instead; 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import time
 import traceback
@@ -18,15 +17,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from adaptive_po.harness import contract
-from adaptive_po.harness.contract import COMPLETE, FAILED, STATUS_FILE, atomic_write_json, atomic_write_rows, is_complete
+from adaptive_po.harness.contract import COMPLETE, DIAL_DEFAULTS, DIAL_NAMES, FAILED, STATUS_FILE, DataDials
+from adaptive_po.harness.contract import atomic_write_json, is_complete
 from adaptive_po.harness.divergence import check_finite, compact_traceback, divergence_of_file, error_line
+from adaptive_po.harness.recorder import RunRecorder, nonfinite_reason
 from adaptive_po.harness.locks import claim_run_folder, owned_by_another, release_run_folder, wait_for_owner
 
-#: seconds between rewrites of progress.csv during training (it is always written at the end)
-PROGRESS_WRITE_INTERVAL = 5.0
 
 
 @dataclass(frozen=True)
@@ -38,12 +35,14 @@ class RunSpec:
     algo: str
     seed: int
     total_timesteps: int
-    policy_lag: int = 0
-    replay: int = 0
-    action_noise: float = 0.0
-    behaviour_log_prob: str = "actual"
-    sampler_temperature: float = 1.0
-    sampler_precision: str = "fp32"
+    # the data dials, flat (a RunSpec travels as JSON to its worker); their owner, defaults and
+    # validation are contract.DataDials (:attr:`dials`)
+    policy_lag: int = DIAL_DEFAULTS["policy_lag"]
+    replay: int = DIAL_DEFAULTS["replay"]
+    action_noise: float = DIAL_DEFAULTS["action_noise"]
+    behaviour_log_prob: str = DIAL_DEFAULTS["behaviour_log_prob"]
+    sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"]
+    sampler_precision: str = DIAL_DEFAULTS["sampler_precision"]
     #: knob values other than the defaults (adaptive_po.harness.variants); "" = the defaults
     variant: str = ""
     device: str = "cpu"
@@ -54,12 +53,16 @@ class RunSpec:
     tensorboard: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.dials  # noqa: B018 - validates the dials (ValueError naming the bad one)
+
+    @property
+    def dials(self) -> DataDials:
+        return DataDials(**{name: getattr(self, name) for name in DIAL_NAMES})
+
     @property
     def condition(self) -> str:
-        return contract.condition_name(
-            self.policy_lag, self.action_noise, self.replay, self.behaviour_log_prob,
-            self.sampler_temperature, self.sampler_precision,
-        )
+        return self.dials.condition
 
     @property
     def algo_label(self) -> str:
@@ -141,12 +144,7 @@ def config_for(spec: RunSpec) -> dict[str, Any]:
         "env": spec.env,
         "algo": spec.algo,
         "seed": spec.seed,
-        "policy_lag": spec.policy_lag,
-        "replay": spec.replay,
-        "action_noise": spec.action_noise,
-        "behaviour_log_prob": spec.behaviour_log_prob,
-        "sampler_temperature": spec.sampler_temperature,
-        "sampler_precision": spec.sampler_precision,
+        **spec.dials.to_dict(),
         "variant": spec.variant,
         "condition": spec.condition,
         "total_timesteps": spec.total_timesteps,
@@ -179,66 +177,35 @@ def _json_friendly(values: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(values, default=repr))
 
 
-class _Recorder:
-    """Collects per-update progress and evaluations for one run and writes them atomically."""
-
-    def __init__(self, run_dir: Path, total_timesteps: int) -> None:
-        self.run_dir = run_dir
-        self.total_timesteps = total_timesteps
-        self.progress: list[dict[str, Any]] = []
-        self.evaluations: list[dict[str, Any]] = []
-        self.started = time.time()
-        self._last_write = 0.0
-
-    def write_progress(self, force: bool = False) -> None:
-        now = time.time()
-        if force or now - self._last_write >= PROGRESS_WRITE_INTERVAL:
-            atomic_write_rows(self.run_dir / contract.PROGRESS_FILE, contract.PROGRESS_COLUMNS, self.progress)
-            timesteps = self.progress[-1]["timesteps"] if self.progress else 0
-            atomic_write_json(self.run_dir / STATUS_FILE, {"timesteps": timesteps, "total_timesteps": self.total_timesteps})
-            self._last_write = now
-
-
-def _make_callback(model, recorder: _Recorder, evaluate, eval_every: int):  # type: ignore[no-untyped-def]
+def _make_callback(model, recorder: RunRecorder, evaluate):  # type: ignore[no-untyped-def]
     from stable_baselines3.common.callbacks import BaseCallback
 
     class RunCallback(BaseCallback):
         def __init__(self) -> None:
             super().__init__()
             self.episodes = 0
-            self.next_eval = eval_every
 
         def _on_step(self) -> bool:
             for info in self.locals.get("infos", ()):
                 if "episode" in info:
                     self.episodes += 1
-            if self.num_timesteps >= self.next_eval and self.num_timesteps < recorder.total_timesteps:
+            if recorder.evaluation_due(self.num_timesteps):
                 evaluate(self.num_timesteps)
-                while self.next_eval <= self.num_timesteps:
-                    self.next_eval += eval_every
             return True
 
     callback = RunCallback()
 
     def on_update(stats: dict[str, float]) -> None:
-        if not all(math.isfinite(stats[k]) for k in ("loss", "value_loss", "policy_loss")):
-            raise FloatingPointError(f"non-finite loss at update {len(recorder.progress) + 1}: {stats}")
-        check_finite(model.policy.named_parameters(), f"after update {len(recorder.progress) + 1}")
-        buffer = model.ep_info_buffer
-        returns = [e["r"] for e in buffer] if buffer else []
-        lengths = [e["l"] for e in buffer] if buffer else []
-        recorder.progress.append(
-            {
-                "update": len(recorder.progress) + 1,
-                "timesteps": model.num_timesteps,
-                "episodes": callback.episodes,
-                "time_elapsed": round(time.time() - recorder.started, 3),
-                "rollout_return_mean": float(np.mean(returns)) if returns else None,
-                "rollout_length_mean": float(np.mean(lengths)) if lengths else None,
-                **{name: stats[name] for name in contract.UPDATE_STATISTICS},
-            }
+        update = len(recorder.progress) + 1
+        reason = nonfinite_reason(stats, update)
+        if reason is not None:
+            raise FloatingPointError(f"{reason}; statistics: {stats}")
+        check_finite(model.policy.named_parameters(), f"after update {update}")
+        buffer = model.ep_info_buffer or ()
+        recorder.add_update(
+            stats, timesteps=model.num_timesteps, episodes=callback.episodes,
+            returns=[e["r"] for e in buffer], lengths=[e["l"] for e in buffer],
         )
-        recorder.write_progress()
 
     model.add_update_listener(on_update)
     return callback
@@ -253,7 +220,6 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
     from adaptive_po.algorithms import BatchPolicyOptimization
     from adaptive_po.environments import make_vec_env
     from adaptive_po.harness.config import get_env_config
-    from adaptive_po.objectives import get_objective
 
     device = resolve_device(spec.device)
     if device == "cpu":
@@ -269,7 +235,7 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
     if env_cfg.normalize:
         train_env = VecNormalize(train_env, gamma=hp.gamma)
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
-    recorder = _Recorder(run_dir, spec.total_timesteps)
+    recorder = RunRecorder(run_dir, spec.total_timesteps, env_cfg.eval_every)
 
     try:
         model = BatchPolicyOptimization(
@@ -279,12 +245,7 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
             objective_kwargs=objective_kwargs,
             seed=spec.seed,
             device=device,
-            policy_lag=spec.policy_lag,
-            replay=spec.replay,
-            action_noise=spec.action_noise,
-            behaviour_log_prob=spec.behaviour_log_prob,
-            sampler_temperature=spec.sampler_temperature,
-            sampler_precision=spec.sampler_precision,
+            **spec.dials.to_dict(),
             verbose=0,
             **hp.algorithm_kwargs(),
         )
@@ -296,18 +257,11 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
             returns, _ = evaluate_policy(
                 model, eval_env, n_eval_episodes=env_cfg.eval_episodes, deterministic=True, return_episode_rewards=True, warn=False
             )
-            row = {
-                "timesteps": int(timesteps),
-                "eval_return_mean": float(np.mean(returns)),
-                "eval_return_std": float(np.std(returns)),
-                "eval_episodes": len(returns),
-            }
-            recorder.evaluations.append(row)
-            atomic_write_rows(run_dir / contract.EVAL_FILE, contract.EVAL_COLUMNS, recorder.evaluations)
+            row = recorder.add_evaluation(timesteps, returns)
             model.logger.record("eval/mean_reward", row["eval_return_mean"])
             return row
 
-        callback = _make_callback(model, recorder, evaluate, env_cfg.eval_every)
+        callback = _make_callback(model, recorder, evaluate)
         evaluate(0)
         try:
             model.learn(spec.total_timesteps, callback=callback, tb_log_name="tb")

@@ -1,11 +1,13 @@
 """The sweep: expand a grid into runs, validate it up front, run it resumably with progress.
 
-The runs to do are split into *jobs* (:func:`plan_jobs`), and each job is one worker process
-with one torch thread on CPU (or one Ray task). With the population engine (the default) a job
-is a population: the runs of one environment, algorithm and budget that differ only in seed and
-data dials, trained together in one process (``python -m adaptive_po _run_population SPECS``,
-:mod:`adaptive_po.harness.population`). Runs the engine does not support (CnnPolicy, i.e. Atari),
-and every run with the process engine, are jobs of one run (``python -m adaptive_po _run SPEC``).
+The runs to do are split into *jobs* (:func:`adaptive_po.harness.jobs.plan_jobs`), and each job
+is one worker process with one torch thread on CPU (:func:`run_local`, here) or one Ray task
+(:func:`adaptive_po.harness.ray_executor.run_ray`): both executors take the same planned jobs.
+With the population engine (the default) a job is a population: the runs of one environment,
+algorithm and budget that differ only in seed and data dials, trained together in one process
+(``python -m adaptive_po _run_population SPECS``, :mod:`adaptive_po.harness.population_runner`). Runs
+the engine does not support (CnnPolicy, i.e. Atari), and every run with the process engine, are
+jobs of one run (``python -m adaptive_po _run SPEC``).
 
 A crash, a hang killed by the user or a NaN costs that job's runs only: they record themselves as
 failed (a worker that dies without a result has ``FAILED`` written for each of its unfinished
@@ -25,10 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from adaptive_po.collector import validate_off_policy_settings
 from adaptive_po.harness.config import ConfigError, get_env_config
-from adaptive_po.harness.contract import FAILED, STATUS_FILE, SUMMARY_FILE, atomic_write_text, is_complete
+from adaptive_po.harness.contract import DIAL_DEFAULTS, DIAL_NAMES, FAILED, STATUS_FILE, SUMMARY_FILE, DataDials
+from adaptive_po.harness.contract import atomic_write_text, is_complete
 from adaptive_po.harness.contract import SUMMARY_DIVERGED, verify_complete_run
+from adaptive_po.harness.jobs import Job, ResultCallback, TickCallback, check_engine, check_jobs, plan_jobs
 from adaptive_po.harness.locks import DRIVER_PID_ENV
 from adaptive_po.harness.runner import RunSpec, completed_summary, resolve_backend, resolve_device
 from adaptive_po.harness.suites import get_suite
@@ -47,10 +50,10 @@ class Grid:
     lags: list[int]
     noise: list[float]
     replay: list[int]
-    behaviour_log_prob: list[str] = field(default_factory=lambda: ["actual"])
-    temperatures: list[float] = field(default_factory=lambda: [1.0])
-    precisions: list[str] = field(default_factory=lambda: ["fp32"])
-    #: explicit data conditions (dicts of Condition fields) instead of the product of the lists above
+    behaviour_log_prob: list[str] = field(default_factory=lambda: [DIAL_DEFAULTS["behaviour_log_prob"]])
+    temperatures: list[float] = field(default_factory=lambda: [DIAL_DEFAULTS["sampler_temperature"]])
+    precisions: list[str] = field(default_factory=lambda: [DIAL_DEFAULTS["sampler_precision"]])
+    #: explicit data conditions (dicts of DataDials fields) instead of the product of the lists above
     conditions: list[dict[str, Any]] | None = None
     #: per algorithm, the variants to run ("" = the defaults); algorithms not named run "" only
     variants: dict[str, list[str]] | None = None
@@ -64,36 +67,25 @@ class Grid:
     tensorboard: bool = True
 
 
-@dataclass(frozen=True)
-class Condition:
-    """One data condition: the collector's dials."""
-
-    policy_lag: int = 0
-    action_noise: float = 0.0
-    replay: int = 0
-    behaviour_log_prob: str = "actual"
-    sampler_temperature: float = 1.0
-    sampler_precision: str = "fp32"
+def _dials(values: dict[str, Any]) -> DataDials:
+    """One data condition (numbers as the run folders record them); ``ValueError`` names a bad dial."""
+    unknown = sorted(set(values) - set(DIAL_NAMES))
+    if unknown:
+        raise ValueError(f"unknown condition key(s) {unknown} in {values}")
+    dials = DataDials(**values)
+    floats = {name: float(getattr(dials, name)) for name in ("action_noise", "sampler_temperature")}
+    return dataclasses.replace(dials, **floats)
 
 
-def grid_conditions(grid: Grid) -> list[Condition]:
+def grid_conditions(grid: Grid) -> list[DataDials]:
     """The grid's data conditions: its explicit list, or the product of its dial lists."""
     if grid.conditions is not None:
         if not grid.conditions:
             raise ValueError("no conditions selected")
-        out = []
-        for c in grid.conditions:
-            unknown = sorted(set(c) - {f.name for f in dataclasses.fields(Condition)})
-            if unknown:
-                raise ValueError(f"unknown condition key(s) {unknown} in {c}")
-            out.append(Condition(**c))
-        return out
-    return [
-        Condition(lag, noise, replay, blp, temperature, precision)
-        for lag, noise, replay, blp, temperature, precision in itertools.product(
-            grid.lags, grid.noise, grid.replay, grid.behaviour_log_prob, grid.temperatures, grid.precisions
-        )
-    ]
+        return [_dials(dict(c)) for c in grid.conditions]
+    axes = (grid.lags, grid.noise, grid.replay, grid.behaviour_log_prob, grid.temperatures, grid.precisions)
+    order = ("policy_lag", "action_noise", "replay", "behaviour_log_prob", "sampler_temperature", "sampler_precision")
+    return [_dials(dict(zip(order, levels))) for levels in itertools.product(*axes)]
 
 
 def expand_grid(grid: Grid) -> list[RunSpec]:
@@ -116,11 +108,7 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     for algo in grid.algos:
         get_objective(algo)
-    conditions = grid_conditions(grid)
-    for c in conditions:
-        validate_off_policy_settings(
-            c.policy_lag, c.replay, c.action_noise, c.behaviour_log_prob, c.sampler_temperature, c.sampler_precision
-        )
+    conditions = grid_conditions(grid)  # validated, each a DataDials
     variants = {algo: list((grid.variants or {}).get(algo, [""])) for algo in grid.algos}
     for algo, names in variants.items():
         if not names:
@@ -162,12 +150,7 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
                     algo=algo,
                     seed=seed,
                     total_timesteps=total,
-                    policy_lag=condition.policy_lag,
-                    replay=condition.replay,
-                    action_noise=float(condition.action_noise),
-                    behaviour_log_prob=condition.behaviour_log_prob,
-                    sampler_temperature=float(condition.sampler_temperature),
-                    sampler_precision=condition.sampler_precision,
+                    **condition.to_dict(),
                     variant=variant,
                     device=device,
                     backend=grid.backend,
@@ -179,12 +162,8 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
     return specs
 
 
-#: the engines: ``population`` trains the runs of one environment together in one process where
-#: the runs allow it (MLP policies), ``process`` gives every run its own process
-ENGINES = ("population", "process")
-
 #: wall seconds per million environment steps of one run on one core (esspo, evaluations and
-#: start-up included), by engine and environment, measured by benchmarks/population.py (make perf)
+#: start-up included), by engine and environment, measured by benchmarks/engines_speed.py (make perf)
 #: on a 2-core machine (quiet, process runs bracketing the populations); the population engine
 #: with 50 members (smaller populations are slower per member: 10 members measured 1.4-2.4x). Environments not measured are estimated at
 #: the mean of the measured ones, and the dry run says so.
@@ -202,16 +181,26 @@ def _seconds_per_million(engine: str, env: str) -> tuple[float, bool]:
     return sum(table.values()) / len(table), False
 
 
-def check_engine(engine: str) -> None:
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; use {' or '.join(ENGINES)}")
+def format_duration(hours: float, prefix: str = "") -> str:
+    """A cost estimate for people: minutes under an hour, hours (one decimal) from there.
+
+    ``format_duration(0.1)`` -> ``"6 min"``, ``format_duration(9.44)`` -> ``"9.4 h"``;
+    with ``prefix="CPU-core-"``: ``"6 CPU-core-minutes"``, ``"9.4 CPU-core-hours"``.
+    """
+    if hours < 0:
+        raise ValueError(f"a duration cannot be negative, got {hours!r} h")
+    minutes = hours * 60
+    if round(minutes) < 60:
+        count = "<1" if minutes < 0.5 else f"{minutes:.0f}"
+        return f"{count} {prefix}minutes" if prefix else f"{count} min"
+    return f"{hours:.1f} {prefix}hours" if prefix else f"{hours:.1f} h"
 
 
 def describe_grid(specs: Sequence[RunSpec], engine: str = "population") -> str:
     """A dry-run listing: the runs per environment, and a cost estimate (steps x the measured
     speed of ``engine``; runs the population engine does not support count at the process
     engine's speed)."""
-    from adaptive_po.harness.population import supports_population
+    from adaptive_po.harness.population_runner import supports_population
 
     check_engine(engine)
     lines = [f"{len(specs)} runs"]
@@ -250,57 +239,14 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population") -> str:
             hours = seconds[which] / 3600
             lines.append(
                 f"  cost estimate ({which} engine): {steps_by_engine[which]:,} MLP-policy environment steps ~ "
-                f"{hours:.1f} CPU-core-hours, ~{hours / cores:.1f} h on this machine's {cores} cores "
-                f"(speeds per environment measured by benchmarks/population.py)"
+                f"{format_duration(hours, 'CPU-core-')}, ~{format_duration(hours / cores)} on this machine's {cores} cores "
+                f"(speeds per environment measured by benchmarks/engines_speed.py)"
             )
     if guessed:
         lines.append(f"  (not measured, estimated at the mean measured speed: {', '.join(sorted(guessed))})")
     if cnn_steps:
         lines.append(f"  plus {cnn_steps:,} CnnPolicy (Atari) steps on the process engine: no estimate (GPU speed not measured here)")
     return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class Job:
-    """What one worker process (or one Ray task) runs: one run, or a population of runs."""
-
-    specs: tuple[RunSpec, ...]
-    population: bool = False
-
-    @property
-    def name(self) -> str:
-        first = self.specs[0]
-        if not self.population:
-            return str(first.relative_dir)
-        return f"population of {len(self.specs)}: {first.env} {first.algo} (from {first.relative_dir})"
-
-
-def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members: int | None = None) -> list[Job]:
-    """Split ``specs`` into jobs, in the order of their first run.
-
-    ``population``: the runs :func:`~adaptive_po.harness.population.supports_population` accepts
-    are grouped by :func:`~adaptive_po.harness.population.group_populations` (at most
-    ``max_members`` each, default ``DEFAULT_MAX_MEMBERS``); every other run is a job of its own.
-    ``process``: every run is a job of its own.
-    """
-    from adaptive_po.harness.population import DEFAULT_MAX_MEMBERS, group_populations, supports_population
-
-    check_engine(engine)
-    if engine == "process":
-        return [Job((spec,)) for spec in specs]
-    supported: dict[tuple[str, str | None], bool] = {}  # one YAML read per environment
-
-    def fits(spec: RunSpec) -> bool:
-        key = (spec.env, spec.envs_dir)
-        if key not in supported:
-            supported[key] = supports_population(spec)
-        return supported[key]
-
-    order = {id(spec): i for i, spec in enumerate(specs)}
-    groups = group_populations([s for s in specs if fits(s)], max_members or DEFAULT_MAX_MEMBERS)
-    jobs = [Job(tuple(group), population=True) for group in groups]
-    jobs += [Job((spec,)) for spec in specs if not fits(spec)]
-    return sorted(jobs, key=lambda job: order[id(job.specs[0])])
 
 
 # -- local execution ------------------------------------------------------------------------------
@@ -398,15 +344,23 @@ def _live_timesteps(spec: RunSpec) -> int:
         return 0
 
 
-ResultCallback = Callable[[RunSpec, dict[str, Any]], None]
-
-
-def run_local(jobs: Sequence[Job], workers: int, on_result: ResultCallback, on_tick: Callable[[list[RunSpec]], None]) -> None:
-    """Run ``jobs`` in at most ``workers`` concurrent processes.
+def run_local(
+    jobs: Sequence[Job],
+    workers: int,
+    on_result: ResultCallback | None = None,
+    on_tick: TickCallback | None = None,
+) -> None:
+    """Run ``jobs`` (planned by :func:`~adaptive_po.harness.jobs.plan_jobs`) in at most
+    ``workers`` concurrent processes.
 
     ``on_result(spec, record)`` is called once per run when its job ends; ``on_tick`` about every
     quarter second with the runs of the jobs in flight.
     """
+    check_jobs(jobs)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    on_result = on_result or (lambda spec, record: None)
+    on_tick = on_tick or (lambda active: None)
     pending = list(jobs)
     active: list[_Active] = []
     try:
@@ -469,7 +423,8 @@ def run_sweep(
 ) -> SweepResult:
     """Run every spec not yet complete; report progress; return what happened.
 
-    ``workers``: jobs at once (a population is one job; see :func:`plan_jobs` for ``engine``).
+    ``workers``: jobs at once (a population is one job; see
+    :func:`~adaptive_po.harness.jobs.plan_jobs` for ``engine``).
     The sweep holds the lock of its folders (``<out>/<suite>``) throughout: a second sweep on
     them is refused (:class:`~adaptive_po.harness.locks.SweepLocked`), and so is a folder that
     cannot be written. A complete run whose files fail
@@ -573,12 +528,13 @@ def _run_sweep(
                 progress.update(run_tasks[key], completed=steps)
             progress.update(sweep_task, completed=finished_steps + live, detail=detail())
 
+        jobs = plan_jobs(todo, engine)
         if executor == "local":
-            run_local(plan_jobs(todo, engine), workers, on_result, on_tick)
+            run_local(jobs, workers, on_result, on_tick)
         else:
             from adaptive_po.harness.ray_executor import run_ray
 
-            run_ray(todo, ray_address=ray_address, on_result=on_result, on_tick=on_tick, max_concurrent=workers, engine=engine)
+            run_ray(jobs, ray_address=ray_address, on_result=on_result, on_tick=on_tick, max_concurrent=workers)
     for record in result.diverged:
         console.print(
             f"[yellow]diverged[/yellow] {escape(str(record.get('relative_dir')))}: complete, but its numbers "

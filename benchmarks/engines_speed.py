@@ -3,9 +3,9 @@ in one process), side by side in one invocation, plus the classic suite's projec
 
 Usage::
 
-    python benchmarks/population.py                 # the cells: CartPole-v1 100k, Acrobot-v1 200k; K = 10, 50 (~25 min on 2 cores)
-    python benchmarks/population.py --quick         # 20k steps, K = 10, 20 (~5 min)
-    python benchmarks/population.py --envs CartPole-v1 --members 10,50,100 --steps 100000 --process-runs 3
+    python benchmarks/engines_speed.py                 # the cells: CartPole-v1 100k, Acrobot-v1 200k; K = 10, 50 (~25 min on 2 cores)
+    python benchmarks/engines_speed.py --quick         # 20k steps, K = 10, 20 (~5 min)
+    python benchmarks/engines_speed.py --envs CartPole-v1 --members 10,50,100 --steps 100000 --process-runs 3
 
 Both engines run the same cell (``esspo``, lag 0, the environment's Zoo settings, evaluations
 included) as the bench runs it: each measurement is a fresh ``python -m adaptive_po`` process with

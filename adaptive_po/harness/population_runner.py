@@ -17,7 +17,6 @@ Which runs can share a population: :func:`population_key`; splitting a sweep int
 from __future__ import annotations
 
 import functools
-import math
 import time
 import traceback
 from collections import deque
@@ -25,13 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from gymnasium import spaces
 
+from adaptive_po.collector import env_actions, truncations
 from adaptive_po.harness import contract
-from adaptive_po.harness.contract import STATUS_FILE, atomic_write_json, atomic_write_rows
 from adaptive_po.harness.divergence import compact_traceback, error_line
+from adaptive_po.harness.config import get_env_config
+from adaptive_po.harness.recorder import RunRecorder, nonfinite_reason
 from adaptive_po.harness.runner import (
-    PROGRESS_WRITE_INTERVAL,
     RunSpec,
     completed_summary,
     config_for,
@@ -167,9 +166,7 @@ class _MemberRun:
     index: int
     spec: RunSpec
     config: dict[str, Any]
-    started: float
-    progress: list[dict[str, Any]] = field(default_factory=list)
-    evaluations: list[dict[str, Any]] = field(default_factory=list)
+    recorder: RunRecorder
     episodes: int = 0
     episode_returns: deque = field(default_factory=lambda: deque(maxlen=100))
     episode_lengths: deque = field(default_factory=lambda: deque(maxlen=100))
@@ -211,23 +208,14 @@ class _Population:
         self.learner = PopulationLearner(
             self.train_env.observation_space,
             self.action_space,
-            [
-                Member(
-                    r.spec.seed, r.spec.policy_lag, r.spec.action_noise, r.spec.behaviour_log_prob,
-                    r.spec.sampler_temperature, r.spec.sampler_precision,
-                )
-                for r in runs
-            ],
+            [Member(r.spec.seed, **r.spec.dials.to_dict()) for r in runs],
             objective=first.algo,
             objective_kwargs=objective_kwargs,
-            replay=first.replay,
             device=self.device,
             **hp.algorithm_kwargs(),
         )
         self.torch = torch
         self.timesteps = 0
-        self.next_eval = env_cfg.eval_every
-        self._last_write = 0.0
         from torch.utils.tensorboard import SummaryWriter
 
         for run in runs:
@@ -239,10 +227,7 @@ class _Population:
         return x.reshape(self.k, per, *x.shape[1:])
 
     def _env_actions(self, actions: Any) -> np.ndarray:
-        flat = actions.cpu().numpy().reshape(self.k * actions.shape[1], *actions.shape[2:])
-        if isinstance(self.action_space, spaces.Box):
-            return np.clip(flat, self.action_space.low, self.action_space.high)
-        return flat
+        return env_actions(actions.cpu().numpy().reshape(self.k * actions.shape[1], *actions.shape[2:]), self.action_space)
 
     def _tensor(self, x: np.ndarray) -> Any:
         return self.torch.as_tensor(np.asarray(x, dtype=np.float32), device=self.device)
@@ -292,16 +277,9 @@ class _Population:
                     counts[m, j] += 1
             done_members |= (counts >= targets).all(1)
         for run in self.live:
-            row = {
-                "timesteps": int(timesteps),
-                "eval_return_mean": float(np.mean(returns[run.index])),
-                "eval_return_std": float(np.std(returns[run.index])),
-                "eval_episodes": len(returns[run.index]),
-            }
 
-            def write(run: _MemberRun = run, row: dict[str, Any] = row) -> None:
-                run.evaluations.append(row)
-                atomic_write_rows(run.spec.run_dir / contract.EVAL_FILE, contract.EVAL_COLUMNS, run.evaluations)
+            def write(run: _MemberRun = run) -> None:
+                row = run.recorder.add_evaluation(timesteps, returns[run.index])
                 if run.writer is not None:
                     run.writer.add_scalar("eval/mean_reward", row["eval_return_mean"], timesteps)
 
@@ -348,25 +326,23 @@ class _Population:
                 rewards = self.normalizer.reward(rewards, dones)
             store["rewards"][:, step] = rewards
             for i in np.flatnonzero(dones):
-                m, j = divmod(int(i), e)
-                info = infos[i]
-                if "episode" in info:
-                    run = self.runs[m]
+                if "episode" in infos[i]:
+                    run = self.runs[int(i) // e]
                     run.episodes += 1
-                    run.episode_returns.append(info["episode"]["r"])
-                    run.episode_lengths.append(info["episode"]["l"])
-                if info.get("terminal_observation") is not None and info.get("TimeLimit.truncated", False):
-                    terminal = np.asarray(info["terminal_observation"], dtype=np.float64)[None, None]
-                    if self.normalizer is not None:
-                        terminal = self.normalizer.normalize(terminal, np.array([m]))
-                    store["timeout"][m, step, j] = True
-                    store["timeout_observations"][m, step, j] = terminal[0, 0]
+                    run.episode_returns.append(infos[i]["episode"]["r"])
+                    run.episode_lengths.append(infos[i]["episode"]["l"])
+            for i, terminal_observation in truncations(dones.reshape(-1), infos):
+                m, j = divmod(i, e)
+                terminal = np.asarray(terminal_observation, dtype=np.float64)[None, None]
+                if self.normalizer is not None:
+                    terminal = self.normalizer.normalize(terminal, np.array([m]))
+                store["timeout"][m, step, j] = True
+                store["timeout_observations"][m, step, j] = terminal[0, 0]
             obs, starts = new_obs, dones.astype(np.float32)
             self.timesteps += e
-            if self.timesteps >= self.next_eval and self.timesteps < self.total:
+            # every member's recorder keeps the same schedule (one budget, one eval_every)
+            if any([r.recorder.evaluation_due(self.timesteps) for r in self.runs]):
                 self.evaluate(self.timesteps)
-                while self.next_eval <= self.timesteps:
-                    self.next_eval += self.env_cfg.eval_every
         stack = self.torch.stack
         rollout = StackedRollout(
             observations=self._tensor(store["observations"]),
@@ -382,55 +358,37 @@ class _Population:
         )
         return rollout, obs, starts
 
-    def record(self, stats: dict[str, Any], started: float) -> None:
+    def record(self, stats: dict[str, Any]) -> None:
         """One progress row per live member; a non-finite loss or parameter fails the member."""
         values = {name: value.cpu().numpy() for name, value in stats.items()}
         finite = self.learner.finite_members().cpu().numpy()
         for run in self.live:
-            m = run.index
-            losses = {name: float(values[name][m]) for name in ("loss", "value_loss", "policy_loss")}
-            if not all(math.isfinite(v) for v in losses.values()) or not finite[m]:
-                what = "loss" if not all(math.isfinite(v) for v in losses.values()) else "parameter"
-                self.fail(run, f"FloatingPointError: non-finite {what} at update {self.learner.n_updates}: {losses}\n")
+            member = {name: float(values[name][run.index]) for name in values}
+            reason = nonfinite_reason(member, self.learner.updates_done, bool(finite[run.index]))
+            if reason is not None:
+                self.fail(run, f"FloatingPointError: {reason}\n")
                 continue
-            row = {
-                "update": self.learner.n_updates,
-                "timesteps": self.timesteps,
-                "episodes": run.episodes,
-                "time_elapsed": round(time.time() - started, 3),
-                "rollout_return_mean": float(np.mean(run.episode_returns)) if run.episode_returns else None,
-                "rollout_length_mean": float(np.mean(run.episode_lengths)) if run.episode_lengths else None,
-                **{name: float(values[name][m]) for name in contract.UPDATE_STATISTICS},
-            }
 
-            def log(run: _MemberRun = run, row: dict[str, Any] = row) -> None:
-                run.progress.append(row)
+            def log(run: _MemberRun = run, member: dict[str, float] = member) -> None:
+                row = run.recorder.add_update(
+                    member, timesteps=self.timesteps, episodes=run.episodes,
+                    returns=list(run.episode_returns), lengths=list(run.episode_lengths),
+                )
                 if run.writer is None:
                     return
                 for name in (*contract.UPDATE_STATISTICS, "loss"):
-                    run.writer.add_scalar(f"train/{name}", float(values[name][run.index]), self.timesteps)
+                    run.writer.add_scalar(f"train/{name}", member[name], self.timesteps)
                 if row["rollout_return_mean"] is not None:
                     run.writer.add_scalar("rollout/ep_rew_mean", row["rollout_return_mean"], self.timesteps)
                     run.writer.add_scalar("rollout/ep_len_mean", row["rollout_length_mean"], self.timesteps)
 
             self.guarded(run, log)
-        self.write_progress(force=False)
 
-    def write_progress(self, force: bool) -> None:
-        now = time.time()
-        if not force and now - self._last_write < PROGRESS_WRITE_INTERVAL:
-            return
-        self._last_write = now
+    def write_progress(self) -> None:
         for run in self.live:
-
-            def write(run: _MemberRun = run) -> None:
-                atomic_write_rows(run.spec.run_dir / contract.PROGRESS_FILE, contract.PROGRESS_COLUMNS, run.progress)
-                atomic_write_json(run.spec.run_dir / STATUS_FILE, {"timesteps": self.timesteps, "total_timesteps": self.total})
-
-            self.guarded(run, write)
+            self.guarded(run, lambda run=run: run.recorder.write_progress(force=True))
 
     def train(self) -> None:
-        started = time.time()
         self.evaluate(0)
         obs = self._reset()
         starts = np.ones((self.k, self.n_envs), np.float32)
@@ -438,19 +396,19 @@ class _Population:
             rollout, obs, starts = self.collect(obs, starts)
             progress_remaining = max(0.0, 1.0 - self.timesteps / self.total)
             stats = self.learner.update(rollout, progress_remaining)
-            self.record(stats, started)
-        self.write_progress(force=True)
+            self.record(stats)
+        self.write_progress()
         if self.live:
             self.evaluate(self.timesteps)
 
     def summary(self, run: _MemberRun) -> dict[str, Any]:
-        final = run.evaluations[-1]
+        final = run.recorder.evaluations[-1]
         return {
             "final_eval_return_mean": final["eval_return_mean"],
             "final_eval_return_std": final["eval_return_std"],
             "eval_episodes": final["eval_episodes"],
             "timesteps": int(self.timesteps),
-            "updates": len(run.progress),
+            "updates": len(run.recorder.progress),
             "backend": self.backend,
             "env_id": self.env_id,
             "engine": "population",
@@ -490,7 +448,8 @@ def execute_population(specs: Sequence[RunSpec | dict[str, Any]]) -> list[dict[s
             if summary is not None:
                 results[i] = {**results[i], "status": "skipped", "final_return": summary.get("final_eval_return_mean"), "wall_time_s": 0.0}
             else:
-                runs.append(_MemberRun(len(runs), spec, config, started))
+                eval_every = get_env_config(spec.env, spec.envs_dir).eval_every
+                runs.append(_MemberRun(len(runs), spec, config, RunRecorder(spec.run_dir, spec.total_timesteps, eval_every, started)))
         for run in runs:
             start_run_folder(run.spec, run.config)
         if runs:
@@ -505,7 +464,7 @@ def execute_population(specs: Sequence[RunSpec | dict[str, Any]]) -> list[dict[s
         for run in runs:
             i = next(j for j, spec in enumerate(specs) if spec is run.spec)
             if run.failed is None:
-                results[i] = {**results[i], "status": "complete", "final_return": run.evaluations[-1]["eval_return_mean"], "wall_time_s": time.time() - started}
+                results[i] = {**results[i], "status": "complete", "final_return": run.recorder.evaluations[-1]["eval_return_mean"], "wall_time_s": time.time() - started}
             else:
                 results[i] = {**results[i], "status": "failed", "error": run.failed, "traceback": run.failure, "wall_time_s": time.time() - started}
     except BaseException as err:  # noqa: BLE001 - a population must never take the sweep down

@@ -1,0 +1,283 @@
+"""The training step, written once: what one update computes, as pure functions.
+
+Both faces of the algorithm call these functions and nothing else for the maths of an update:
+
+* :class:`~adaptive_po.algorithms.BatchPolicyOptimization` (the SB3 class) drives them with
+  SB3's optimizer, logger and callbacks, one run at a time;
+* :class:`~adaptive_po.population.PopulationLearner` (the population engine) applies
+  :func:`minibatch_loss` per member under ``vmap(grad(...))`` with its stacked Adam.
+
+The step has three parts:
+
+1. **data preparation** (:func:`advantages_and_returns`, :func:`replay_information`): advantages
+   and the critic's targets under the learner's *current* critic (time-limit truncations
+   bootstrapped with the value of the true last observation; GAE or V-trace), and which
+   transitions are fresh;
+2. **the minibatch loss** (:func:`minibatch_loss`), over the flat distribution parameters of
+   :mod:`adaptive_po.distributions`: advantage normalization, the KL to the behaviour policy (with
+   gradient only for objectives that declare it), the objective, the value loss with optional
+   clipping, the entropy bonus, and the minibatch statistics;
+3. **the statistics reduction** (:func:`reduce_statistics`) into the run-folder contract's names.
+
+Which knobs each face runs is decided here too (:func:`check_update_settings`,
+:data:`POPULATION_REFUSES`). Every function is shape-polymorphic over leading dimensions where it
+says so, has no data-dependent Python branch and calls no ``.item()``: the population engine
+runs them per member under :func:`torch.func.vmap`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from adaptive_po import distributions as D
+from adaptive_po.buffers import ADVANTAGE_ESTIMATORS, compute_gae, compute_vtrace
+from adaptive_po.objectives import (
+    ObjectiveSpec,
+    PolicyBatch,
+    batch_statistics,
+    effective_sample_size_from_log_ratios,
+    objective_statistics,
+)
+
+#: the minibatch statistics :func:`minibatch_loss` returns (detached float64 0-dim tensors)
+MINIBATCH_STATISTICS: tuple[str, ...] = (
+    "ess", "ratio_max", "ratio_mean", "ratio_above_2", "kl_behaviour", "kl_behaviour_sampled",
+    "cap_fraction", "kl_weight", "policy_loss", "value_loss", "entropy", "loss", "approx_kl",
+)
+
+#: knobs of the SB3 class that the population engine does not run, and why: the one place that
+#: decides it (:func:`check_population_settings`); every other knob works in both faces
+POPULATION_REFUSES: dict[str, str] = {
+    "use_sde": "gSDE's exploration matrices are per environment and per rollout, not stacked per member",
+    "target_kl": "early stopping ends the epochs of each member at a different minibatch; the stacked step "
+    "takes one step for every member",
+    "optimizer_class": "the population engine runs its own stacked Adam (SB3's defaults, eps 1e-5)",
+    "optimizer_kwargs": "the population engine runs its own stacked Adam (SB3's defaults, eps 1e-5)",
+}
+
+
+# -- settings ----------------------------------------------------------------------------------------
+def check_update_settings(
+    objective: ObjectiveSpec,
+    *,
+    batch_size: int,
+    normalize_advantage: bool,
+    advantage_estimator: str | None,
+    clip_range_vf: Any = None,
+    target_kl: Any = None,
+) -> str:
+    """Check the training step's own settings (both faces call this; the shared hyper-parameters
+    are checked by :func:`adaptive_po.hyperparams.check_hyperparams`). Returns the advantage
+    estimator in force (``None``: the objective's registry entry decides). ``ValueError`` names
+    the first bad setting, as a :class:`~adaptive_po.hyperparams.HyperparameterError` (also an
+    ``AssertionError``, what SB3's own checks raise)."""
+    from adaptive_po.hyperparams import HyperparameterError, schedule
+
+    if normalize_advantage and batch_size < 2:
+        raise HyperparameterError(f"batch_size must be > 1 when normalize_advantage=True, got {batch_size!r}")
+    estimator = advantage_estimator or objective.advantage_estimator
+    if estimator not in ADVANTAGE_ESTIMATORS:
+        raise HyperparameterError(f"advantage_estimator must be one of {ADVANTAGE_ESTIMATORS}, got {advantage_estimator!r}")
+    if clip_range_vf is not None:
+        schedule("clip_range_vf", clip_range_vf)
+    if target_kl is not None and (
+        isinstance(target_kl, bool) or not isinstance(target_kl, (int, float)) or not 0 < target_kl < math.inf
+    ):
+        raise HyperparameterError(f"target_kl must be a number > 0 or None, got {target_kl!r}")
+    return estimator
+
+
+def check_population_settings(**knobs: Any) -> None:
+    """``ValueError`` for a knob of :data:`POPULATION_REFUSES` set to anything but its off value
+    (``None``, ``False``, or absent); names the knob, the reason, and the engine that runs it."""
+    for name, value in knobs.items():
+        if name in POPULATION_REFUSES and value not in (None, False):
+            raise ValueError(
+                f"the population engine does not run {name}={value!r}: {POPULATION_REFUSES[name]}; "
+                "use the process engine (the SB3 class)"
+            )
+
+
+# -- data preparation ----------------------------------------------------------------------------
+def advantages_and_returns(
+    estimator: str,
+    rewards: np.ndarray,
+    values: np.ndarray,
+    episode_starts: np.ndarray,
+    last_values: np.ndarray,
+    last_dones: np.ndarray,
+    *,
+    gamma: float,
+    gae_lambda: float,
+    truncation_values: np.ndarray | None = None,
+    log_rhos: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(advantages, returns)`` of ``(n_steps, N)`` float32 arrays (``N`` columns: one run's
+    environments, or every member's), under the critic that produced ``values``.
+
+    :param truncation_values: ``(n_steps, N)``, the value of the true last observation where the
+        episode was cut by a time limit at that step, 0 elsewhere: bootstrapped as
+        ``reward + gamma * V(s_last)`` (``None``: no truncation).
+    :param log_rhos: ``(n_steps, N)`` log pi_current / pi_b at the stored actions (V-trace only).
+    """
+    if truncation_values is not None:
+        rewards = rewards + gamma * truncation_values
+    if estimator == "vtrace":
+        if log_rhos is None:
+            raise ValueError("the V-trace estimator needs log_rhos")
+        return compute_vtrace(rewards, values, episode_starts, last_values, last_dones, log_rhos, gamma)
+    if estimator != "gae":
+        raise ValueError(f"advantage_estimator must be one of {ADVANTAGE_ESTIMATORS}, got {estimator!r}")
+    return compute_gae(rewards, values, episode_starts, last_values, last_dones, gamma, gae_lambda)
+
+
+def replay_information(proximal_log_prob: Tensor, behaviour_log_prob: Tensor, n_fresh: int) -> tuple[Tensor, Tensor]:
+    """``(fresh, replay_ess)`` of one update's data (the fresh rollout first, replayed ones after):
+    a ``(..., N)`` float mask of the fresh transitions and the normalized ESS of pi_prox/pi_b over
+    the replayed ones (1 when none), over the last dimension: ``()`` or ``(K,)``."""
+    n = proximal_log_prob.shape[-1]
+    fresh = (torch.arange(n, device=proximal_log_prob.device) < n_fresh).to(proximal_log_prob.dtype)
+    fresh = fresh.expand_as(proximal_log_prob)
+    log_ratio = (proximal_log_prob - behaviour_log_prob)[..., n_fresh:]
+    if log_ratio.dim() == 1:
+        return fresh, effective_sample_size_from_log_ratios(log_ratio)
+    return fresh, torch.stack([effective_sample_size_from_log_ratios(row) for row in log_ratio])
+
+
+# -- the minibatch loss --------------------------------------------------------------------------
+def normalize_advantages(advantages: Tensor) -> Tensor:
+    """Per-minibatch standardization, SB3's: ``(A - mean) / (std + 1e-8)``; a minibatch of one is
+    left as it is (its std is undefined). The branch is on the static size, vmap-safe."""
+    if advantages.shape[-1] < 2:
+        return advantages
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+
+def minibatch_loss(
+    objective: ObjectiveSpec,
+    kind: D.Kind,
+    dist_params: Tensor,
+    values: Tensor,
+    minibatch: Mapping[str, Tensor],
+    arguments: Mapping[str, Any],
+    *,
+    normalize_advantage: bool,
+    ent_coef: float,
+    vf_coef: float,
+    clip_range_vf: float | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """One minibatch's loss and statistics, from the learner's outputs on it.
+
+    :param dist_params: ``(B, P)`` flat distribution parameters of pi_theta (with gradient).
+    :param values: ``(B,)`` the critic's values (with gradient).
+    :param minibatch: ``actions``, ``behaviour_log_prob``, ``behaviour_params``, ``advantages``,
+        ``returns``, ``values`` (the critic's at the start of the update), ``proximal_log_prob``
+        (the learner's at the start of the update), ``fresh`` and ``replay_ess``.
+    :param arguments: the objective's keyword arguments for this update, its per-run state included.
+    :param clip_range_vf: SB3 PPO's value clipping around the update's start values (``None``: off).
+    :return: ``(loss, stats)``: the scalar to minimize and :data:`MINIBATCH_STATISTICS`.
+    """
+    log_prob = D.log_prob(kind, dist_params, minibatch["actions"])
+    entropy = D.entropy(kind, dist_params)
+    advantages = minibatch["advantages"]
+    if normalize_advantage:
+        advantages = normalize_advantages(advantages)
+    kl_behaviour = D.kl(kind, dist_params, minibatch["behaviour_params"])
+    if not objective.needs_kl:  # the statistic is always reported; the gradient only where the loss uses it
+        kl_behaviour = kl_behaviour.detach()
+    batch = PolicyBatch(
+        log_prob=log_prob,
+        behaviour_log_prob=minibatch["behaviour_log_prob"],
+        advantages=advantages,
+        kl_behaviour=kl_behaviour,
+        proximal_log_prob=minibatch["proximal_log_prob"] if objective.needs_proximal else None,
+        kl_reverse=D.kl(kind, minibatch["behaviour_params"], dist_params) if objective.needs_reverse_kl else None,
+        fresh=minibatch["fresh"] if objective.needs_replay_info else None,
+        replay_ess=minibatch["replay_ess"] if objective.needs_replay_info else None,
+    )
+    output = objective.loss(batch, **arguments)
+    if clip_range_vf is not None:
+        start = minibatch["values"]
+        values = start + torch.clamp(values - start, -clip_range_vf, clip_range_vf)
+    value_loss = torch.mean((minibatch["returns"] - values) ** 2)
+    entropy_loss = -torch.mean(entropy)
+    loss = output.loss + ent_coef * entropy_loss + vf_coef * value_loss
+    stats = {**batch_statistics(batch), **objective_statistics(output)}
+    stats["value_loss"] = value_loss.detach().to(torch.float64)
+    stats["entropy"] = -entropy_loss.detach().to(torch.float64)
+    stats["loss"] = loss.detach().to(torch.float64)
+    stats["approx_kl"] = approx_kl(log_prob.detach() - minibatch["proximal_log_prob"])
+    return loss, stats
+
+
+# -- statistics ----------------------------------------------------------------------------------
+def approx_kl(log_ratio: Tensor) -> Tensor:
+    """``mean((r - 1) - log r)`` over the last dimension, ``r = pi_new / pi_old``, in float64: the
+    KL estimate SB3 PPO logs and stops early on."""
+    log_ratio = log_ratio.to(torch.float64)
+    return ((torch.exp(log_ratio) - 1.0) - log_ratio).mean(-1)
+
+
+def mean_reverse_kl(kind: D.Kind, behaviour_params: Tensor, dist_params: Tensor) -> Tensor:
+    """Mean analytic KL(pi_b || pi_theta) over the last data dimension, float32 accumulated in
+    float64: what an objective's state update (KL-PPO's coefficient) sees after an update."""
+    return D.kl(kind, behaviour_params, dist_params).to(torch.float64).mean(-1).to(torch.float32)
+
+
+def explained_variance(values: Tensor, returns: Tensor) -> Tensor:
+    """``1 - Var[returns - values] / Var[returns]`` over the last dimension in float64; NaN where
+    the returns do not vary (SB3's convention)."""
+    values, returns = values.to(torch.float64), returns.to(torch.float64)
+    var_y = returns.var(dim=-1, unbiased=False)
+    ratio = (returns - values).var(dim=-1, unbiased=False) / var_y
+    return torch.where(var_y == 0, torch.full_like(var_y, float("nan")), 1.0 - ratio)
+
+
+#: how each minibatch statistic becomes the update's: mean over minibatches unless named here
+_REDUCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "ess_min": lambda column: column.amin(-1),
+    "ratio_max": lambda column: column.amax(-1),
+}
+
+
+def reduce_statistics(
+    rows: list[Mapping[str, Tensor]],
+    *,
+    approx_kl: Tensor,
+    values: Tensor,
+    returns: Tensor,
+    learning_rate: float,
+) -> dict[str, Tensor]:
+    """The update's statistics, keyed by the run-folder contract's progress columns (plus
+    ``loss``, the last minibatch's), from the minibatch rows of :func:`minibatch_loss`.
+
+    Shapes: each row's statistics are ``()`` (one run) or ``(K,)`` (a population); ``approx_kl``
+    has that shape too; ``values`` and ``returns`` are the fresh rollout's ``(..., N)`` start
+    values and targets. Every result has the row shape, float64.
+    """
+    column = {name: torch.stack([row[name] for row in rows], dim=-1) for name in rows[0]}
+    like = column["ess"][..., 0]
+    mean = lambda name: column[name].mean(-1)  # noqa: E731
+    return {
+        "ess": mean("ess"),
+        "ess_min": _REDUCTIONS["ess_min"](column["ess"]),
+        "cap_fraction": mean("cap_fraction"),
+        "kl_behaviour": mean("kl_behaviour"),
+        "kl_behaviour_sampled": mean("kl_behaviour_sampled"),
+        "kl_weight": mean("kl_weight"),
+        "approx_kl": approx_kl.to(torch.float64),
+        "ratio_max": _REDUCTIONS["ratio_max"](column["ratio_max"]),
+        "ratio_mean": mean("ratio_mean"),
+        "ratio_above_2": mean("ratio_above_2"),
+        "policy_loss": mean("policy_loss"),
+        "value_loss": mean("value_loss"),
+        "entropy": mean("entropy"),
+        "explained_variance": explained_variance(values, returns),
+        "learning_rate": torch.full_like(like, float(learning_rate)),
+        "loss": column["loss"][..., -1],
+    }
