@@ -84,9 +84,16 @@ def schedule(name: str, value: Any) -> float | Schedule:
     raise HyperparameterError(f"{name} must be a number > 0 or 'lin_<number>', got {value!r}")
 
 
+#: the longest ``source`` text accepted: a citation, not a document (it is copied into every run's
+#: config.json)
+MAX_SOURCE_CHARS = 2000
+
+
 def non_empty_text(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise HyperparameterError(f"{name} must be a non-empty string, got {value!r}")
+    if len(value) > MAX_SOURCE_CHARS:
+        raise HyperparameterError(f"{name} must be at most {MAX_SOURCE_CHARS} characters, got {len(value):,} ({value[:40]!r}...)")
     return value
 
 
@@ -106,6 +113,117 @@ def mapping(name: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise HyperparameterError(f"{name} must be a mapping, got {value!r}")
     return dict(value)
+
+
+# -- policy keyword arguments ---------------------------------------------------------------------
+#: the policy's constructor arguments the algorithm passes itself (``use_sde`` is a field here)
+RESERVED_POLICY_KEYWORDS: tuple[str, ...] = ("observation_space", "action_space", "lr_schedule", "use_sde")
+#: ``net_arch`` bounds: layers per network, units per layer, and weights between hidden layers per
+#: network (sum of the products of consecutive widths; 5e7 weights are 200 MB in float32). A config
+#: beyond them is a typo or a bomb, not a policy for this benchmark.
+MAX_POLICY_LAYERS = 32
+MAX_LAYER_WIDTH = 16384
+MAX_HIDDEN_WEIGHTS = 50_000_000
+
+
+def _layer_widths(name: str, value: Any) -> list[int]:
+    if not isinstance(value, (list, tuple)) or len(value) > MAX_POLICY_LAYERS:
+        raise HyperparameterError(f"{name} must be a list of at most {MAX_POLICY_LAYERS} layer widths, got {value!r}")
+    widths = [positive_int(f"{name}[{i}]", w) for i, w in enumerate(value)]
+    too_wide = [w for w in widths if w > MAX_LAYER_WIDTH]
+    if too_wide:
+        raise HyperparameterError(f"{name}: a layer of {too_wide[0]:,} units is wider than the limit of {MAX_LAYER_WIDTH:,}")
+    weights = sum(a * b for a, b in zip(widths, widths[1:]))
+    if weights > MAX_HIDDEN_WEIGHTS:
+        raise HyperparameterError(f"{name}: {weights:,} weights between hidden layers, more than the limit of {MAX_HIDDEN_WEIGHTS:,}")
+    return widths
+
+
+def _net_arch(name: str, value: Any) -> Any:
+    """SB3's ``net_arch``: a list of widths shared by actor and critic, or ``{pi: [...], vf: [...]}``."""
+    if isinstance(value, dict):
+        unknown = sorted(map(str, set(value) - {"pi", "vf"}))
+        if unknown:
+            raise HyperparameterError(f"{name} as a mapping takes the keys pi and vf, got {unknown}")
+        return {k: _layer_widths(f"{name}.{k}", v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return _layer_widths(name, value)
+    raise HyperparameterError(f"{name} must be a list of layer widths or {{pi: [...], vf: [...]}}, got {value!r}")
+
+
+def _finite(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) < float("inf"):
+        raise HyperparameterError(f"{name} must be a finite number, got {value!r}")
+    return value
+
+
+def _module_class(name: str, value: Any) -> type:
+    # YAML cannot name a class: these come from Python callers (SB3-style construction)
+    if not isinstance(value, type):
+        raise HyperparameterError(f"{name} must be a Python class (e.g. torch.nn.ReLU), got {value!r}; a YAML file cannot set it")
+    return value
+
+
+def _keywords(name: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise HyperparameterError(f"{name} must be a mapping of keyword names to values, got {value!r}")
+    return value
+
+
+#: the value check of each SB3 actor-critic policy keyword (the keys are checked against the
+#: policy class's signature in :func:`check_policy_keywords`)
+POLICY_KEYWORD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "net_arch": _net_arch,
+    "activation_fn": _module_class,
+    "ortho_init": flag,
+    "log_std_init": _finite,
+    "full_std": flag,
+    "use_expln": flag,
+    "squash_output": flag,
+    "features_extractor_class": _module_class,
+    "features_extractor_kwargs": _keywords,
+    "share_features_extractor": flag,
+    "normalize_images": flag,
+    "optimizer_class": _module_class,
+    "optimizer_kwargs": _keywords,
+}
+
+
+def policy_keywords(name: str, value: Any) -> dict[str, Any]:
+    """SB3 policy keyword arguments: a mapping whose known keys hold values of the right shape
+    (``net_arch`` a list of at most :data:`MAX_POLICY_LAYERS` widths, flags true or false, ...).
+    Its keys are checked against the policy class by :func:`check_policy_keywords`."""
+    kwargs = mapping(name, value)
+    for key, item in kwargs.items():
+        if not isinstance(key, str):
+            raise HyperparameterError(f"{name}: keys must be keyword names, got {key!r}")
+        if key in RESERVED_POLICY_KEYWORDS:
+            raise HyperparameterError(f"{name}: {key!r} is set by the algorithm, not by policy_kwargs")
+        if key in POLICY_KEYWORD_CHECKS:
+            POLICY_KEYWORD_CHECKS[key](f"{name}.{key}", item)
+    return kwargs
+
+
+def policy_class_keywords(policy: str) -> tuple[str, ...]:
+    """The keyword arguments the SB3 class behind ``policy`` takes from ``policy_kwargs``, read
+    from its constructor's signature (imports stable_baselines3, hence torch)."""
+    import inspect
+
+    from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
+
+    cls = {"MlpPolicy": ActorCriticPolicy, "CnnPolicy": ActorCriticCnnPolicy, "MultiInputPolicy": MultiInputActorCriticPolicy}[policy]
+    params = inspect.signature(cls.__init__).parameters
+    return tuple(p for p in params if p != "self" and p not in RESERVED_POLICY_KEYWORDS)
+
+
+def check_policy_keywords(name: str, policy: str, kwargs: Mapping[str, Any]) -> None:
+    """``HyperparameterError`` naming a key of ``kwargs`` that the policy class does not take."""
+    if not kwargs:  # nothing to check: no need to import SB3
+        return
+    allowed = policy_class_keywords(policy)
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        raise HyperparameterError(f"{name}: unknown keyword(s) {unknown} for {policy}; it takes {sorted(allowed)}")
 
 
 POLICIES: tuple[str, ...] = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
@@ -145,7 +263,7 @@ class Hyperparams:
     vf_coef: float = _field(non_negative, "value loss coefficient", default=0.5)
     max_grad_norm: float = _field(non_negative, "global gradient-norm clip", default=0.5)
     normalize_advantage: bool = _field(flag, "normalize advantages per minibatch", default=True)
-    policy_kwargs: dict[str, Any] = _field(mapping, "SB3 policy keyword arguments (net_arch, activation, ...)", default_factory=dict)
+    policy_kwargs: dict[str, Any] = _field(policy_keywords, "SB3 policy keyword arguments (net_arch, ortho_init, ...), checked against the policy class", default_factory=dict)
     clip_range: float | Schedule = _field(schedule, "PPO-style clip range (a tuned knob: only objectives that declare it get it)", default=0.2, role="tuned")
     use_sde: bool = _field(flag, "gSDE exploration (the process engine runs it; the population engine does not)", default=False, quiet_default=True)
     sde_sample_freq: int = _field(sample_frequency, "with gSDE, steps between new exploration matrices (-1: once per rollout)", default=-1, quiet_default=True)
@@ -153,6 +271,7 @@ class Hyperparams:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
+        check_policy_keywords("policy_kwargs", self.policy, self.policy_kwargs)
         rollout = self.n_steps * self.n_envs
         if self.batch_size > rollout:
             raise ValueError(f"batch_size ({self.batch_size}) is larger than the rollout n_steps * n_envs = {rollout}")

@@ -84,12 +84,16 @@ class LoadedRuns:
       ``base_algo`` is config.json's ``algo`` and ``variant`` its variant, ``""`` for the default
       knobs), ``condition``, ``run_dir``, config values
       (``total_timesteps``, ``random_score``, ``solved_threshold``, ...), summary values
-      (``final_eval_return_mean``, ...), ``auc`` (mean eval return over training: trapezoid on the
+      (``final_eval_return_mean`` and ``final_eval_return_std`` are the last row of ``eval.csv``,
+      the final evaluation, which the integrity check holds equal to ``summary.json``'s; ...),
+      ``auc`` (mean eval return over training: trapezoid on the
       env's common step grid divided by the step span) and ``ess`` (mean over updates).
     * ``incomplete`` / ``failed``: run folders left out (no ``COMPLETE``; ``FAILED``).
     * ``damaged``: complete run folders left out because they fail the integrity check
-      (``contract.verify_complete_run``: both markers, files changed since completion, fewer
-      progress rows than updates), each with the reason.
+      (``contract.verify_complete_run``: both markers, a file changed since completion, no
+      integrity record (a run folder of a format before ``contract.INTEGRITY_FORMAT``), a
+      non-finite number, a final return that is not the last evaluation's, fewer progress rows
+      than updates), each with the reason.
     * ``diverged``: complete runs kept but flagged by their ``summary.json`` as diverged without a
       NaN (a negative KL, or the entropy collapsed while the value loss exploded), with the reason.
     * ``notes``: other anomalies (also emitted as :class:`LoadWarning`).
@@ -264,8 +268,8 @@ _SUMMARY_RENAME = {"timesteps": "final_timesteps", "eval_episodes": "final_eval_
 def _parse_summary(path: Path) -> dict:
     s = _read_json(path)
     val = s.get("final_eval_return_mean")
-    if not _is_number(val):
-        raise ValueError(f"{path}: 'final_eval_return_mean' must be a number, got {val!r}")
+    if not _is_number(val) or not math.isfinite(val):
+        raise ValueError(f"{path}: 'final_eval_return_mean' must be a finite number, got {val!r}")
     out = {"final_eval_return_mean": float(val)}
     for key in contract.SUMMARY_REQUIRED:
         if key in out or key == "status":
@@ -321,8 +325,9 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
         has_complete = contract.is_complete(d)
         has_failed = (d / contract.FAILED).exists()
         if has_complete:
-            # never trusted unchecked: both markers, files changed since completion, or fewer
-            # progress rows than summary.json's updates leave the run out, named
+            # never trusted unchecked: both markers, a file changed since completion, no
+            # integrity record, a non-finite number, a final return other than eval.csv's last
+            # row, or fewer progress rows than summary.json's updates leave the run out, named
             problem = contract.verify_complete_run(d, check_schema=False)
             if problem is None:
                 complete.append(d)
@@ -363,6 +368,11 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
             diverged[d] = str(reason)
         ev = _read_csv(d / contract.EVAL_FILE, _EVAL)
         pr = _read_csv(d / contract.PROGRESS_FILE, _PROGRESS)
+        # the final return is eval.csv's last row (the contract's final evaluation), the data
+        # itself; the integrity check has held summary.json's copy equal to it
+        summary["final_eval_return_mean"] = float(ev["eval_return_mean"].iloc[-1])
+        if "eval_return_std" in ev.columns and not math.isnan(ev["eval_return_std"].iloc[-1]):
+            summary["final_eval_return_std"] = float(ev["eval_return_std"].iloc[-1])
         if summary["status"] not in (None, "complete"):
             _warn(f"{d / contract.SUMMARY_FILE}: status is {summary['status']!r} although COMPLETE exists", notes)
 

@@ -82,8 +82,8 @@ def write_run(
     summary = {"final_eval_return_mean": final, "final_eval_return_std": 1.0, "eval_episodes": 10,
                "timesteps": total, "updates": 3, "wall_time_s": 1.0, "status": "complete"}
     assert set(summary) == set(contract.SUMMARY_REQUIRED)
-    _json(d / contract.SUMMARY_FILE, summary)
-    _json(d / contract.COMPLETE, {"finished_at": "2025-01-01T00:00:00"})
+    _json(d / contract.SUMMARY_FILE, contract.sealed_summary(d, summary))  # the integrity records
+    _json(d / contract.COMPLETE, contract.complete_marker(d, "2025-01-01T00:00:00"))
     return d
 
 

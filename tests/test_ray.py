@@ -6,6 +6,7 @@ Real Ray, on local instances bound to 127.0.0.1 that the tests start and always 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -221,6 +222,71 @@ def test_ray_sweep_matches_the_local_executor(tmp_path, local_reference):
     # resumable like the local sweep: everything is complete now
     again = run_sweep(specs, workers=2, executor="ray", show_progress=False)
     assert len(again.skipped) == len(specs) and not again.complete
+
+
+KILLED_DRIVER_SCRIPT = """
+import json, os, sys
+import ray
+from adaptive_po.harness.ray_executor import local_session_name, start_local_ray
+start_local_ray(num_cpus=1)
+assert ray.get(ray.remote(lambda: os.getpid()).remote()) != os.getpid()  # a worker too
+print(json.dumps({"session": local_session_name()}), flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _start_time(pid: int) -> int | None:
+    """Start time (clock ticks since boot) of a live, non-zombie process: with the pid, its identity."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc to list processes")
+def test_kill_9_of_a_driver_leaves_no_ray_process_behind():
+    """Issue 22, case 7: Ray's dashboard and runtime-env agents outlived a killed driver by over a
+    minute (about 170 MB); the executor's reaper stops every process of the instance within seconds."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    driver = subprocess.Popen([sys.executable, "-c", KILLED_DRIVER_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=env, start_new_session=True)
+    started: dict[int, int] = {}
+    try:
+        line = driver.stdout.readline()
+        assert line, "the driver did not start its Ray instance"
+        assert json.loads(line)["session"].startswith("session_")
+        # everything the driver started: GCS, raylet, the agents, a worker, the reaper
+        started = {pid: t for pid in _ray_processes(driver.pid) - {driver.pid} if (t := _start_time(pid)) is not None}
+        commands = {pid: _cmdline(pid) for pid in started}
+        titles = " | ".join(commands.values())
+        for what in ("ray::DashboardAgent", "ray::RuntimeEnvAgent", "raylet", "gcs_server", "adaptive_po.harness.ray_reaper"):
+            assert what in titles, f"{what} not among the driver's processes: {titles}"
+
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+        killed = time.time()
+        left = dict(started)
+        while left and time.time() < killed + 10:
+            left = {pid: start for pid, start in left.items() if _start_time(pid) == start}
+            time.sleep(0.1)
+        assert not left, f"outlived the killed driver by 10 s: {[commands[pid] for pid in left]}"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        for pid, start in started.items():  # never leave a test's Ray processes behind, whatever failed
+            if _start_time(pid) == start:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def _ray_processes(root_pid: int) -> set[int]:

@@ -2,6 +2,12 @@
 
 ``train`` runs one configuration; ``bench`` runs a grid resumably and writes the report;
 ``list`` shows what can be run; ``readme`` refreshes the README's results from a report.
+
+Exit codes: 0 done; 1 a run (or the report) failed, its FAILED file says why; 2 refused, nothing
+more is run: bad input, another ``bench`` or ``train`` writing into the folder, complete runs made
+with another configuration (without ``--redo-changed``), or a destination that cannot take results
+(a full disk, a quota, a read-only filesystem; before or during the sweep: complete runs are kept,
+rerun once there is room); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -25,6 +31,13 @@ def _add_grid_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs", help="results root (default: runs/)")
     parser.add_argument("--envs-dir", default=None, help="folder of environment YAML files (default: the suite shipped in the package)")
     parser.add_argument("--timesteps", type=int, default=None, help="override the per-environment budget")
+    parser.add_argument(
+        "--redo-changed",
+        action="store_true",
+        help="delete and redo complete runs whose recorded configuration (config.json) differs from the requested "
+        "one (another budget, an edited YAML file, another device); without it such runs are kept and the command "
+        "refuses (exit 2), naming them",
+    )
 
 
 def _add_engine_flag(parser: argparse.ArgumentParser, population_help: str, default: str) -> None:
@@ -149,14 +162,32 @@ def _cmd_train(args: argparse.Namespace) -> int:
         )
     )
     spec = specs[0]
-    from adaptive_po.harness.locks import check_destination
+    from adaptive_po.harness.locks import check_destination, destination_error, disk_error_text, sweep_folders, sweep_lock
+    from adaptive_po.harness.runner import RUN_SAME
+    from adaptive_po.harness.sweep import plan_resume
 
     check_destination(spec.run_dir.parent)  # a file in the way or no permission: exit 2, before compute
-    population = args.engine == "population" and supports_population(spec)
-    engine = "population engine, a population of one" if population else "process engine"
-    print(f"training {spec.relative_dir} for {spec.total_timesteps:,} steps ({engine}) ...", file=sys.stderr)
-    outcome = execute_population([spec])[0] if population else execute_run(spec)
+    # one writer per run folder: the sweep folder's lock, as `bench` takes it (a bench or another
+    # train writing there: exit 2, naming it)
+    with sweep_lock(sweep_folders([spec])):
+        plan = plan_resume([spec])
+        plan.check_changed(args.redo_changed, command="train")  # a complete run of another configuration: exit 2
+        state = plan.states[0][1]
+        if state.kind == RUN_SAME:
+            final = (state.summary or {}).get("final_eval_return_mean", float("nan"))
+            print(f"{spec.env} {spec.algo} {spec.condition} seed {spec.seed}: final evaluation return {final:.1f} "
+                  f"(already complete with the same configuration; kept, not trained again)")
+            print(f"results: {spec.run_dir}")
+            return 0
+        for line in plan.redo_lines(args.redo_changed):
+            print(f"redo  {line}; its folder is cleared and the run done again", file=sys.stderr)
+        population = args.engine == "population" and supports_population(spec)
+        engine = "population engine, a population of one" if population else "process engine"
+        print(f"training {spec.relative_dir} for {spec.total_timesteps:,} steps ({engine}) ...", file=sys.stderr)
+        outcome = execute_population([spec])[0] if population else execute_run(spec)
     if outcome["status"] == "failed":
+        if disk_error_text(str(outcome.get("error", ""))):  # one line, not a traceback
+            raise destination_error(str(outcome["error"]), sweep_folders([spec]), run=str(spec.relative_dir))
         print(outcome.get("traceback", outcome.get("error")), file=sys.stderr)
         print(f"FAILED: {spec.run_dir}: {outcome.get('error')}", file=sys.stderr)
         return 1
@@ -196,7 +227,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     )
     specs = expand_grid(grid)
     print(f"suite {suite.name}: {suite.description}", file=sys.stderr)
-    print(describe_grid(specs, engine=args.engine), file=sys.stderr)
+    print(describe_grid(specs, engine=args.engine, redo_changed=args.redo_changed), file=sys.stderr)
     if args.dry_run:
         for spec in specs:
             print(spec.relative_dir)
@@ -215,6 +246,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         ray_address=args.ray_address,
         show_progress=not args.no_progress,
         engine=args.engine,
+        redo_changed=args.redo_changed,
     )
     print(
         f"sweep finished in {result.wall_time_s:.0f}s: {len(result.complete)} complete, "
@@ -328,7 +360,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if outcome["status"] == "failed":
         print(outcome.get("traceback", ""), file=sys.stderr)
     atomic_write_text(Path(args.result), json.dumps(outcome))
-    return 0 if outcome["status"] != "failed" else 1
+    return _worker_status([outcome])
 
 
 def _cmd_run_population(args: argparse.Namespace) -> int:
@@ -344,7 +376,18 @@ def _cmd_run_population(args: argparse.Namespace) -> int:
         if outcome["status"] == "failed":
             print(f"{outcome.get('relative_dir')}:\n{outcome.get('traceback', outcome.get('error', ''))}", file=sys.stderr)
     atomic_write_text(Path(args.result), json.dumps(outcomes))
-    return 0 if all(o["status"] != "failed" for o in outcomes) else 1
+    return _worker_status(outcomes)
+
+
+def _worker_status(outcomes: list[dict]) -> int:
+    """A sweep worker's exit status: 0, 1 (a run failed), or 75 (a run could not write its files:
+    full disk, quota, read-only filesystem; the driver ends the sweep on it)."""
+    from adaptive_po.harness.locks import WORKER_DISK_EXITS, disk_error_text
+
+    failed = [o for o in outcomes if o["status"] == "failed"]
+    if any(disk_error_text(str(o.get("error", ""))) for o in failed):
+        return min(WORKER_DISK_EXITS)
+    return 1 if failed else 0
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -368,6 +411,20 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[args.command](args)
     except (ValueError, FileNotFoundError) as err:
         print(f"adaptive-po {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        import contextlib
+
+        from adaptive_po.harness.locks import WORKER_DISK_EXITS, destination_error, is_disk_error
+
+        if not is_disk_error(err):
+            raise
+        if args.command.startswith("_run"):  # a sweep worker: its driver says it, once
+            with contextlib.suppress(OSError):  # its log may lie on the full disk too
+                print(f"{args.command}: {err}", file=sys.stderr)
+            return min(WORKER_DISK_EXITS)
+        # a full disk, a quota or a read-only filesystem anywhere else (the report, ...): one line
+        print(f"adaptive-po {args.command}: error: {destination_error(err, [getattr(args, 'out', '.')])}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: complete runs are kept; rerun the same command to resume", file=sys.stderr)

@@ -7,8 +7,10 @@ One folder per run, ``<out>/<suite>/<env>/<algo>/<condition>/seed-<n>/``, holdin
 ``progress.csv``   one row per update (:data:`PROGRESS_COLUMNS`), rewritten during training
 ``eval.csv``       one row per deterministic evaluation (:data:`EVAL_COLUMNS`)
 ``tb/``            TensorBoard events (``train/<statistic>`` with the progress names below)
-``summary.json``   final evaluation and timing (:data:`SUMMARY_REQUIRED`), written at the end
-``COMPLETE``       written last, only on success: the run is complete iff this file exists
+``summary.json``   final evaluation and timing (:data:`SUMMARY_REQUIRED`), written at the end, with
+                   the size and sha256 of config.json, progress.csv and eval.csv
+``COMPLETE``       written last, only on success: the run is complete iff this file exists; it
+                   records the size and sha256 of summary.json (:func:`verify_complete_run`)
 ``FAILED``         the error and its traceback, only on failure
 =================  ====================================================================
 
@@ -33,7 +35,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 #: bumped when a file's meaning changes; the bench redoes complete runs of another format
-RUN_FORMAT = 2
+#: (3: the integrity records of summary.json and COMPLETE, :data:`INTEGRITY_FORMAT`)
+RUN_FORMAT = 3
 
 CONFIG_FILE = "config.json"
 PROGRESS_FILE = "progress.csv"
@@ -234,6 +237,32 @@ def algo_label(algo: str, variant: str = "") -> str:
     return f"{algo}@{variant}" if variant else algo
 
 
+#: the characters of a name that becomes one folder of a run's path (suite, environment)
+NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+=,@-")
+#: the longest such name
+NAME_MAX_CHARS = 100
+
+
+def check_name(kind: str, value: Any) -> str:
+    """``value`` if it can be one folder of a run's path, else a ``ValueError`` naming it.
+
+    A name is 1 to :data:`NAME_MAX_CHARS` ASCII letters, digits and ``. _ + = , @ -``, starting
+    with a letter or a digit: never a path (no separator, not absolute), never ``.`` or ``..``,
+    never a hidden folder (``.logs`` is the sweep's) or something that reads as a flag. ``kind``
+    says what the name is for (``"suite name"``, ``"environment name"``)."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{kind} must be a non-empty string, got {value!r}")
+    if len(value) > NAME_MAX_CHARS:
+        raise ValueError(f"{kind} {value[:NAME_MAX_CHARS]!r}... is {len(value)} characters long; the limit is {NAME_MAX_CHARS}")
+    if not set(value) <= NAME_CHARACTERS or not value[0].isalnum():
+        why = "a path, not a name" if ("/" in value or "\\" in value or value in (".", "..")) else "not a valid name"
+        raise ValueError(
+            f"{kind} {value!r} is {why}: it becomes one folder under --out, so use letters, digits and . _ + = , @ - "
+            "only, starting with a letter or a digit"
+        )
+    return value
+
+
 def run_relative_dir(suite: str, env: str, algo: str, condition: str, seed: int) -> Path:
     """``algo`` is the :func:`algo_label` (variant included)."""
     return Path(suite) / env / algo / condition / f"seed-{seed}"
@@ -314,12 +343,28 @@ def markdown_table(columns: Iterable[Column]) -> str:
 
 
 # -- integrity of complete runs -------------------------------------------------------------------
+# Every file a result depends on is covered by one chain of records, written at completion:
+#   COMPLETE (written last)  records the size and sha256 of summary.json (COMPLETE_FILES);
+#   summary.json             records those of config.json, progress.csv and eval.csv (SUMMARY_FILES).
+# COMPLETE itself holds no result (its finish time and that record): editing it can only break
+# the chain. tb/ is not covered: analysis does not read it. The checksums catch any edit, cut or
+# swap of a file; they are not a signature (whoever recomputes every record can forge a run).
+
 #: the files whose size and sha256 ``summary.json`` records at completion, under :data:`SUMMARY_FILES`
-CHECKED_FILES: tuple[str, ...] = (PROGRESS_FILE, EVAL_FILE)
+CHECKED_FILES: tuple[str, ...] = (CONFIG_FILE, PROGRESS_FILE, EVAL_FILE)
 #: summary.json key: ``{file name: {"bytes": int, "sha256": hex}}`` for :data:`CHECKED_FILES`
 SUMMARY_FILES = "files"
+#: COMPLETE key: ``{"summary.json": {"bytes": int, "sha256": hex}}``
+COMPLETE_FILES = "files"
 #: summary.json key: why a run whose numbers stayed finite diverged anyway (null: it did not)
 SUMMARY_DIVERGED = "diverged"
+#: summary.json numbers that must be finite where present (``final_eval_return_mean`` always is)
+SUMMARY_NUMBERS: tuple[str, ...] = (
+    "final_eval_return_mean", "final_eval_return_std", "eval_episodes", "timesteps", "updates", "wall_time_s",
+)
+#: the first :data:`RUN_FORMAT` with the integrity records above; a complete run of an older
+#: format has none, so it is damaged: the bench redoes it, analysis names it and leaves it out
+INTEGRITY_FORMAT = 3
 
 
 def file_record(path: str | os.PathLike) -> dict[str, Any]:
@@ -340,44 +385,120 @@ def file_records(run_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
     return {name: file_record(Path(run_dir) / name) for name in CHECKED_FILES}
 
 
-def _check_csv(path: Path, columns: Iterable[Column], check_schema: bool = True) -> tuple[int, str | None]:
-    """(data rows, problem or None): the file ends with a newline and every row has as many cells
-    as the header; with ``check_schema``, the header also has the required columns and the
-    required-and-always cells are numbers."""
+def sealed_summary(run_dir: str | os.PathLike, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary`` with the records of the run's :data:`CHECKED_FILES` (:data:`SUMMARY_FILES`),
+    to be written as its ``summary.json`` once those files are final."""
+    return {**summary, SUMMARY_FILES: file_records(run_dir)}
+
+
+def complete_marker(run_dir: str | os.PathLike, finished_at: str) -> dict[str, Any]:
+    """The content of ``COMPLETE`` for a run whose ``summary.json`` is written: the finish time
+    (ISO 8601) and the summary's record (:data:`COMPLETE_FILES`)."""
+    return {"finished_at": finished_at, COMPLETE_FILES: {SUMMARY_FILE: file_record(Path(run_dir) / SUMMARY_FILE)}}
+
+
+def write_completion(run_dir: str | os.PathLike, summary: Mapping[str, Any], finished_at: str) -> dict[str, Any]:
+    """Complete a run whose ``config.json``, ``progress.csv`` and ``eval.csv`` are final: write
+    ``summary.json`` (:func:`sealed_summary`), then ``COMPLETE`` (:func:`complete_marker`), each
+    atomically. Returns the summary as written."""
+    run_dir = Path(run_dir)
+    sealed = sealed_summary(run_dir, summary)
+    atomic_write_json(run_dir / SUMMARY_FILE, sealed)
+    atomic_write_json(run_dir / COMPLETE, complete_marker(run_dir, finished_at))
+    return sealed
+
+
+def _read_rows(path: Path, columns: Iterable[Column], check_schema: bool) -> tuple[list[str], list[list[str]], str | None]:
+    """(header, data rows, problem or None): the file ends with a newline and every row has as many
+    cells as the header; the required-and-always cells present are finite numbers (with
+    ``check_schema``, the header must also have the required columns, and a cell that is no
+    number is a problem too)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return 0, f"{path.name} is missing"
+        return [], [], f"{path.name} is missing"
     except (OSError, UnicodeDecodeError) as err:
-        return 0, f"{path.name} cannot be read ({err})"
+        return [], [], f"{path.name} cannot be read ({err})"
     if not text.endswith("\n"):
-        return 0, f"{path.name} is cut short (no final newline)"
+        return [], [], f"{path.name} is cut short (no final newline)"
     rows = list(csv.reader(io.StringIO(text)))
     if not rows:
-        return 0, f"{path.name} is empty"
+        return [], [], f"{path.name} is empty"
     header = [name.strip() for name in rows[0]]
     missing = [c.name for c in columns if c.required and c.name not in header] if check_schema else []
     if missing:
-        return 0, f"{path.name} lacks the column(s) {missing} (a cut or damaged header)"
-    numeric = [header.index(c.name) for c in columns if c.required and c.always] if check_schema else []
+        return [], [], f"{path.name} lacks the column(s) {missing} (a cut or damaged header)"
+    numeric = [header.index(c.name) for c in columns if c.required and c.always and c.name in header]
     for number, row in enumerate(rows[1:], start=1):
         if len(row) != len(header):
-            return 0, f"{path.name} row {number} has {len(row)} cells, the header {len(header)} (a cut or damaged row)"
+            return [], [], f"{path.name} row {number} has {len(row)} cells, the header {len(header)} (a cut or damaged row)"
         for i in numeric:
             try:
-                float(row[i])
+                value = float(row[i])
             except ValueError:
-                return 0, f"{path.name} row {number}: {header[i]} = {row[i]!r} is not a number"
-    return len(rows) - 1, None
+                if check_schema:
+                    return [], [], f"{path.name} row {number}: {header[i]} = {row[i]!r} is not a number"
+                continue  # analysis reads the columns itself and names a malformed cell
+            if not math.isfinite(value):
+                return [], [], f"{path.name} row {number}: {header[i]} = {row[i]!r} is not a finite number"
+    return header, rows[1:], None
+
+
+def _check_record(run_dir: Path, name: str, expected: Any, recorded_in: str) -> str | None:
+    """Why ``name`` in ``run_dir`` differs from its record in ``recorded_in``, or None."""
+    if not isinstance(expected, dict):
+        return f"{recorded_in} records no size and checksum for {name}"
+    try:
+        actual = file_record(run_dir / name)
+    except FileNotFoundError:
+        return f"{name} is missing"
+    except OSError as err:
+        return f"{name} cannot be read ({err})"
+    if actual["bytes"] != expected.get("bytes"):
+        return f"{name} has {actual['bytes']} bytes, {expected.get('bytes')} at completion"
+    if actual["sha256"] != expected.get("sha256"):
+        return f"{name} differs from the file recorded at completion (sha256)"
+    return None
+
+
+def _read_object(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the JSON object in ``path``, None) or (None, why it cannot be read)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, f"{path.name} is missing"
+    except (OSError, ValueError) as err:
+        return None, f"{path.name} cannot be read ({err})"
+    if not isinstance(data, dict):
+        return None, f"{path.name} is not a JSON object"
+    return data, None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _no_record(run_dir: Path, what: str) -> str:
+    """The problem of a complete run without an integrity record, naming an older run format."""
+    config, _ = _read_object(run_dir / CONFIG_FILE)
+    written = config.get("run_format") if config else None
+    if _is_number(written) and written < INTEGRITY_FORMAT:
+        return (f"no integrity record ({what}): written by run format {written:g}, before format "
+                f"{INTEGRITY_FORMAT} added it (a rerun of the bench redoes it)")
+    return f"no integrity record ({what})"
 
 
 def verify_complete_run(run_dir: str | os.PathLike, check_schema: bool = True) -> str | None:
     """Why the complete run in ``run_dir`` cannot be trusted, or None if it can.
 
-    A run is trusted when it has ``COMPLETE`` and no ``FAILED``; its ``summary.json`` parses; its
-    ``progress.csv`` and ``eval.csv`` parse (:func:`_check_csv`); ``progress.csv`` has one row per
-    update of ``summary.json``'s ``updates``; and, where ``summary.json`` recorded them at
-    completion (:data:`SUMMARY_FILES`), both files still have their recorded size and sha256.
+    A run is trusted when it has ``COMPLETE`` and no ``FAILED``; the chain of records holds
+    (``COMPLETE`` records ``summary.json``'s size and sha256, ``summary.json`` those of
+    ``config.json``, ``progress.csv`` and ``eval.csv``, and every file still matches: a run without
+    the records, e.g. one of a run format before :data:`INTEGRITY_FORMAT`, is not trusted);
+    ``summary.json``'s numbers (:data:`SUMMARY_NUMBERS`) and ``config.json``'s top-level numbers are
+    finite; both CSV files parse (:func:`_read_rows`); ``progress.csv`` has one row per update of
+    ``summary.json``'s ``updates``; and ``eval.csv``'s last row, the final evaluation, has the
+    ``final_eval_return_mean`` of ``summary.json``.
     The bench redoes a run that fails this; analysis leaves it out and names it. Analysis passes
     ``check_schema=False`` (integrity only): it reads the columns itself and names a malformed
     file in an error of its own.
@@ -387,43 +508,58 @@ def verify_complete_run(run_dir: str | os.PathLike, check_schema: bool = True) -
         return "no COMPLETE marker"
     if (run_dir / FAILED).exists():
         return "both COMPLETE and FAILED markers (two attempts wrote into one folder)"
-    try:
-        summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return f"{SUMMARY_FILE} is missing"
-    except (OSError, ValueError) as err:
-        return f"{SUMMARY_FILE} cannot be read ({err})"
-    if not isinstance(summary, dict):
-        return f"{SUMMARY_FILE} is not a JSON object"
+    marker, problem = _read_object(run_dir / COMPLETE)
+    if problem:
+        return problem
+    records = marker.get(COMPLETE_FILES)
+    if not isinstance(records, dict) or SUMMARY_FILE not in records:
+        return _no_record(run_dir, f"{COMPLETE} records no checksum of {SUMMARY_FILE}")
+    problem = _check_record(run_dir, SUMMARY_FILE, records[SUMMARY_FILE], COMPLETE)
+    if problem:
+        return problem
+    summary, problem = _read_object(run_dir / SUMMARY_FILE)
+    if problem:
+        return problem
     recorded = summary.get(SUMMARY_FILES)
-    if recorded is not None:
-        if not isinstance(recorded, dict):
-            return f"{SUMMARY_FILE}: {SUMMARY_FILES!r} is not an object"
-        for name in CHECKED_FILES:
-            expected = recorded.get(name)
-            if not isinstance(expected, dict):
-                return f"{SUMMARY_FILE} records no size and checksum for {name}"
-            try:
-                actual = file_record(run_dir / name)
-            except FileNotFoundError:
-                return f"{name} is missing"
-            except OSError as err:
-                return f"{name} cannot be read ({err})"
-            if actual["bytes"] != expected.get("bytes"):
-                return f"{name} has {actual['bytes']} bytes, {expected.get('bytes')} at completion"
-            if actual["sha256"] != expected.get("sha256"):
-                return f"{name} differs from the file recorded at completion (sha256)"
-    progress_rows, problem = _check_csv(run_dir / PROGRESS_FILE, PROGRESS_COLUMNS, check_schema)
+    if not isinstance(recorded, dict):
+        return _no_record(run_dir, f"{SUMMARY_FILE} has no {SUMMARY_FILES!r}")
+    for name in CHECKED_FILES:
+        problem = _check_record(run_dir, name, recorded.get(name), SUMMARY_FILE)
+        if problem:
+            return problem
+    final = summary.get("final_eval_return_mean")
+    if not _is_number(final):
+        return f"{SUMMARY_FILE}: final_eval_return_mean = {final!r} is not a number"
+    for key in SUMMARY_NUMBERS:
+        value = summary.get(key)
+        if _is_number(value) and not math.isfinite(value):
+            return f"{SUMMARY_FILE}: {key} = {value!r} is not a finite number"
+    config, problem = _read_object(run_dir / CONFIG_FILE)
     if problem:
         return problem
-    eval_rows, problem = _check_csv(run_dir / EVAL_FILE, EVAL_COLUMNS, check_schema)
+    for key, value in config.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{CONFIG_FILE}: {key} = {value!r} is not a finite number"
+    _, progress_rows, problem = _read_rows(run_dir / PROGRESS_FILE, PROGRESS_COLUMNS, check_schema)
     if problem:
         return problem
-    if eval_rows < 1:
+    eval_header, eval_rows, problem = _read_rows(run_dir / EVAL_FILE, EVAL_COLUMNS, check_schema)
+    if problem:
+        return problem
+    if not eval_rows:
         return f"{EVAL_FILE} has no evaluation"
     updates = summary.get("updates")
-    if isinstance(updates, bool) or not isinstance(updates, (int, float)):
+    if not _is_number(updates):
         return f"{SUMMARY_FILE} has no number of updates"
-    if progress_rows != updates:
-        return f"{PROGRESS_FILE} has {progress_rows} rows, {SUMMARY_FILE} says {updates:g} updates"
+    if len(progress_rows) != updates:
+        return f"{PROGRESS_FILE} has {len(progress_rows)} rows, {SUMMARY_FILE} says {updates:g} updates"
+    if "eval_return_mean" in eval_header:
+        cell = eval_rows[-1][eval_header.index("eval_return_mean")]
+        try:
+            last = float(cell)
+        except ValueError:
+            last = None
+        if last is not None and not math.isclose(last, final, rel_tol=1e-12, abs_tol=1e-12):
+            return (f"{SUMMARY_FILE}: final_eval_return_mean = {final!r}, but the final evaluation "
+                    f"(the last row of {EVAL_FILE}) has {cell}")
     return None

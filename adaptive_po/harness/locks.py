@@ -19,13 +19,15 @@ Three guards, so that a sweep survives misuse (issue 13):
   a thread that watches the parent's pid (the fallback elsewhere). A worker killed that way
   writes nothing, so its run folder is left incomplete and a rerun redoes it.
 
-Also :func:`check_destination`: an ``--out`` that is a file or cannot be written is refused
-before anything runs.
+Also :func:`check_destination`: an ``--out`` that is a file, cannot be written or has no room
+(a 64 KiB test write) is refused before anything runs; and :class:`DestinationError`, with which a
+sweep ends when its disk fills up or turns read-only later (issue 22).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -139,19 +141,75 @@ def _read_info(path: Path) -> dict[str, Any] | None:
 
 
 # -- destinations ---------------------------------------------------------------------------------
+#: bytes :func:`check_destination` writes (and removes) to prove there is room for results: an
+#: empty file needs no space, so a full disk would pass a test that writes nothing
+PROBE_BYTES = 64 * 1024
+#: errors that mean "this destination cannot take results": a full disk, an exhausted quota, a
+#: read-only filesystem. The sweep ends on them with :class:`DestinationError`, never a traceback.
+DISK_ERRNOS: frozenset[int] = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+#: a sweep worker's exit status when it could not write its files for one of :data:`DISK_ERRNOS`
+#: (75: EX_TEMPFAIL, "try again later"); 120 is Python's own when flushing its output at exit
+#: failed, which for a worker writing into a log file means the same
+WORKER_DISK_EXITS: frozenset[int] = frozenset({75, 120})
+
+
+class DestinationError(ValueError):
+    """The results folder cannot take results (a full disk, a quota, a read-only filesystem).
+
+    A ``ValueError``, so the command line ends with exit code 2 and this one-line message, as for
+    an ``--out`` refused before anything runs: the sweep stopped for a reason outside the runs."""
+
+
+def is_disk_error(err: BaseException) -> bool:
+    """Whether ``err`` is one of :data:`DISK_ERRNOS` (an ``OSError``)."""
+    return isinstance(err, OSError) and err.errno in DISK_ERRNOS
+
+
+def disk_error_text(text: str) -> bool:
+    """Whether an error line reported by a worker (``"OSError: [Errno 28] No space left on device"``)
+    is one of :data:`DISK_ERRNOS`."""
+    return any(f"[Errno {code}]" in text or os.strerror(code) in text for code in DISK_ERRNOS)
+
+
+def destination_error(err: OSError | str, folders: Iterable[str | os.PathLike], run: str | None = None) -> DestinationError:
+    """:class:`DestinationError` for ``err`` (the driver's ``OSError``, or a worker's error line
+    about ``run``), naming the folder(s) the results go to and what to do."""
+    where = ", ".join(str(f) for f in folders)
+    if isinstance(err, OSError):
+        cause = err.strerror or str(err)
+        if err.filename:
+            cause += f" (writing {err.filename})"
+    else:
+        cause = f"run {run}: {err}" if run else err
+    return DestinationError(
+        f"cannot write results into {where}: {cause}; the sweep stopped, complete runs are kept and no run was "
+        f"left marked complete with missing files; free some space (or make the folder writable) and rerun the "
+        f"same command to resume"
+    )
+
+
 def check_destination(folder: str | os.PathLike, flag: str = "--out") -> Path:
-    """Create ``folder`` if needed and prove it writable; a ``ValueError`` naming it otherwise
-    (a file in the way, no permission, a read-only filesystem)."""
+    """Create ``folder`` if needed and prove it writable and not full (:data:`PROBE_BYTES` are
+    written, flushed to disk and removed); a ``ValueError`` naming it otherwise (a file in the
+    way, no permission, a read-only filesystem, a full disk or quota)."""
     folder = Path(folder)
     for part in (folder, *folder.parents):
         if part.exists() and not part.is_dir():
             raise ValueError(f"{flag}: {part} exists and is not a folder; give a folder for the results")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder, prefix=".write-test-"):
-            pass
+        # an unnamed file where the system has them (O_TMPFILE): nothing is left if we are killed
+        with tempfile.TemporaryFile(dir=folder, prefix=".write-test-", buffering=0) as probe:
+            block = memoryview(bytes(PROBE_BYTES))
+            written = 0
+            while written < PROBE_BYTES:
+                written += probe.write(block[written:]) or 0
+            os.fsync(probe.fileno())  # delayed allocation (ext4, xfs) reports a full disk here, not at write()
     except OSError as err:
-        raise ValueError(f"{flag}: cannot write results into {folder}: {err.strerror or err}") from None
+        full = " (a test write of 64 KiB failed)" if err.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+        raise ValueError(f"{flag}: cannot write results into {folder}: {err.strerror or err}{full}") from None
     return folder
 
 
@@ -172,7 +230,10 @@ def _acquire(folder: Path) -> None:
             return
     check_destination(folder)
     for _ in range(50):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise DestinationError(f"--out: cannot create the lock file {path}: {err.strerror or err}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -203,9 +264,15 @@ def _acquire(folder: Path) -> None:
                 f"note: taking over the lock of {folder} left by {_describe(previous)} (no longer running)",
                 file=sys.stderr,
             )
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(process_identity()) + "\n").encode(), 0)
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(process_identity()) + "\n").encode(), 0)
+            os.fsync(fd)
+        except OSError as err:  # a disk that filled since the check: no lock file is left behind
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            os.close(fd)
+            raise DestinationError(f"--out: cannot write the lock file {path}: {err.strerror or err}") from None
         with _held_guard:
             _held[key] = [fd, 1]
         return

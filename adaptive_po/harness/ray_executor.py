@@ -18,9 +18,11 @@ the driver writes ``FAILED`` (with Ray's error) into the folder of each of the j
 goes on.
 
 Without an address a local Ray instance is started for the sweep, bound to 127.0.0.1 only, and
-shut down at the end; with one (``auto``, ``ray://head:10001``, ``host:6379``) the driver
-connects to that cluster, whose workers need the same ``adaptive-po`` installed (and the
-environment YAML files: the suite shipped inside the package, or ``$ADAPTIVE_PO_ENVS``).
+shut down at the end, with a reaper (:mod:`adaptive_po.harness.ray_reaper`) that stops every
+process of the instance, Ray's agents included, once the driver ends, even by ``kill -9``; with
+an address (``auto``, ``ray://head:10001``, ``host:6379``) the driver connects to that cluster,
+whose workers need the same ``adaptive-po`` installed (and the environment YAML files: the suite
+shipped inside the package, or ``$ADAPTIVE_PO_ENVS``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ import json
 import logging
 import os
 import shutil
+import select
 import socket
+import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -280,13 +285,65 @@ def _is_loopback(address: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
+#: seconds :func:`start_local_ray` waits for its reaper to have seen the instance's processes
+REAPER_START_S = 30.0
+#: the reaper of the local instance this process started (:func:`start_local_ray`), if any
+_reaper: subprocess.Popen | None = None
+
+
+def local_session_name() -> str | None:
+    """The session name (``session_<date>_<pid>``) of the Ray instance this process is connected
+    to, or None. Its GCS server and raylet carry it on their command lines."""
+    try:
+        from ray._private import worker
+    except ImportError:
+        return None
+    node = getattr(worker, "_global_node", None)
+    name = getattr(node, "session_name", None)
+    return name if isinstance(name, str) and name.startswith("session_") else None
+
+
+def _start_reaper(session: str) -> subprocess.Popen | None:
+    """Start :mod:`adaptive_po.harness.ray_reaper` for ``session``: it stops the session's processes
+    when this process closes the reaper's stdin or ends. None (with a warning) if it cannot start."""
+    from adaptive_po.harness import ray_reaper
+
+    package_root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    env = {
+        **os.environ,
+        ray_reaper.SESSION_ENV: session,
+        ray_reaper.DRIVER_ENV: str(os.getpid()),
+        "PYTHONPATH": package_root + (os.pathsep + path if path else ""),
+    }
+    try:
+        reaper = subprocess.Popen(
+            [sys.executable, "-m", "adaptive_po.harness.ray_reaper"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True, start_new_session=True,
+        )
+    except OSError as err:
+        logging.getLogger(__name__).warning("no reaper for the local Ray instance (%s): its agents may outlive a killed driver", err)
+        return None
+    # until it has seen the instance's processes once, a kill of this process would orphan them
+    ready, _, _ = select.select([reaper.stdout], [], [], REAPER_START_S)
+    line = reaper.stdout.readline() if ready else b""  # type: ignore[union-attr]
+    reaper.stdout.close()  # type: ignore[union-attr]
+    if line.strip() != ray_reaper.READY.encode():
+        logging.getLogger(__name__).warning("the reaper of the local Ray instance did not start: its agents may outlive a killed driver")
+    return reaper
+
+
 def start_local_ray(num_cpus: int | None = None) -> str:
     """Start a local Ray instance in this process, bound to 127.0.0.1 only; return its address.
 
-    ``ray.shutdown()`` stops it. Fails (after stopping it) if Ray did not take the loopback address.
+    :func:`stop_local_ray` stops it. Its processes die with this one however it ends (a reaper,
+    :mod:`adaptive_po.harness.ray_reaper`, stops Ray's agents and workers that would outlive a
+    ``kill -9`` of this process by a minute). Fails (after stopping it) if Ray did not take the
+    loopback address.
     """
     import ray
 
+    global _reaper
     with _loopback_only():
         ray.init(
             address="local",
@@ -296,12 +353,35 @@ def start_local_ray(num_cpus: int | None = None) -> str:
             logging_level=logging.WARNING,
             _node_ip_address="127.0.0.1",
         )
+    session = local_session_name()
+    if session is not None and _reaper is None:
+        _reaper = _start_reaper(session)
     node_ip = ray.util.get_node_ip_address()
     address = ray.get_runtime_context().gcs_address
     if node_ip != "127.0.0.1" or not address.startswith("127.0.0.1:"):
-        ray.shutdown()
+        stop_local_ray()
         raise RuntimeError(f"the local Ray instance did not bind to loopback (node {node_ip}, GCS {address})")
     return address
+
+
+def stop_local_ray(timeout: float = 30.0) -> None:
+    """``ray.shutdown()``, then let the reaper stop whatever of the instance is left (agents,
+    workers) and wait for it, at most ``timeout`` seconds."""
+    import ray
+
+    global _reaper
+    try:
+        ray.shutdown()
+    finally:
+        reaper, _reaper = _reaper, None
+        if reaper is not None:
+            with contextlib.suppress(OSError):
+                reaper.stdin.close()  # type: ignore[union-attr]
+            try:
+                reaper.wait(timeout)
+            except subprocess.TimeoutExpired:
+                reaper.kill()
+                reaper.wait()
 
 
 def _num_gpus(spec: RunSpec, gpus_per_run: float | None) -> float:
@@ -397,7 +477,9 @@ def run_ray(
                 ray.cancel(ref, force=True)
         raise
     finally:
-        if owned:
+        if local:
+            stop_local_ray()
+        elif owned:
             ray.shutdown()
         if local:  # attempts cut short (interrupt, lost worker) leave their folders on this machine
             _remove_stale_attempts(Path(tempfile.gettempdir()))

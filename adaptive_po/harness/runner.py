@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptive_po.harness import contract
-from adaptive_po.harness.contract import COMPLETE, DIAL_DEFAULTS, DIAL_NAMES, FAILED, STATUS_FILE, DataDials
+from adaptive_po.harness.contract import DIAL_DEFAULTS, DIAL_NAMES, FAILED, STATUS_FILE, DataDials
 from adaptive_po.harness.contract import atomic_write_json, is_complete
 from adaptive_po.harness.divergence import check_finite, compact_traceback, divergence_of_file, error_line
 from adaptive_po.harness.recorder import RunRecorder, nonfinite_reason
@@ -293,20 +293,81 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
         eval_env.close()
 
 
-def completed_summary(spec: RunSpec, config: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The summary of a complete run with the same configuration as ``spec``, else ``None``."""
+#: what :func:`run_folder_state` finds in a run folder before a run starts
+RUN_NEW = "new"  #: no complete run (absent, incomplete or failed): the run is (re)done
+RUN_SAME = "same"  #: complete, intact, with the requested configuration: skipped
+RUN_DAMAGED = "damaged"  #: complete, but its files fail the check: redone, with the reason printed
+RUN_CHANGED = "changed"  #: complete and intact, made with another configuration: redone only on request
+
+
+@dataclass(frozen=True)
+class RunFolderState:
+    """What a run folder holds, compared with the run requested for it."""
+
+    kind: str
+    summary: dict[str, Any] | None = None
+    #: damaged: why; changed: the differing keys, ``"total_timesteps 2048 -> 2304"``
+    reasons: tuple[str, ...] = ()
+
+
+_ABSENT = object()
+
+
+def _shown(value: Any) -> str:
+    if value is _ABSENT:
+        return "(absent)"
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def config_differences(recorded: dict[str, Any], requested: dict[str, Any], prefix: str = "") -> list[str]:
+    """``["total_timesteps 2048 -> 2304", "hyperparams.learning_rate 0.0003 -> 0.001"]``: the keys
+    of ``requested`` (nested mappings key by key) whose value in ``recorded`` differs. Keys only
+    ``recorded`` has count at nested levels; at the top level they are ignored (``versions``)."""
+    out = []
+    for key, new in requested.items():
+        old = recorded.get(key, _ABSENT)
+        name = f"{prefix}{key}"
+        if isinstance(new, dict) and isinstance(old, dict):
+            out += config_differences(old, new, f"{name}.")
+            out += [f"{name}.{k} {_shown(old[k])} -> (absent)" for k in old if k not in new]
+        elif old != new:
+            out.append(f"{name} {_shown(old)} -> {_shown(new)}")
+    return out
+
+
+def run_folder_state(spec: RunSpec, config: dict[str, Any] | None = None) -> RunFolderState:
+    """Compare the run folder of ``spec`` with the run requested (``config``: :func:`config_for`).
+
+    A complete run is never removed without its reason being known here: it is either the same
+    run (skip it), damaged (:func:`~adaptive_po.harness.contract.verify_complete_run` names why)
+    or made with another configuration (the differing keys, old -> new)."""
     run_dir = spec.run_dir
-    if not is_complete(run_dir) or contract.verify_complete_run(run_dir) is not None:
-        return None  # a complete run whose files fail the check is redone, never trusted
+    if not is_complete(run_dir):
+        return RunFolderState(RUN_NEW)
+    problem = contract.verify_complete_run(run_dir)
+    if problem is not None:
+        return RunFolderState(RUN_DAMAGED, reasons=(problem,))
     config = config if config is not None else config_for(spec)
     try:
         previous = json.loads((run_dir / contract.CONFIG_FILE).read_text())
         summary = json.loads((run_dir / contract.SUMMARY_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    if {k: previous.get(k) for k in config} != json.loads(json.dumps(config, default=str)):
-        return None
-    return summary
+    except (OSError, ValueError) as err:
+        return RunFolderState(RUN_DAMAGED, reasons=(f"{contract.CONFIG_FILE} or {contract.SUMMARY_FILE} cannot be read ({err})",))
+    if not isinstance(previous, dict) or not isinstance(summary, dict):
+        return RunFolderState(RUN_DAMAGED, reasons=(f"{contract.CONFIG_FILE} or {contract.SUMMARY_FILE} is not a JSON object",))
+    changes = config_differences(previous, json.loads(json.dumps(config, default=str)))
+    if changes:
+        return RunFolderState(RUN_CHANGED, summary=summary, reasons=tuple(changes))
+    return RunFolderState(RUN_SAME, summary=summary)
+
+
+def completed_summary(spec: RunSpec, config: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The summary of a complete run with the same configuration as ``spec``, else ``None``
+    (:func:`run_folder_state`: a damaged run, or one made with another configuration, is not
+    trusted; whether it may be redone is the caller's decision, taken before it starts workers)."""
+    state = run_folder_state(spec, config)
+    return state.summary if state.kind == RUN_SAME else None
 
 
 def start_run_folder(spec: RunSpec, config: dict[str, Any]) -> None:
@@ -327,9 +388,10 @@ def start_run_folder(spec: RunSpec, config: dict[str, Any]) -> None:
 def finish_run_folder(spec: RunSpec, summary: dict[str, Any], wall_time_s: float) -> dict[str, Any]:
     """Write ``summary.json`` and then ``COMPLETE``; returns the summary as written.
 
-    The summary records the size and sha256 of ``progress.csv`` and ``eval.csv``
-    (:data:`~adaptive_po.harness.contract.SUMMARY_FILES`, checked before the run is trusted) and
-    whether the run diverged without a NaN (:data:`~adaptive_po.harness.contract.SUMMARY_DIVERGED`,
+    The summary records the size and sha256 of ``config.json``, ``progress.csv`` and ``eval.csv``
+    and ``COMPLETE`` those of the summary (:func:`~adaptive_po.harness.contract.write_completion`,
+    checked before the run is trusted), and whether the run diverged without a NaN
+    (:data:`~adaptive_po.harness.contract.SUMMARY_DIVERGED`,
     :func:`~adaptive_po.harness.divergence.divergence_reason`; null when it did not)."""
     run_dir = spec.run_dir
     summary = {
@@ -337,10 +399,8 @@ def finish_run_folder(spec: RunSpec, summary: dict[str, Any], wall_time_s: float
         "wall_time_s": round(wall_time_s, 3),
         "status": "complete",
         contract.SUMMARY_DIVERGED: divergence_of_file(run_dir / contract.PROGRESS_FILE),
-        contract.SUMMARY_FILES: contract.file_records(run_dir),
     }
-    atomic_write_json(run_dir / contract.SUMMARY_FILE, summary)
-    atomic_write_json(run_dir / COMPLETE, {"finished_at": datetime.now(timezone.utc).isoformat()})
+    summary = contract.write_completion(run_dir, summary, datetime.now(timezone.utc).isoformat())
     status_file = run_dir / STATUS_FILE
     if status_file.exists():
         status_file.unlink()

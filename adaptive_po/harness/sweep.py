@@ -11,7 +11,11 @@ jobs of one run (``python -m adaptive_po _run SPEC``).
 
 A crash, a hang killed by the user or a NaN costs that job's runs only: they record themselves as
 failed (a worker that dies without a result has ``FAILED`` written for each of its unfinished
-runs) and the sweep goes on. A rerun skips complete runs and restarts the others.
+runs) and the sweep goes on. A rerun skips complete runs and restarts the others; a complete run
+is never removed without a word: a damaged one is redone with its reason printed, and one made
+with another configuration (another budget, an edited YAML file) only with ``--redo-changed``
+(:class:`ResumePlan`; the dry run lists both). A full disk or a read-only filesystem ends the sweep
+with one message (:class:`~adaptive_po.harness.locks.DestinationError`).
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from adaptive_po.harness.config import ConfigError, get_env_config
+from adaptive_po.harness.config import ConfigError, check_policy, check_run_limits, get_env_config
 from adaptive_po.harness.contract import DIAL_DEFAULTS, DIAL_NAMES, FAILED, STATUS_FILE, SUMMARY_FILE, DataDials
 from adaptive_po.harness.contract import atomic_write_text, is_complete
-from adaptive_po.harness.contract import SUMMARY_DIVERGED, verify_complete_run
+from adaptive_po.harness.contract import SUMMARY_DIVERGED, check_name
 from adaptive_po.harness.jobs import Job, ResultCallback, TickCallback, check_engine, check_jobs, plan_jobs
-from adaptive_po.harness.locks import DRIVER_PID_ENV
-from adaptive_po.harness.runner import RunSpec, completed_summary, resolve_backend, resolve_device
+from adaptive_po.harness.locks import DRIVER_PID_ENV, WORKER_DISK_EXITS, destination_error, disk_error_text, is_disk_error
+from adaptive_po.harness.runner import RUN_CHANGED, RUN_DAMAGED, RUN_NEW, RUN_SAME, RunFolderState, RunSpec
+from adaptive_po.harness.runner import resolve_backend, resolve_device, run_folder_state
 from adaptive_po.harness.suites import get_suite
 from adaptive_po.harness.variants import parse_variant
 from adaptive_po.objectives import get_objective
@@ -124,12 +129,14 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
     device = grid.device if grid.executor == "ray" else resolve_device(grid.device)
     if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
         raise ValueError(f"unknown device {device!r}; use auto, cpu or cuda")
-    suite_name = grid.suite_name or suite.name
+    # a folder under --out, never a path (contract.check_name)
+    suite_name = check_name("suite name", grid.suite_name if grid.suite_name is not None else suite.name)
 
     specs: list[RunSpec] = []
     for env_name in grid.envs:
         env_cfg = get_env_config(env_name, grid.envs_dir)
         resolve_backend(env_cfg.ids, grid.backend)  # fails now, not in a worker
+        check_policy(env_cfg, grid.backend)  # its policy_kwargs build a policy (only when it has some)
         if grid.timesteps is not None:
             total = grid.timesteps
         elif suite.name in env_cfg.budget:
@@ -138,6 +145,7 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
             raise ConfigError(
                 f"{env_cfg.path}: key 'budget.{suite.name}' is missing; give --timesteps or add a budget for suite {suite.name!r}"
             )
+        check_run_limits(env_cfg, total, "--timesteps" if grid.timesteps is not None else f"{env_cfg.path}: key 'budget.{suite.name}'")
         rollout = env_cfg.hyperparams.n_envs * env_cfg.hyperparams.n_steps
         runs = ((a, v, c, s) for a in grid.algos for v in variants[a] for c in conditions for s in grid.seeds)
         for algo, variant, condition, seed in runs:
@@ -160,6 +168,65 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
                 )
             )
     return specs
+
+
+# -- what a rerun does with the runs already there ------------------------------------------------
+class ChangedRuns(ValueError):
+    """Complete runs would be replaced by runs of another configuration, and that was not asked
+    for (``--redo-changed``): refused before any compute (a ``ValueError``: exit code 2)."""
+
+
+#: how many runs a refusal or a dry run names one by one
+NAMED_RUNS = 5
+
+
+@dataclass
+class ResumePlan:
+    """Each spec with what its run folder holds (:func:`~adaptive_po.harness.runner.run_folder_state`)."""
+
+    states: list[tuple[RunSpec, RunFolderState]]
+
+    def of(self, kind: str) -> list[tuple[RunSpec, RunFolderState]]:
+        return [(spec, state) for spec, state in self.states if state.kind == kind]
+
+    def todo(self, redo_changed: bool = False) -> list[RunSpec]:
+        """The specs to run, in order: new, damaged and (with ``redo_changed``) changed ones."""
+        kinds = {RUN_NEW, RUN_DAMAGED} | ({RUN_CHANGED} if redo_changed else set())
+        return [spec for spec, state in self.states if state.kind in kinds]
+
+    def redo_lines(self, redo_changed: bool = False) -> list[str]:
+        """``"<run>: <why>"`` for every complete run that is to be deleted and done again."""
+        lines = [f"{spec.relative_dir}: {state.reasons[0]}" for spec, state in self.of(RUN_DAMAGED)]
+        if redo_changed:
+            lines += [f"{spec.relative_dir}: configuration changed: {_changes(state)}" for spec, state in self.of(RUN_CHANGED)]
+        return lines
+
+    def check_changed(self, redo_changed: bool, command: str = "bench") -> None:
+        """:class:`ChangedRuns` naming the complete runs of another configuration, unless
+        ``redo_changed``."""
+        changed = self.of(RUN_CHANGED)
+        if not changed or redo_changed:
+            return
+        folders = ", ".join(sorted({str(Path(spec.out) / spec.suite) for spec, _ in changed}))
+        named = "; ".join(f"{spec.relative_dir} ({_changes(state)})" for spec, state in changed[:NAMED_RUNS])
+        more = f"; and {len(changed) - NAMED_RUNS} more" if len(changed) > NAMED_RUNS else ""
+        hint = " (`bench --dry-run` lists them all)" if command == "bench" else ""
+        raise ChangedRuns(
+            f"{len(changed)} complete run(s) in {folders} were made with another configuration and would be "
+            f"deleted and trained again: {named}{more}. Nothing was run. Add --redo-changed to replace them, "
+            f"or give another --out or --suite-name to keep both{hint}"
+        )
+
+
+def _changes(state: RunFolderState, most: int = 3) -> str:
+    shown = ", ".join(state.reasons[:most])
+    return shown + (f", and {len(state.reasons) - most} more keys" if len(state.reasons) > most else "")
+
+
+def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
+    """What each spec's run folder holds, compared with the spec (the configuration is resolved
+    only for complete runs)."""
+    return ResumePlan([(spec, run_folder_state(spec)) for spec in specs])
 
 
 #: wall seconds per million environment steps of one run on one core (esspo, evaluations and
@@ -196,10 +263,12 @@ def format_duration(hours: float, prefix: str = "") -> str:
     return f"{hours:.1f} {prefix}hours" if prefix else f"{hours:.1f} h"
 
 
-def describe_grid(specs: Sequence[RunSpec], engine: str = "population") -> str:
-    """A dry-run listing: the runs per environment, and a cost estimate (steps x the measured
-    speed of ``engine``; runs the population engine does not support count at the process
-    engine's speed)."""
+def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_changed: bool = False) -> str:
+    """A dry-run listing: the runs per environment, what is complete already and which complete
+    runs would be redone and why (damaged, or made with another configuration: the differing keys,
+    old -> new), and a cost estimate (steps x the measured speed of ``engine``; runs the
+    population engine does not support count at the process engine's speed; complete runs count
+    too)."""
     from adaptive_po.harness.population_runner import supports_population
 
     check_engine(engine)
@@ -231,8 +300,21 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population") -> str:
             f"  {env}: {len(runs)} runs = {len(algos)} algos {algos}{variants} x {len(conditions)} conditions x "
             f"{len(seeds)} seeds, {runs[0].total_timesteps:,} steps each"
         )
-    done = sum(is_complete(s.run_dir) for s in specs)
-    lines.append(f"  already complete: {done}; to run: {len(specs) - done}")
+    plan = plan_resume(specs)
+    changed, damaged = plan.of(RUN_CHANGED), plan.of(RUN_DAMAGED)
+    lines.append(f"  already complete: {len(plan.of(RUN_SAME))}; to run: {len(plan.todo(redo_changed))}")
+    for spec, state in damaged[:NAMED_RUNS]:
+        lines.append(f"    redo {spec.relative_dir}: {state.reasons[0]}")
+    if len(damaged) > NAMED_RUNS:
+        lines.append(f"    ... and {len(damaged) - NAMED_RUNS} more damaged runs redone")
+    if changed:
+        fate = ("redone (--redo-changed): their folders are cleared" if redo_changed
+                else "kept: the bench refuses to run until --redo-changed is given or --out / --suite-name changes")
+        lines.append(f"  complete with another configuration: {len(changed)}, {fate}")
+        for spec, state in changed[:NAMED_RUNS]:
+            lines.append(f"    {'redo ' if redo_changed else ''}{spec.relative_dir}: {_changes(state)}")
+        if len(changed) > NAMED_RUNS:
+            lines.append(f"    ... and {len(changed) - NAMED_RUNS} more")
     cores = os.cpu_count() or 1
     for which in ("population", "process"):
         if steps_by_engine[which]:
@@ -319,6 +401,13 @@ def _finish_local(active: _Active) -> list[dict[str, Any]]:
     except OSError:
         pass
     error = f"worker process exited with status {code} without a result"
+    disk = [line.strip() for line in tail.splitlines() if disk_error_text(line)]
+    # it could not write its files: say so (the sweep ends on it, see run_sweep)
+    disk_error = bool(disk) or code in WORKER_DISK_EXITS
+    if disk:
+        error += f": {disk[-1]}"
+    elif disk_error:
+        error += ": it could not write its files (a full disk, a quota or a read-only filesystem)"
     out = []
     for spec in active.job.specs:
         run_dir = spec.run_dir
@@ -331,9 +420,14 @@ def _finish_local(active: _Active) -> list[dict[str, Any]]:
             except (OSError, ValueError, KeyError):
                 pass
         else:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(run_dir / FAILED, f"{error}\n--- last lines of {active.log_path} ---\n{tail}\n")
-        out.append({**record, "status": "failed", "error": error})
+            try:
+                run_dir.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(run_dir / FAILED, f"{error}\n--- last lines of {active.log_path} ---\n{tail}\n")
+            except OSError:
+                if not disk_error:
+                    raise
+                # no room for FAILED either: the run stays incomplete (a rerun redoes it)
+        out.append({**record, "status": "failed", "error": error, "disk_error": disk_error})
     return out
 
 
@@ -420,6 +514,7 @@ def run_sweep(
     ray_address: str | None = None,
     show_progress: bool = True,
     engine: str = "population",
+    redo_changed: bool = False,
 ) -> SweepResult:
     """Run every spec not yet complete; report progress; return what happened.
 
@@ -429,11 +524,25 @@ def run_sweep(
     them is refused (:class:`~adaptive_po.harness.locks.SweepLocked`), and so is a folder that
     cannot be written. A complete run whose files fail
     :func:`~adaptive_po.harness.contract.verify_complete_run` is redone, with the reason printed.
+    A complete run made with another configuration (config.json differs from the requested one)
+    is redone only with ``redo_changed`` (its differing keys printed); without it the sweep raises
+    :class:`ChangedRuns` naming them, before any compute.
+
+    A full disk, an exhausted quota or a read-only filesystem (``ENOSPC``, ``EDQUOT``, ``EROFS``),
+    in the driver or reported by a worker, ends the sweep: its workers are stopped and
+    :class:`~adaptive_po.harness.locks.DestinationError` (a ``ValueError``: exit code 2) names the
+    folder. No run is complete unless its ``COMPLETE`` marker was written, last and atomically, so
+    a rerun once there is space again redoes exactly the unfinished runs.
     """
     from adaptive_po.harness.locks import sweep_folders, sweep_lock
 
     with sweep_lock(sweep_folders(specs)):
-        return _run_sweep(specs, workers, executor, ray_address, show_progress, engine)
+        try:
+            return _run_sweep(specs, workers, executor, ray_address, show_progress, engine, redo_changed)
+        except OSError as err:
+            if is_disk_error(err):  # the workers are stopped already; the lock is released below
+                raise destination_error(err, sweep_folders(specs)) from None
+            raise
 
 
 def _run_sweep(
@@ -443,6 +552,7 @@ def _run_sweep(
     ray_address: str | None,
     show_progress: bool,
     engine: str,
+    redo_changed: bool,
 ) -> SweepResult:
     from rich.console import Console
     from rich.markup import escape
@@ -458,24 +568,20 @@ def _run_sweep(
     # with Ray, no --workers means: as many jobs at once as the cluster's resources allow
     result = SweepResult()
     started = time.time()
-    todo = []
-    redo: list[str] = []
-    for spec in specs:
-        summary = completed_summary(spec)
-        if summary is None:
-            todo.append(spec)
-            problem = verify_complete_run(spec.run_dir) if is_complete(spec.run_dir) else None
-            if problem:
-                redo.append(f"{spec.relative_dir}: {problem}")
-        else:
-            result.skipped.append(
-                {
-                    "relative_dir": str(spec.relative_dir),
-                    "status": "skipped",
-                    "final_return": summary.get("final_eval_return_mean"),
-                    "diverged": summary.get(SUMMARY_DIVERGED),
-                }
-            )
+    plan = plan_resume(specs)
+    plan.check_changed(redo_changed)  # before any compute: complete runs are never replaced unasked
+    todo = plan.todo(redo_changed)
+    redo = plan.redo_lines(redo_changed)
+    for spec, state in plan.of(RUN_SAME):
+        summary = state.summary or {}
+        result.skipped.append(
+            {
+                "relative_dir": str(spec.relative_dir),
+                "status": "skipped",
+                "final_return": summary.get("final_eval_return_mean"),
+                "diverged": summary.get(SUMMARY_DIVERGED),
+            }
+        )
     console = Console(stderr=True)
     for line in redo:
         console.print(f"[yellow]redo[/yellow]  {escape(line)}; its folder is cleared and the run done again")
@@ -508,6 +614,8 @@ def _run_sweep(
                 progress.remove_task(run_tasks.pop(key))
             if status == "failed":
                 progress.console.print(f"[red]FAILED[/red] {escape(key)}: {escape(str(outcome.get('error', '?')))}")
+                if outcome.get("disk_error") or disk_error_text(str(outcome.get("error", ""))):  # all later runs would too
+                    raise destination_error(str(outcome["error"]), [Path(spec.out) / spec.suite], run=key)
             elif status == "complete":
                 if "diverged" not in outcome:  # the population and Ray engines: from the summary
                     outcome["diverged"] = _diverged(spec)
