@@ -18,6 +18,7 @@ import errno
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -174,9 +175,21 @@ def test_changed_configuration_is_named_and_redone_only_on_request(tmp_path):
 
 # -- case 3: one writer per run folder, whichever command writes ----------------------------------
 @pytest.mark.slow
+def _stop(process: subprocess.Popen) -> None:
+    """End a driver the way Ctrl-C does (its workers and locks go with it)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+
+
 def test_train_takes_the_sweep_lock_and_keeps_complete_runs(tmp_path):
     out = tmp_path / "runs"
-    # a bench is writing: a train into the same cell is refused, naming the bench
+    # a bench is writing: a train into the same cell is refused, naming the bench (the bench is
+    # stopped once that is shown: its runs need not finish for this)
     driver = subprocess.Popen(bench(out, seeds="1", timesteps=16384, engine="process"), env=ENV,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -186,22 +199,10 @@ def test_train_takes_the_sweep_lock_and_keeps_complete_runs(tmp_path):
         assert during.returncode == 2, during.stderr
         assert "another sweep is writing into" in during.stderr and f"pid {driver.pid}" in during.stderr
         no_traceback(during.stderr)
-        _, bench_err = driver.communicate(timeout=600)
     finally:
-        if driver.poll() is None:
-            driver.kill()
-    assert driver.returncode == 0, bench_err
-    cell = out / CELL
-    kept = fingerprint(cell)
+        _stop(driver)
 
-    # after it: the same run with the same configuration is kept, and train says so
-    after = run(train(out, timesteps=16384))
-    assert after.returncode == 0, after.stderr
-    assert "already complete with the same configuration" in after.stdout and "training" not in after.stderr
-    assert fingerprint(cell) == kept
-
-    # two trains of one run a few seconds apart: the second is refused while the first runs, and
-    # kept afterwards (not deleted and trained again)
+    # two trains of one run a few seconds apart: the second is refused while the first runs
     first = subprocess.Popen(train(out, timesteps=32768, seed=5, suite_name="train"), env=ENV,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -209,24 +210,26 @@ def test_train_takes_the_sweep_lock_and_keeps_complete_runs(tmp_path):
         second = run(train(out, timesteps=32768, seed=5, suite_name="train"))
         assert first.poll() is None, "the first train ended before the second was refused"
         assert second.returncode == 2 and f"pid {first.pid}" in second.stderr, second.stderr
-        first_out, first_err = first.communicate(timeout=600)
     finally:
-        if first.poll() is None:
-            first.kill()
-    assert first.returncode == 0, first_err
+        _stop(first)
+
+    # a complete run with the same configuration is kept, and train says so
     mine = out / "train/CartPole-v1/esspo/lag0_noise0_replay0/seed-5"
+    done = run(train(out, timesteps=2048, seed=5, suite_name="train"))
+    assert done.returncode == 0 and verify_complete_run(mine) is None, done.stderr
     kept = fingerprint(mine)
-    again = run(train(out, timesteps=32768, seed=5, suite_name="train"))
-    assert again.returncode == 0 and "already complete" in again.stdout, again.stderr
+    again = run(train(out, timesteps=2048, seed=5, suite_name="train"))
+    assert again.returncode == 0 and "already complete with the same configuration" in again.stdout, again.stderr
+    assert "training" not in again.stderr
     assert fingerprint(mine) == kept
 
     # replaced only on request: another budget is refused, then redone with --redo-changed
     changed = run(train(out, timesteps=4096, seed=5, suite_name="train"))
-    assert changed.returncode == 2 and "total_timesteps 32768 -> 4096" in changed.stderr, changed.stderr
+    assert changed.returncode == 2 and "total_timesteps 2048 -> 4096" in changed.stderr, changed.stderr
     assert fingerprint(mine) == kept
     redone = run(train(out, "--redo-changed", timesteps=4096, seed=5, suite_name="train"))
     assert redone.returncode == 0, redone.stderr
-    assert "redo" in redone.stderr and "configuration changed: total_timesteps 32768 -> 4096" in redone.stderr
+    assert "redo" in redone.stderr and "configuration changed: total_timesteps 2048 -> 4096" in redone.stderr
     assert json.loads((mine / "config.json").read_text())["total_timesteps"] == 4096 and verify_complete_run(mine) is None
     assert not list(out.rglob(locks.LOCK_FILE)) and not list(out.rglob(locks.OWNER_FILE))
 
