@@ -31,6 +31,7 @@ from adaptive_po.harness import locks
 from adaptive_po.harness.config import DEFAULT_ENVS_DIR
 from adaptive_po.harness.contract import COMPLETE, FAILED, verify_complete_run
 from adaptive_po.harness.runner import config_differences
+from test_robustness import children  # the live child processes of a pid
 
 #: wide lines: messages are checked line by line
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "500"}
@@ -67,19 +68,6 @@ def fingerprint(run_dir: Path) -> tuple:
     """What must not change when a run is kept: its files' bytes and its marker's mtime."""
     files = {p.name: p.read_bytes() for p in sorted(run_dir.iterdir()) if p.is_file()}
     return (run_dir / COMPLETE).stat().st_mtime_ns, files
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(stat[1]) == pid and stat[0] != "Z":
-                out.append(int(entry.name))
-    return out
 
 
 def wait_for_lock(folder: Path, pid: int, process: subprocess.Popen, timeout: float = 180) -> None:

@@ -28,7 +28,6 @@ import numpy as np
 from adaptive_po.collector import env_actions, truncations
 from adaptive_po.harness import contract
 from adaptive_po.harness.divergence import compact_traceback, error_line
-from adaptive_po.harness.config import get_env_config
 from adaptive_po.harness.recorder import RunRecorder, nonfinite_reason
 from adaptive_po.harness.runner import (
     RunSpec,
@@ -448,8 +447,8 @@ def execute_population(specs: Sequence[RunSpec | dict[str, Any]]) -> list[dict[s
             if summary is not None:
                 results[i] = {**results[i], "status": "skipped", "final_return": summary.get("final_eval_return_mean"), "wall_time_s": 0.0}
             else:
-                eval_every = get_env_config(spec.env, spec.envs_dir).eval_every
-                runs.append(_MemberRun(len(runs), spec, config, RunRecorder(spec.run_dir, spec.total_timesteps, eval_every, started)))
+                recorder = RunRecorder(spec.run_dir, spec.total_timesteps, config["eval_freq"], started)
+                runs.append(_MemberRun(len(runs), spec, config, recorder))
         for run in runs:
             start_run_folder(run.spec, run.config)
         if runs:
