@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines clean-runs help
+.PHONY: setup test bench bench-minatar minatar-report minatar-from-table gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines clean-runs help
 
 help:
 	@echo "make bench       quick suite (CartPole, Acrobot; esspo vs ppo; lag 0 and 16; 5 seeds) + report"
@@ -19,7 +19,9 @@ help:
 	@echo "make bench-sensitivity  the tuning tax: each objective over its own and the shared knobs x 4 conditions x 2 envs x 3 seeds"
 	@echo "make paper-report  the paper report (IQM, profiles, tuning tax) from runs/paper, runs/sensitivity, runs/staleness"
 	@echo "make mismatch    the KL and ESS each sampler level induces on trained CartPole and Pendulum policies"
-	@echo "make bench-atari Atari suite on one GPU (CPU: smoke run)"
+	@echo "make bench-minatar  MinAtar tier: 5 games x esspo, ppo, decoupled-ppo x lag 0, 4 x 5 seeds, plus PPO at the published step (reference check), on 2 CPU cores (< 2 h); report into docs/results/minatar"
+	@echo "make bench-atari Atari-5 suite at 10M frames on one GPU (CPU only: a smoke grid, said so)"
+	@echo "make gpu-check   GPU speeds: CartPole populations of 256/1,024, ALE CNN populations of 8/16/32 vs the process engine, peak memory"
 	@echo "make engines     the quick suite on the process engine too; per-cell CIs of both engines (docs/results/engines.md)"
 	@echo "make plot        figures, tables and report.md from runs/ (SUITE=quick)"
 	@echo "make perf        speed benchmarks (env throughput, learner time per update, runs per hour of both engines)"
@@ -30,7 +32,7 @@ $(STAMP): pyproject.toml
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(VPY) -m pip install --quiet -e ".[dev,distributed,zoo]"
+	$(VPY) -m pip install --quiet -e ".[dev,distributed,zoo,minatar]"
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -51,19 +53,19 @@ bench-full: $(STAMP)
 	$(VPY) -m adaptive_po bench --suite classic $(if $(WORKERS),--workers $(WORKERS))
 
 bench-staleness: $(STAMP)
-	$(VPY) -m adaptive_po bench --suite staleness $(if $(WORKERS),--workers $(WORKERS))
-	$(VPY) -m adaptive_po readme --report runs/staleness/report --figures docs/results/staleness --section staleness --brief
+	status=0; $(VPY) -m adaptive_po bench --suite staleness $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
+	$(VPY) -m adaptive_po readme --report runs/staleness/report --figures docs/results/staleness --section staleness --brief && exit $$status
 
 readme-staleness: $(STAMP)
 	$(VPY) -m adaptive_po readme --report runs/staleness/report --figures docs/results/staleness --section staleness --brief
 
 bench-paper: $(STAMP)
-	$(VPY) -m adaptive_po bench --suite paper $(if $(WORKERS),--workers $(WORKERS))
-	$(MAKE) paper-report
+	status=0; $(VPY) -m adaptive_po bench --suite paper $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
+	$(MAKE) paper-report && exit $$status
 
 bench-sensitivity: $(STAMP)
-	$(VPY) -m adaptive_po bench --suite sensitivity $(if $(WORKERS),--workers $(WORKERS))
-	$(MAKE) paper-report
+	status=0; $(VPY) -m adaptive_po bench --suite sensitivity $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
+	$(MAKE) paper-report && exit $$status
 
 # whichever of the three sweeps exist feed one report (docs/results/paper) and the README's paper section
 paper-report: $(STAMP)
@@ -72,8 +74,36 @@ paper-report: $(STAMP)
 mismatch: $(STAMP)
 	$(VPY) benchmarks/sampler_mismatch.py --out docs/results/sampler_mismatch.md
 
+# the MinAtar tier (the minatar extra, GPL-3.0, is part of the set-up): runs the suite and publishes
+# its report into docs/results/minatar and the README's MinAtar block. A suite target publishes
+# even when some runs failed (they are scored and counted), then exits with the bench's status.
+bench-minatar: $(STAMP)
+	status=0; $(VPY) -m adaptive_po bench --suite minatar --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
+	$(VPY) -m adaptive_po bench --suite minatar-reference --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
+	$(MAKE) minatar-report && exit $$status
+
+minatar-report: $(STAMP)
+	$(VPY) -m analysis runs/minatar --out docs/results/minatar
+	$(VPY) -m analysis.minatar --runs runs/minatar --reference-runs runs/minatar-reference --out docs/results/minatar --readme README.md
+
+# the MinAtar verdicts and reference check rebuilt from the committed per-run table alone (no runs/)
+minatar-from-table: $(STAMP)
+	$(VPY) -m analysis.minatar --table docs/results/minatar/per_run.csv --out docs/results/minatar --readme README.md
+
+# one GPU: the Atari-5 suite with CNN populations (the dry run prints its estimate); no GPU: the
+# smoke grid (one game, 4,096 steps per run), said so before it starts
 bench-atari: $(STAMP)
-	$(VPY) -m adaptive_po bench --suite atari --device auto $(if $(WORKERS),--workers $(WORKERS))
+	@if $(VPY) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then \
+	  $(VPY) -m adaptive_po bench --suite atari --device cuda $(if $(WORKERS),--workers $(WORKERS)); \
+	else \
+	  echo "bench-atari: no CUDA device here, so this is the Atari smoke grid (suite atari-smoke: Phoenix-v5, esspo and ppo, lag 0 and 4, 4,096 steps per run), not the Atari-5 suite; run it on a GPU machine for results"; \
+	  $(VPY) -m adaptive_po bench --suite atari-smoke --device cpu $(if $(WORKERS),--workers $(WORKERS)); \
+	fi
+
+# the GPU check: CartPole populations of 256 and 1,024, ALE CNN populations of 8, 16, 32 vs one
+# process-engine run, peak GPU memory (under 8 minutes on one GPU; `--tiny` runs it on a CPU)
+gpu-check: $(STAMP)
+	$(VPY) benchmarks/gpu_check.py
 
 plot: $(STAMP)
 	$(VPY) -m analysis runs/$(SUITE)
@@ -82,6 +112,7 @@ perf: $(STAMP)
 	$(VPY) benchmarks/throughput.py
 	$(VPY) benchmarks/learner.py
 	$(VPY) benchmarks/engines_speed.py
+	$(VPY) benchmarks/engines_speed.py --envs Breakout-MinAtar --members 16 --steps 49152 --process-runs 2
 
 # The quick suite through the process engine too (runs/quick-process), then both engines' per-cell
 # final-return CIs side by side. Needs `make bench` first (runs/quick, population engine).

@@ -88,7 +88,9 @@ def _with_fused_adam(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     """Default to the fused Adam kernel (same maths as SB3's default Adam, about 12% less time
     per update on small MLPs on CPU, measured by benchmarks/learner.py); every algorithm here
     gets it, so comparisons stay fair. A user's own optimizer settings are left alone."""
-    kwargs = dict(policy_kwargs or {})
+    from adaptive_po.networks import resolve_policy_kwargs
+
+    kwargs = resolve_policy_kwargs(policy_kwargs)
     if kwargs.get("optimizer_class", th.optim.Adam) is th.optim.Adam and "optimizer_kwargs" not in kwargs:
         kwargs["optimizer_kwargs"] = {"fused": True, "eps": 1e-5}  # SB3's eps for Adam in actor-critics
     return kwargs

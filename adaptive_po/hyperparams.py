@@ -164,6 +164,29 @@ def _module_class(name: str, value: Any) -> type:
     return value
 
 
+#: the features extractors a YAML file can name (the classes: :data:`adaptive_po.networks.FEATURES_EXTRACTORS`;
+#: the names live here so that reading a config imports no torch)
+FEATURES_EXTRACTOR_NAMES: tuple[str, ...] = ("FlattenExtractor", "MinAtarCNN", "NatureCNN")
+
+
+#: the activation functions a YAML file can name (``torch.nn`` classes)
+ACTIVATION_NAMES: tuple[str, ...] = ("ELU", "LeakyReLU", "ReLU", "SiLU", "Tanh")
+
+
+def _named_class(kind: str, names: tuple[str, ...]) -> Callable[[str, Any], Any]:
+    """The check of a policy keyword that takes a class: the class itself (Python callers), or one
+    of ``names`` (how a YAML file gives one; :mod:`adaptive_po.networks` resolves it)."""
+
+    def check(name: str, value: Any) -> Any:
+        if isinstance(value, str):
+            if value not in names:
+                raise HyperparameterError(f"{name}: unknown {kind} {value!r}; a YAML file can name {list(names)}")
+            return value
+        return _module_class(name, value)
+
+    return check
+
+
 def _keywords(name: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise HyperparameterError(f"{name} must be a mapping of keyword names to values, got {value!r}")
@@ -174,13 +197,13 @@ def _keywords(name: str, value: Any) -> dict[str, Any]:
 #: policy class's signature in :func:`check_policy_keywords`)
 POLICY_KEYWORD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "net_arch": _net_arch,
-    "activation_fn": _module_class,
+    "activation_fn": _named_class("activation", ACTIVATION_NAMES),
     "ortho_init": flag,
     "log_std_init": _finite,
     "full_std": flag,
     "use_expln": flag,
     "squash_output": flag,
-    "features_extractor_class": _module_class,
+    "features_extractor_class": _named_class("features extractor", FEATURES_EXTRACTOR_NAMES),
     "features_extractor_kwargs": _keywords,
     "share_features_extractor": flag,
     "normalize_images": flag,
@@ -251,7 +274,7 @@ class Hyperparams:
     """
 
     source: str = _field(non_empty_text, "where the values come from (e.g. the RL Zoo's ppo.yml)", role="run")
-    policy: str = _field(policy_name, "SB3 policy: MlpPolicy or CnnPolicy", role="run")
+    policy: str = _field(policy_name, "SB3 policy: MlpPolicy or CnnPolicy (NatureCNN, or policy_kwargs.features_extractor_class: MinAtarCNN)", role="run")
     n_envs: int = _field(positive_int, "parallel environments per run", role="run")
     n_steps: int = _field(positive_int, "steps per environment per rollout (a rollout is n_envs * n_steps transitions)")
     batch_size: int = _field(positive_int, "minibatch size (transitions)")

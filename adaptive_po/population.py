@@ -46,6 +46,7 @@ from adaptive_po.algorithms import MINIBATCH_KEYS, BatchPolicyOptimization, obje
 from adaptive_po.collector import SamplerActor
 from adaptive_po.harness.contract import DataDials
 from adaptive_po.hyperparams import check_hyperparams
+from adaptive_po.networks import resolve_policy_kwargs
 from adaptive_po.objectives import get_objective
 from adaptive_po.update import (
     advantages_and_returns,
@@ -162,9 +163,12 @@ class PopulationLearner:
     """K members of one algorithm, stacked; acting, and one update at a time.
 
     Constructor arguments are those of :class:`~adaptive_po.algorithms.BatchPolicyOptimization`
-    (same meaning, units and defaults: :data:`SHARED_HYPERPARAMETERS` as keyword arguments), except ``members`` (one :class:`Member` each) and the
-    spaces given directly. MLP policies on Box observations with Discrete or one-dimensional Box
-    actions, without gSDE (:func:`check_population_spaces`); the SB3 classes run the rest.
+    (same meaning, units and defaults: :data:`SHARED_HYPERPARAMETERS` as keyword arguments), except
+    ``members`` (one :class:`Member` each) and the spaces given directly. ``policy`` is the SB3
+    alias (``MlpPolicy`` or ``CnnPolicy``; ``policy_kwargs`` may name a features extractor, e.g.
+    the MinAtar CNN). Box observations (image observations stay uint8 until the policy's own
+    preprocessing) with Discrete or one-dimensional Box actions, without gSDE
+    (:func:`check_population_spaces`); the SB3 classes run the rest.
     """
 
     def __init__(
@@ -177,6 +181,7 @@ class PopulationLearner:
         objective_kwargs: dict[str, Any] | None = None,
         replay: int | None = None,
         advantage_estimator: str | None = None,
+        policy: str = "MlpPolicy",
         policy_kwargs: dict[str, Any] | None = None,
         device: str | torch.device = "cpu",
         **hyperparameters: Any,
@@ -222,11 +227,14 @@ class PopulationLearner:
         self.replay = replay or self.objective_spec.replay  # P3O replays by design unless the run sets a depth
 
         # Parameters as the SB3 class makes them: seed everything, then build the policy.
+        if policy not in BatchPolicyOptimization.policy_aliases:
+            raise ValueError(f"unknown policy {policy!r}; the population engine builds {sorted(BatchPolicyOptimization.policy_aliases)}")
+        policy_class = BatchPolicyOptimization.policy_aliases[policy]
         policies = []
         for m in self.members:
             set_random_seed(m.seed)
             policies.append(
-                ActorCriticPolicy(observation_space, action_space, self.lr_schedule, use_sde=False, **(policy_kwargs or {})).to(self.device)
+                policy_class(observation_space, action_space, self.lr_schedule, use_sde=False, **resolve_policy_kwargs(policy_kwargs)).to(self.device)
             )
         self._module = _Heads(policies[0], self.kind)
         _with_fast_tanh(self._module)

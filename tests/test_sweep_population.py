@@ -73,11 +73,11 @@ def test_populations_respect_the_key_and_the_size_limit(tmp_path):
         group_populations(specs, max_members=0)
 
 
-def test_plan_jobs_keeps_atari_on_the_process_engine(tmp_path):
+def test_plan_jobs_stacks_cnn_runs_too(tmp_path):
     cartpole = specs_of(tmp_path, timesteps=512)
     pong = [RunSpec(suite="quick", env="Pong-v5", algo=a, seed=0, total_timesteps=2048, out=str(tmp_path)) for a in ("esspo", "ppo")]
     jobs = plan_jobs(cartpole + pong, "population")
-    assert [(j.population, len(j.specs)) for j in jobs] == [(True, 2), (True, 2), (False, 1), (False, 1)]
+    assert [(j.population, len(j.specs)) for j in jobs] == [(True, 2), (True, 2), (True, 1), (True, 1)]
     assert [s for j in jobs for s in j.specs] == [*[s for s in cartpole if s.algo == "esspo"], *[s for s in cartpole if s.algo == "ppo"], *pong]
     process = plan_jobs(cartpole + pong, "process")
     assert [(j.population, j.specs) for j in process] == [(False, (s,)) for s in cartpole + pong]
@@ -186,9 +186,12 @@ def test_dry_run_names_the_engine_and_bad_workers_fail_first(tmp_path):
     process = dry("--engine", "process")
     assert process.returncode == 0 and "cost estimate (process engine)" in process.stderr and "population engine" not in process.stderr
     assert default.stdout == process.stdout and len(default.stdout.split()) == 40  # the same runs
-    atari = dry("--suite", "atari", "--envs", "Pong-v5", "--timesteps", "2048")
-    assert atari.returncode == 0 and "CnnPolicy (Atari) steps on the process engine" in atari.stderr, atari.stderr
-    assert "cost estimate" not in atari.stderr
+    atari = dry("--suite", "atari")
+    assert atari.returncode == 0 and "225,000,000 agent steps" in atari.stderr, atari.stderr
+    assert "on one GPU machine with 16 cores" in atari.stderr and "`make gpu-check` measures it" in atari.stderr
+    assert "measured where: ALE steps/s per core" in atari.stderr and "cost estimate (population engine)" not in atari.stderr
+    smoke = dry("--suite", "atari-smoke")  # what `make bench-atari` runs without a GPU
+    assert smoke.returncode == 0 and "Phoenix-v5: 4 runs" in smoke.stderr and "4,096 steps each" in smoke.stderr, smoke.stderr
 
     for workers in ("0", "-3"):
         bad = dry("--workers", workers)

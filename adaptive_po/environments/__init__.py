@@ -8,6 +8,9 @@ Two backends build the same environments with the same conventions:
   :class:`~stable_baselines3.common.monitor.Monitor` and vectorized with
   :class:`~stable_baselines3.common.vec_env.DummyVecEnv` (:mod:`.gymnasium_backend`).
 
+* ``"minatar"``: MinAtar's five games (``MinAtar/Breakout-v1``, ...), an optional extra,
+  stepped in one Python loop by :class:`MinAtarVecEnv` (:mod:`.minatar`).
+
 :mod:`.ids` resolves ids and picks the backend; :mod:`.atari` holds the Atari settings.
 
 Conventions shared by both backends (what an SB3 learner sees):
@@ -67,6 +70,7 @@ from adaptive_po.environments.atari import (
 )
 from adaptive_po.environments.envpool_adapter import INT32_MAX, EnvpoolVecEnv
 from adaptive_po.environments.gymnasium_backend import make_gymnasium_vec_env
+from adaptive_po.environments.minatar import MINATAR_GAMES, MinAtarVecEnv, is_minatar
 from adaptive_po.environments.ids import (
     BACKENDS,
     ENVPOOL_CLASSIC_IDS,
@@ -88,6 +92,9 @@ __all__ = [
     "BACKENDS",
     "ENVPOOL_CLASSIC_IDS",
     "EnvpoolVecEnv",
+    "MINATAR_GAMES",
+    "MinAtarVecEnv",
+    "is_minatar",
     "atari_ids",
     "available_backends",
     "is_atari",
@@ -128,7 +135,7 @@ def make_vec_env(
         any environment is built.
     """
     if not isinstance(backend, str) or backend not in ("auto", *BACKENDS):
-        raise ValueError(f"Unknown backend {backend!r}; expected one of 'auto', 'envpool', 'gymnasium'.")
+        raise ValueError(f"Unknown backend {backend!r}; expected one of 'auto', {', '.join(map(repr, BACKENDS))}.")
     if not _is_int(n_envs) or n_envs < 1:
         raise ValueError(f"n_envs must be an integer >= 1, got n_envs={n_envs!r}.")
     n_envs = int(n_envs)
@@ -146,6 +153,8 @@ def make_vec_env(
         raise ValueError(f"Unknown environment id {env_id!r}: expected a non-empty string.")
 
     chosen = choose_backend(env_id, backend)
+    if chosen == "minatar":
+        return MinAtarVecEnv(env_id, n_envs, seed)
     atari = is_atari(env_id)
     if chosen == "envpool":
         threads = envpool_threads

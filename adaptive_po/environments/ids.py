@@ -13,9 +13,11 @@ from typing import Any
 
 import gymnasium as gym
 
+from adaptive_po.environments.minatar import MINATAR_GAMES, is_minatar, minatar_available
+
 #: Backend names accepted by :func:`~adaptive_po.environments.make_vec_env` (besides
 #: ``"auto"``), in order of preference.
-BACKENDS: tuple[str, ...] = ("envpool", "gymnasium")
+BACKENDS: tuple[str, ...] = ("envpool", "gymnasium", "minatar")
 
 #: Non-Atari ids served by the envpool backend (those whose envpool port follows
 #: gymnasium's dynamics and spaces).  Other envpool families are not adapted here.
@@ -134,6 +136,8 @@ def available_backends(env_id: str) -> list[str]:
     """The backends (in order of preference) that can build ``env_id``; empty if none."""
     if not isinstance(env_id, str):
         return []
+    if is_minatar(env_id):
+        return ["minatar"] if minatar_available() is None else []
     register_ale()
     out = []
     if envpool_id(env_id) is not None:
@@ -156,7 +160,7 @@ def _legacy_atari_hint(env_id: str) -> str | None:
 
 
 def _unknown_id_message(env_id: str) -> str:
-    candidates = set(ENVPOOL_CLASSIC_IDS) | set(atari_ids())
+    candidates = set(ENVPOOL_CLASSIC_IDS) | set(atari_ids()) | set(MINATAR_GAMES)
     candidates |= {k for k, s in gym.registry.items() if not _is_ale_entry(s)}
     close = difflib.get_close_matches(env_id, sorted(candidates), n=5, cutoff=0.6)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
@@ -165,6 +169,7 @@ def _unknown_id_message(env_id: str) -> str:
         f"Classic control / Box2D (envpool and gymnasium): {', '.join(ENVPOOL_CLASSIC_IDS)}. "
         f"Atari: '<Game>-v5' or 'ALE/<Game>-v5' for {len(atari_ids())} games, e.g. Pong-v5, Breakout-v5 "
         "(adaptive_po.environments.atari_ids() lists them). "
+        f"MinAtar (optional extra): {', '.join(sorted(MINATAR_GAMES))}. "
         "With backend='gymnasium' any id registered with gymnasium works."
     )
 
@@ -177,6 +182,8 @@ def choose_backend(env_id: str, backend: str) -> str:
     """
     register_ale()
     supported = available_backends(env_id)
+    if not supported and is_minatar(env_id):
+        raise ValueError(f"Environment {env_id!r}: {minatar_available()}.")
     if not supported:
         hint = _legacy_atari_hint(env_id)
         if hint is not None:

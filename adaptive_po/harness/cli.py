@@ -27,7 +27,7 @@ README_END = "<!-- results:end -->"
 
 def _add_grid_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
-    parser.add_argument("--backend", default="auto", help="auto (envpool where supported), envpool or gymnasium")
+    parser.add_argument("--backend", default="auto", help="auto (the first of envpool, gymnasium, minatar that builds the id), envpool, gymnasium or minatar")
     parser.add_argument("--out", default="runs", help="results root (default: runs/)")
     parser.add_argument("--envs-dir", default=None, help="folder of environment YAML files (default: the suite shipped in the package)")
     parser.add_argument("--timesteps", type=int, default=None, help="override the per-environment budget")
@@ -47,8 +47,8 @@ def _add_engine_flag(parser: argparse.ArgumentParser, population_help: str, defa
         "--engine",
         default=default,
         choices=ENGINES,
-        help=f"population: {population_help}; MLP policies only, CnnPolicy (Atari) runs always use "
-        f"the process engine. process: one run per process (default: {default})",
+        help=f"population: {population_help}; MLP and CNN policies (gSDE and Dict-observation runs use "
+        f"the process engine). process: one run per process (default: {default})",
     )
 
 

@@ -208,9 +208,9 @@ def load_env_config(path: str | Path) -> EnvConfig:
     ids = _require(data, "ids", str(path))
     if not isinstance(ids, dict) or not ids or not all(isinstance(k, str) and isinstance(v, str) for k, v in ids.items()):
         raise ConfigError(f"{path}: key 'ids' must map backend names to environment ids, got {ids!r}")
-    bad_backends = sorted(set(ids) - {"envpool", "gymnasium"})
+    bad_backends = sorted(set(ids) - {"envpool", "gymnasium", "minatar"})
     if bad_backends:
-        raise ConfigError(f"{path}: key 'ids' has unknown backend(s) {bad_backends}; allowed: envpool, gymnasium")
+        raise ConfigError(f"{path}: key 'ids' has unknown backend(s) {bad_backends}; allowed: envpool, gymnasium, minatar")
     random_score = _number(_require(data, "random_score", str(path)), f"{path}: key 'random_score'")
     solved = _number(_require(data, "solved_threshold", str(path)), f"{path}: key 'solved_threshold'")
     if solved == random_score:

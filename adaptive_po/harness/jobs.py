@@ -4,7 +4,7 @@ A sweep's runs are split into *jobs* by :func:`plan_jobs`; a job is what one wor
 (:func:`adaptive_po.harness.sweep.run_local`) or one Ray task
 (:func:`adaptive_po.harness.ray_executor.run_ray`) trains: a population of runs (the population
 engine, :mod:`adaptive_po.harness.population_runner`) or a single run (the process engine, and runs the
-population engine does not support, such as CnnPolicy / Atari).
+population engine does not support, such as gSDE or Dict observations).
 
 This module sits below both executors: they import it, it imports neither of them.
 """
@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 from adaptive_po.harness.runner import RunSpec
 
 #: the engines: ``population`` trains the runs of one environment together in one process where
-#: the runs allow it (MLP policies), ``process`` gives every run its own process
+#: the runs allow it (MLP and CNN policies without gSDE), ``process`` gives every run its own process
 ENGINES = ("population", "process")
 
 #: ``on_result(spec, outcome)``: called once per run when its job has ended (and, on Ray, after

@@ -10,8 +10,8 @@ it never raises: a member that produces a non-finite loss or parameter, or whose
 written, is recorded as FAILED with its reason and the others go on.
 
 Which runs can share a population: :func:`population_key`; splitting a sweep into populations:
-:func:`group_populations`. CnnPolicy (Atari) runs stay on the process engine (see
-:func:`supports_population`).
+:func:`group_populations`. MLP and CNN policies both stack (:func:`supports_population`); image
+observations stay uint8 in the rollout storage (no float32 copy of every frame).
 """
 
 from __future__ import annotations
@@ -57,18 +57,15 @@ def population_key(spec: RunSpec) -> tuple[Any, ...]:
 
 
 def supports_population(spec: RunSpec) -> bool:
-    """Whether the population engine can run ``spec``: MLP policies (classic control, Box2D)
-    without gSDE, on Box observations with Discrete or one-dimensional Box actions
-    (:func:`adaptive_po.population.check_population_spaces`); the process engine runs the rest.
-
-    CnnPolicy runs (Atari) stay on the process engine: an Atari member's batch is already large
-    enough to keep a GPU busy, its frames are large (stacking 50 members' rollouts costs GBs), and
-    per-member convolutions under ``vmap`` gain little over the process engine.
+    """Whether the population engine can run ``spec``: MLP and CNN policies (classic control,
+    Box2D, MinAtar, Atari) without gSDE, on Box observations with Discrete or one-dimensional Box
+    actions (:func:`adaptive_po.population.check_population_spaces`); the process engine runs the
+    rest (gSDE, Dict observations, multi-dimensional actions).
     """
     from adaptive_po.harness.config import get_env_config
 
     env_cfg = get_env_config(spec.env, spec.envs_dir)
-    if env_cfg.hyperparams.policy != "MlpPolicy" or env_cfg.hyperparams.use_sde:
+    if env_cfg.hyperparams.policy not in ("MlpPolicy", "CnnPolicy") or env_cfg.hyperparams.use_sde:
         return False
     try:
         backend, env_id = resolve_backend(env_cfg.ids, spec.backend)
@@ -203,6 +200,8 @@ class _Population:
         self.eval_env = make_vec_env(self.env_id, self.k * self.n_eval, base + 10_000_000, self.backend, training=False)
         self.action_space = self.train_env.action_space
         obs_shape = self.train_env.observation_space.shape
+        # observations are stored in the space's dtype (uint8 frames stay uint8) unless normalized
+        self.obs_dtype = np.float32 if env_cfg.normalize else self.train_env.observation_space.dtype
         self.normalizer = _StackedNormalizer(self.k, obs_shape, hp.gamma) if env_cfg.normalize else None
         self.learner = PopulationLearner(
             self.train_env.observation_space,
@@ -211,6 +210,7 @@ class _Population:
             objective=first.algo,
             objective_kwargs=objective_kwargs,
             device=self.device,
+            policy=hp.policy,
             **hp.algorithm_kwargs(),
         )
         self.torch = torch
@@ -230,6 +230,10 @@ class _Population:
 
     def _tensor(self, x: np.ndarray) -> Any:
         return self.torch.as_tensor(np.asarray(x, dtype=np.float32), device=self.device)
+
+    def _obs_tensor(self, x: np.ndarray) -> Any:
+        """Observations as stored: the space's dtype (uint8 frames stay uint8), float32 if normalized."""
+        return self.torch.as_tensor(np.asarray(x, dtype=self.obs_dtype), device=self.device)
 
     @property
     def live(self) -> list[_MemberRun]:
@@ -267,7 +271,7 @@ class _Population:
             o = self._split(obs, self.n_eval)
             if self.normalizer is not None:
                 o = self.normalizer.normalize(o)
-            actions = self.learner.deterministic_actions(self._tensor(o))
+            actions = self.learner.deterministic_actions(self._obs_tensor(o))
             obs, _, dones, infos = self.eval_env.step(self._env_actions(actions))
             for i in np.flatnonzero(dones):
                 m, j = divmod(int(i), self.n_eval)
@@ -301,17 +305,17 @@ class _Population:
         k, e, t = self.k, self.n_envs, self.hp.n_steps
         obs_shape = obs.shape[2:]
         store = {
-            "observations": np.zeros((k, t, e, *obs_shape), np.float32),
+            "observations": np.zeros((k, t, e, *obs_shape), self.obs_dtype),
             "rewards": np.zeros((k, t, e), np.float32),
             "episode_starts": np.zeros((k, t, e), np.float32),
             "timeout": np.zeros((k, t, e), bool),
-            "timeout_observations": np.zeros((k, t, e, *obs_shape), np.float32),
+            "timeout_observations": np.zeros((k, t, e, *obs_shape), self.obs_dtype),
         }
         actions_t, blp_t, params_t = [], [], []
         for step in range(t):
             store["observations"][:, step] = obs
             store["episode_starts"][:, step] = starts
-            actions, blp, params = self.learner.act(self._tensor(obs))
+            actions, blp, params = self.learner.act(self._obs_tensor(obs))
             actions_t.append(actions)
             blp_t.append(blp)
             params_t.append(params)
@@ -332,7 +336,7 @@ class _Population:
                     run.episode_lengths.append(infos[i]["episode"]["l"])
             for i, terminal_observation in truncations(dones.reshape(-1), infos):
                 m, j = divmod(i, e)
-                terminal = np.asarray(terminal_observation, dtype=np.float64)[None, None]
+                terminal = np.asarray(terminal_observation)[None, None]
                 if self.normalizer is not None:
                     terminal = self.normalizer.normalize(terminal, np.array([m]))
                 store["timeout"][m, step, j] = True
@@ -344,15 +348,15 @@ class _Population:
                 self.evaluate(self.timesteps)
         stack = self.torch.stack
         rollout = StackedRollout(
-            observations=self._tensor(store["observations"]),
+            observations=self._obs_tensor(store["observations"]),
             actions=stack(actions_t, dim=1),
             rewards=self._tensor(store["rewards"]),
             episode_starts=self._tensor(store["episode_starts"]),
             behaviour_log_prob=stack(blp_t, dim=1),
             behaviour_params=stack(params_t, dim=1),
             timeout=self.torch.as_tensor(store["timeout"], device=self.device),
-            timeout_observations=self._tensor(store["timeout_observations"]),
-            last_observation=self._tensor(obs),
+            timeout_observations=self._obs_tensor(store["timeout_observations"]),
+            last_observation=self._obs_tensor(obs),
             last_dones=self._tensor(starts),
         )
         return rollout, obs, starts

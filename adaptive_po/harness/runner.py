@@ -118,16 +118,19 @@ def resolve_device(device: str) -> str:
 
 
 def resolve_backend(env_ids: dict[str, str], backend: str) -> tuple[str, str]:
-    """(backend, id) for a suite entry: ``auto`` prefers envpool where it supports the id."""
-    from adaptive_po.environments import available_backends
+    """(backend, id) for a suite entry: ``auto`` takes the first backend (envpool, gymnasium,
+    minatar) whose id it lists and can build."""
+    from adaptive_po.environments import BACKENDS, available_backends
+    from adaptive_po.environments.minatar import minatar_available
 
-    if backend not in ("auto", "envpool", "gymnasium"):
-        raise ValueError(f"unknown backend {backend!r}; use auto, envpool or gymnasium")
-    order = ("envpool", "gymnasium") if backend == "auto" else (backend,)
+    if backend not in ("auto", *BACKENDS):
+        raise ValueError(f"unknown backend {backend!r}; use auto or one of {', '.join(BACKENDS)}")
+    order = BACKENDS if backend == "auto" else (backend,)
     for name in order:
         if name in env_ids and name in available_backends(env_ids[name]):
             return name, env_ids[name]
-    raise ValueError(f"no usable backend among {list(order)} for ids {env_ids}")
+    reason = minatar_available() if "minatar" in env_ids else None
+    raise ValueError(f"no usable backend among {list(order)} for ids {env_ids}" + (f": {reason}" if reason else ""))
 
 
 def config_for(spec: RunSpec) -> dict[str, Any]:

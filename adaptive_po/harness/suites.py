@@ -39,6 +39,15 @@ OWN_KNOB_VARIANTS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: the five MinAtar games (Young & Tian 2019), YAML names (``adaptive_po/envs/<Game>-MinAtar.yaml``)
+MINATAR_ENVS: tuple[str, ...] = ("Breakout-MinAtar", "Asterix-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar", "SpaceInvaders-MinAtar")
+
+
+#: the Atari-5 subset (Aitchison, Sweetser & Hutter 2022): five games whose scores predict the
+#: median human-normalized score over the 57 games
+ATARI5_ENVS: tuple[str, ...] = ("BattleZone-v5", "DoubleDunk-v5", "NameThisGame-v5", "Phoenix-v5", "Qbert-v5")
+
+
 @dataclass(frozen=True)
 class Suite:
     name: str
@@ -115,15 +124,45 @@ SUITES: dict[str, Suite] = {
         variants={algo: sensitivity_variants(own) for algo, own in OWN_KNOB_VARIANTS.items()},
         paper_report=True,
     ),
+    "minatar": Suite(
+        "minatar",
+        envs=MINATAR_ENVS,
+        algos=("esspo", "ppo", "decoupled-ppo"),
+        seeds=5,
+        lags=(0, 4),
+        noise=(0.0,),
+        replay=(0,),
+        description="Atari-class evidence on 2 CPU cores: the five MinAtar games with the MinAtar CNN, fresh vs 4-update-old actors (under 2 hours; needs the minatar extra)",
+    ),
+    "minatar-reference": Suite(
+        "minatar-reference",
+        envs=("Breakout-MinAtar", "Asterix-MinAtar", "Freeway-MinAtar", "SpaceInvaders-MinAtar"),
+        algos=("ppo",),
+        seeds=5,
+        lags=(0,),
+        noise=(0.0,),
+        replay=(0,),
+        description="the MinAtar reference check: our PPO at 320k steps, the step at which gymnax-blines logged its published PPO (Seaquest has none)",
+    ),
     "atari": Suite(
         "atari",
-        envs=("Pong-v5", "Breakout-v5", "Seaquest-v5", "SpaceInvaders-v5"),
+        envs=ATARI5_ENVS,
         algos=("esspo", "ppo", "decoupled-ppo"),
         seeds=3,
         lags=(0, 4),
         noise=(0.0,),
         replay=(0,),
-        description="four Atari games with CnnPolicy, on one GPU",
+        description="the Atari-5 games at 10M frames with NatureCNN populations, fresh vs 4-update-old actors: sized for one GPU with 16 cores (the dry run prints the estimate)",
+    ),
+    "atari-smoke": Suite(
+        "atari-smoke",
+        envs=("Phoenix-v5",),
+        algos=("esspo", "ppo"),
+        seeds=1,
+        lags=(0, 4),
+        noise=(0.0,),
+        replay=(0,),
+        description="what `make bench-atari` runs without a GPU: one Atari-5 game, 4,096 steps per run, the whole path (CNN populations, uint8 frames, report) in minutes",
     ),
 }
 

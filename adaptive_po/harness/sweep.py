@@ -6,7 +6,7 @@ is one worker process with one torch thread on CPU (:func:`run_local`, here) or 
 With the population engine (the default) a job is a population: the runs of one environment,
 algorithm and budget that differ only in seed and data dials, trained together in one process
 (``python -m adaptive_po _run_population SPECS``, :mod:`adaptive_po.harness.population_runner`). Runs
-the engine does not support (CnnPolicy, i.e. Atari), and every run with the process engine, are
+the engine does not support (gSDE, Dict observations), and every run with the process engine, are
 jobs of one run (``python -m adaptive_po _run SPEC``).
 
 A crash, a hang killed by the user or a NaN costs that job's runs only: they record themselves as
@@ -240,6 +240,37 @@ SECONDS_PER_MILLION: dict[str, dict[str, float]] = {
 }
 
 
+#: ALE agent steps (4 frames each) per second on one core, random actions, one envpool thread, 8
+#: environments: measured on this project's 2-core CPU machine on 2026-11-30 while a bench used both
+#: cores (a lower bound). The Atari estimate is bound by them; the GPU learner's speed is not in
+#: it (no GPU has been lent to measure it: ``make gpu-check`` does).
+ALE_STEPS_PER_CORE: dict[str, float] = {
+    "BattleZone-v5": 840.0, "DoubleDunk-v5": 755.0, "NameThisGame-v5": 953.0, "Phoenix-v5": 1388.0, "Qbert-v5": 1131.0,
+}
+#: the machine the Atari suite is sized for: one GPU and this many cores
+ATARI_MACHINE_CORES = 16
+
+
+def _atari_estimate(steps_by_env: dict[str, int], cores: int) -> list[str]:
+    """The Atari lines of the dry run: environment-bound hours on the GPU machine and here."""
+    mean = sum(ALE_STEPS_PER_CORE.values()) / len(ALE_STEPS_PER_CORE)
+    core_seconds = sum(steps / ALE_STEPS_PER_CORE.get(env, mean) for env, steps in steps_by_env.items())
+    guessed = sorted(set(steps_by_env) - set(ALE_STEPS_PER_CORE))
+    total = sum(steps_by_env.values())
+    lines = [
+        f"  cost estimate (Atari, population engine): {total:,} agent steps; environment-bound "
+        f"~{format_duration(core_seconds / ATARI_MACHINE_CORES / 3600)} on one GPU machine with {ATARI_MACHINE_CORES} cores, "
+        f"~{format_duration(core_seconds / cores / 3600)} of ALE stepping alone on this machine's {cores} cores",
+        "    measured where: ALE steps/s per core on the project's 2-core CPU machine (2026-11-30, "
+        + ", ".join(f"{e} {v:.0f}" for e, v in ALE_STEPS_PER_CORE.items())
+        + "); the GPU learner's speed is not measured (no GPU lent yet; `make gpu-check` measures it), so the estimate "
+        "assumes the learner keeps up; on a CPU-only machine the CNN learner is far slower: `make bench-atari` runs the smoke grid there",
+    ]
+    if guessed:
+        lines.append(f"    (not measured, estimated at the mean ALE speed: {', '.join(guessed)})")
+    return lines
+
+
 def _seconds_per_million(engine: str, env: str) -> tuple[float, bool]:
     """(seconds per million steps, measured for this env?)"""
     table = SECONDS_PER_MILLION[engine]
@@ -278,12 +309,14 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
         by_env.setdefault(spec.env, []).append(spec)
     seconds = {"population": 0.0, "process": 0.0}
     steps_by_engine = {"population": 0, "process": 0}
+    from adaptive_po.environments.ids import is_atari
+
     guessed: set[str] = set()
-    cnn_steps = 0
+    atari_steps: dict[str, int] = {}
     for env, runs in by_env.items():
         steps = sum(r.total_timesteps for r in runs)
-        if get_env_config(env, runs[0].envs_dir).hyperparams.policy == "CnnPolicy":
-            cnn_steps += steps
+        if any(is_atari(i) for i in get_env_config(env, runs[0].envs_dir).ids.values()):
+            atari_steps[env] = steps
         else:
             which = "population" if engine == "population" and supports_population(runs[0]) else "process"
             speed, measured = _seconds_per_million(which, env)
@@ -320,14 +353,14 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
         if steps_by_engine[which]:
             hours = seconds[which] / 3600
             lines.append(
-                f"  cost estimate ({which} engine): {steps_by_engine[which]:,} MLP-policy environment steps ~ "
+                f"  cost estimate ({which} engine): {steps_by_engine[which]:,} environment steps ~ "
                 f"{format_duration(hours, 'CPU-core-')}, ~{format_duration(hours / cores)} on this machine's {cores} cores "
                 f"(speeds per environment measured by benchmarks/engines_speed.py)"
             )
     if guessed:
         lines.append(f"  (not measured, estimated at the mean measured speed: {', '.join(sorted(guessed))})")
-    if cnn_steps:
-        lines.append(f"  plus {cnn_steps:,} CnnPolicy (Atari) steps on the process engine: no estimate (GPU speed not measured here)")
+    if atari_steps:
+        lines.extend(_atari_estimate(atari_steps, cores))
     return "\n".join(lines)
 
 

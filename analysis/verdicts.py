@@ -1,0 +1,224 @@
+"""Verdicts a skeptical reviewer accepts, for any suite: per task first, aggregates that drop no
+task, failures scored, and a verdict only where the aggregator does not decide it.
+
+Input is a *per-run table* (:func:`per_run_table`): one row per run folder, FAILED runs included,
+with its configuration keys (the budget among them), final evaluation return, last
+training-episode return, AUC and evaluation curve. It is small enough to commit next to a report,
+and every function here works from it alone, so a report can be rebuilt without the run folders.
+
+Rules, stated once:
+
+* a FAILED run is scored at its task's random score (normalized 0) and counted in its cell;
+* a difference to the baseline is a *win* / *loss* when its 95% bootstrap CI excludes 0, else a
+  *tie* (the arms' runs resampled independently);
+* a task and condition is *saturated* when every arm's mean normalized score is at least
+  :data:`SATURATED`; saturated tasks are marked and left out of the aggregates;
+* the aggregate is the difference to the baseline of the mean of per-task normalized means (every
+  task weighs the same, none is trimmed) and, beside it, of the IQM of all normalized runs, each
+  with a stratified bootstrap CI; a verdict is printed only where both agree, else "depends on
+  aggregation".
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .stats import bootstrap, iqm, normalize_score
+
+SATURATED = 0.95
+RUN_COLUMNS = ("suite", "env", "algo", "condition", "policy_lag", "seed", "total_timesteps", "status", "random_score", "solved_threshold")
+
+
+# -- the per-run table ------------------------------------------------------------------------------
+def _curve_text(evals: pd.DataFrame) -> str:
+    return " ".join(f"{int(s)}:{r:.4g}" for s, r in zip(evals["timesteps"], evals["return"]))
+
+
+def per_run_table(*roots: str | Path) -> pd.DataFrame:
+    """One row per run folder under ``roots`` (complete and FAILED runs), see the module docstring."""
+    return pd.concat([_suite_table(Path(root)) for root in roots], ignore_index=True)
+
+
+def _suite_table(root: Path) -> pd.DataFrame:
+    import warnings
+
+    from .load import load_runs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs = load_runs(root)
+    rows = []
+    finals = runs.finals
+    last_train = runs.progress.sort_values("timesteps").groupby("run_dir")["rollout_return_mean"].last()
+    for _, run in finals.iterrows():
+        evals = runs.evals[runs.evals["run_dir"] == run["run_dir"]].sort_values("timesteps")
+        rows.append({
+            **{k: run[k] for k in RUN_COLUMNS if k != "status"}, "status": "complete",
+            "final_eval_return": run["final_eval_return_mean"], "final_train_return": last_train.get(run["run_dir"], np.nan),
+            "auc": run["auc"], "eval_curve": _curve_text(evals),
+        })
+    for folder in runs.failed:
+        rows.append(_failed_row(Path(root), Path(folder), finals))
+    table = pd.DataFrame(rows)
+    return table.sort_values(["suite", "env", "algo", "condition", "seed"]).reset_index(drop=True)
+
+
+def _failed_row(root: Path, folder: Path, finals: pd.DataFrame) -> dict:
+    """A FAILED run, scored at its game's random score (the folder's path names its cell)."""
+    folder = folder if folder.is_absolute() else root / folder
+    env, algo, condition, seed = folder.parts[-4:]
+    same_env = finals[finals["env"] == env]
+    random_score = float(same_env["random_score"].iloc[0]) if len(same_env) else np.nan
+    lag = re.match(r"lag(\d+)", condition)
+    return {
+        "suite": root.name, "env": env, "algo": algo, "condition": condition, "policy_lag": int(lag.group(1)) if lag else np.nan,
+        "seed": int(seed.split("-")[1]), "total_timesteps": int(same_env["total_timesteps"].iloc[0]) if len(same_env) else np.nan,
+        "status": "failed", "random_score": random_score,
+        "solved_threshold": float(same_env["solved_threshold"].iloc[0]) if len(same_env) else np.nan,
+        "final_eval_return": random_score, "final_train_return": random_score, "auc": random_score, "eval_curve": "",
+    }
+
+
+# -- verdicts ---------------------------------------------------------------------------------------
+def _verdict(low: float, high: float) -> str:
+    return "win" if low > 0 else "loss" if high < 0 else "tie"
+
+
+def mean_ci(x: np.ndarray, seed: int) -> tuple[float, float, float]:
+    """The mean of ``x`` with its 95% percentile-bootstrap CI."""
+    ci = bootstrap([x], lambda s: s[0].mean(axis=-1), seed=seed).ci
+    return ci.estimate, ci.low, ci.high
+
+
+def per_task(table: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
+    """Per task, condition and arm: mean final return [CI], failures, difference to ``baseline`` [CI], verdict."""
+    rows = []
+    for (env, condition), cell in table.groupby(["env", "condition"], sort=True):
+        base = cell[cell["algo"] == baseline]["final_eval_return"].to_numpy(float)
+        normalized = {
+            algo: normalize_score(arm["final_eval_return"].to_numpy(float), arm["random_score"].iloc[0], arm["solved_threshold"].iloc[0]).mean()
+            for algo, arm in cell.groupby("algo")
+        }
+        saturated = all(v >= SATURATED for v in normalized.values())
+        for algo, arm in cell.groupby("algo"):
+            x = arm["final_eval_return"].to_numpy(float)
+            mean, low, high = mean_ci(x, seed)
+            row = {
+                "env": env, "condition": condition, "algo": algo, "runs": len(x), "failed": int((arm["status"] == "failed").sum()),
+                "mean": mean, "low": low, "high": high, "normalized": normalized[algo], "saturated": saturated,
+                "diff": np.nan, "diff_low": np.nan, "diff_high": np.nan, "verdict": "",
+            }
+            if algo != baseline and len(base):
+                ci = bootstrap([x, base], lambda s: s[0].mean(axis=-1) - s[1].mean(axis=-1), seed=seed).ci
+                row.update(diff=ci.estimate, diff_low=ci.low, diff_high=ci.high, verdict=_verdict(ci.low, ci.high))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def aggregates(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
+    """Per condition and arm: the difference to ``baseline`` of the mean of per-game normalized means and of
+    the IQM of all normalized runs, each with a stratified bootstrap CI; a verdict only where the two
+    agree, else "depends on aggregation"."""
+    scored = table.assign(score=normalize_score(table["final_eval_return"].to_numpy(float), table["random_score"].to_numpy(float), table["solved_threshold"].to_numpy(float)))
+    saturated = set(map(tuple, tasks[tasks["saturated"]][["env", "condition"]].drop_duplicates().to_numpy()))
+    rows = []
+    for condition, cond in scored.groupby("condition", sort=True):
+        unsaturated = sorted(e for e in cond["env"].unique() if (e, condition) not in saturated)
+        runs = {(e, a): cell["score"].to_numpy() for (e, a), cell in cond.groupby(["env", "algo"])}
+        for algo in sorted(set(cond["algo"]) - {baseline}):
+            # the tasks where both arms ran (a task without either is named in "missing")
+            envs = [e for e in unsaturated if (e, algo) in runs and (e, baseline) in runs]
+            if not envs:
+                continue
+            arm, base = [runs[(e, algo)] for e in envs], [runs[(e, baseline)] for e in envs]
+            k = len(envs)
+            mean_of_means = bootstrap(arm + base, lambda s: np.mean([a.mean(axis=-1) - b.mean(axis=-1) for a, b in zip(s[:k], s[k:])], axis=0), seed=seed).ci
+            iqm_diff = bootstrap(
+                arm + base, lambda s: iqm(np.concatenate(s[:k], axis=-1), axis=-1) - iqm(np.concatenate(s[k:], axis=-1), axis=-1), seed=seed
+            ).ci
+            a, b = _verdict(mean_of_means.low, mean_of_means.high), _verdict(iqm_diff.low, iqm_diff.high)
+            rows.append({
+                "condition": condition, "algo": algo, "tasks": k, "left_out_saturated": sum((e, condition) in saturated for e in cond["env"].unique()),
+                "missing": ", ".join(e for e in unsaturated if e not in envs),
+                "mean_diff": mean_of_means.estimate, "mean_low": mean_of_means.low, "mean_high": mean_of_means.high,
+                "iqm_diff": iqm_diff.estimate, "iqm_low": iqm_diff.low, "iqm_high": iqm_diff.high,
+                "verdict": a if a == b else "depends on aggregation",
+            })
+    return pd.DataFrame(rows)
+
+
+# -- Markdown ---------------------------------------------------------------------------------------
+def condition_label(condition: str) -> str:
+    """``lag4_noise0_replay0`` -> ``lag 4`` (``fresh (lag 0)`` for lag 0)."""
+    lag = re.match(r"lag(\d+)", condition)
+    return "fresh (lag 0)" if lag and lag.group(1) == "0" else f"lag {lag.group(1)}" if lag else condition
+
+
+def verdicts_markdown(
+    table: pd.DataFrame, tasks: pd.DataFrame, agg: pd.DataFrame, baseline: str, *, title: str, made_by: str, task: str = "task",
+) -> str:
+    """The verdicts as Markdown: aggregate over tasks, then per task, then wins / ties / losses.
+    ``task`` names a task in the prose (``"game"`` for MinAtar)."""
+    budgets = ", ".join(f"{e} {int(b):,}" for e, b in table.groupby("env")["total_timesteps"].first().items())
+    seeds = sorted(table["seed"].unique())
+    lines = [
+        f"# {title}",
+        "",
+        f"Generated by {made_by} from {len(table)} runs "
+        f"({int((table['status'] == 'failed').sum())} failed, scored at the random score): seeds {', '.join(map(str, seeds))}; "
+        f"budgets (environment steps per run): {budgets}. Final return = the last deterministic evaluation. "
+        "A difference is a win or a loss when its 95% bootstrap CI excludes 0; saturated = every arm's mean normalized score "
+        f"is at least {SATURATED} (left out of the aggregates).",
+        "",
+        f"## Aggregate over {task}s",
+        "",
+        f"Normalized score = (return - random) / (reference - random), the references of each {task}'s YAML file. "
+        f"Both aggregates are differences to {baseline} at the same condition, with 95% stratified bootstrap CIs; "
+        f"the verdict is printed only where the mean of per-{task} means (no {task} dropped) and the IQM of all runs agree.",
+        "",
+        f"| condition | algorithm | {task}s | mean of per-{task} means, difference to {baseline} [95% CI] | IQM difference to {baseline} [95% CI] | verdict |",
+        "|:---|:---|---:|:---|:---|:---|",
+    ]
+    for _, r in agg.iterrows():
+        lines.append(
+            f"| {condition_label(r['condition'])} | {r['algo']} | {r['tasks']}{f' (not run: {missing})' if (missing := r['missing']) else ''} | {r['mean_diff']:+.3f} [{r['mean_low']:+.3f}, {r['mean_high']:+.3f}] "
+            f"| {r['iqm_diff']:+.3f} [{r['iqm_low']:+.3f}, {r['iqm_high']:+.3f}] | {r['verdict']} |"
+        )
+    lines += [
+        "",
+        f"## Per {task}",
+        "",
+        f"| {task} | condition | algorithm | runs (failed) | final return mean [95% CI] | normalized | difference to {baseline} [95% CI] | verdict |",
+        "|:---|:---|:---|---:|:---|---:|:---|:---|",
+    ]
+    order = {baseline: 0, "esspo": 1}
+    tasks = tasks.assign(_o=tasks["algo"].map(lambda a: order.get(a, 2)))
+    for _, r in tasks.sort_values(["env", "condition", "_o", "algo"]).iterrows():
+        if r["algo"] == baseline:
+            diff = "(baseline)"
+        elif np.isnan(r["diff"]):
+            diff = f"({baseline} not run)"
+        else:
+            diff = f"{r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}]"
+        verdict = "" if r["algo"] == baseline else r["verdict"] + (" (saturated)" if r["saturated"] else "")
+        lines.append(
+            f"| {r['env']} | {condition_label(r['condition'])} | {r['algo']} | {r['runs']} ({r['failed']}) | "
+            f"{r['mean']:.2f} [{r['low']:.2f}, {r['high']:.2f}] | {r['normalized']:.2f} | {diff} | {verdict} |"
+        )
+    lines += ["", f"## Wins, ties and losses against {baseline} (per {task})", "", "| algorithm | condition | wins | ties | losses |", "|:---|:---|---:|---:|---:|"]
+    for (algo, condition), (wins, ties, losses) in win_tie_loss(tasks, baseline).items():
+        lines.append(f"| {algo} | {condition_label(condition)} | {wins} | {ties} | {losses} |")
+    return "\n".join(lines) + "\n"
+
+
+def win_tie_loss(tasks: pd.DataFrame, baseline: str) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """(algo, condition) -> (wins, ties, losses) against ``baseline`` over the tasks."""
+    out = {}
+    for (algo, condition), cell in tasks[tasks["algo"] != baseline].groupby(["algo", "condition"]):
+        verdicts = cell["verdict"]
+        out[(algo, condition)] = (int((verdicts == "win").sum()), int((verdicts == "tie").sum()), int((verdicts == "loss").sum()))
+    return out
