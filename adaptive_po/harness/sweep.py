@@ -238,6 +238,13 @@ SECONDS_PER_MILLION: dict[str, dict[str, float]] = {
     "process": {"CartPole-v1": 324.0, "Acrobot-v1": 183.0},
     "population": {"CartPole-v1": 95.0, "Acrobot-v1": 41.0},
 }
+#: the same for the MinAtar CNN (``-MinAtar`` envs), measured in the published MinAtar grid
+#: (populations of 10, two workers on 2 cores, while other jobs shared the cores much of the
+#: time: an upper bound), for both engines (the process engine's figure is not measured: ``make
+#: perf``'s MinAtar cell gives the ratio); MinAtar envs not listed take the mean of these
+MINATAR_SECONDS_PER_MILLION: dict[str, float] = {
+    "Asterix-MinAtar": 435.0, "Breakout-MinAtar": 340.0, "Freeway-MinAtar": 577.0, "Seaquest-MinAtar": 656.0, "SpaceInvaders-MinAtar": 566.0,
+}
 
 
 #: ALE agent steps (4 frames each) per second on one core, random actions, one envpool thread, 8
@@ -273,6 +280,9 @@ def _atari_estimate(steps_by_env: dict[str, int], cores: int) -> list[str]:
 
 def _seconds_per_million(engine: str, env: str) -> tuple[float, bool]:
     """(seconds per million steps, measured for this env?)"""
+    if env.endswith("-MinAtar"):
+        table = MINATAR_SECONDS_PER_MILLION
+        return table.get(env, sum(table.values()) / len(table)), env in table and engine == "population"
     table = SECONDS_PER_MILLION[engine]
     if env in table:
         return table[env], True
@@ -355,7 +365,7 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
             lines.append(
                 f"  cost estimate ({which} engine): {steps_by_engine[which]:,} environment steps ~ "
                 f"{format_duration(hours, 'CPU-core-')}, ~{format_duration(hours / cores)} on this machine's {cores} cores "
-                f"(speeds per environment measured by benchmarks/engines_speed.py)"
+                f"(speeds per environment measured by benchmarks/engines_speed.py; MinAtar: in the published MinAtar grid)"
             )
     if guessed:
         lines.append(f"  (not measured, estimated at the mean measured speed: {', '.join(sorted(guessed))})")
