@@ -19,7 +19,7 @@ help:
 	@echo "make bench-sensitivity  the tuning tax: each objective over its own and the shared knobs x 4 conditions x 2 envs x 3 seeds"
 	@echo "make paper-report  the paper report (IQM, profiles, tuning tax) from runs/paper, runs/sensitivity, runs/staleness"
 	@echo "make mismatch    the KL and ESS each sampler level induces on trained CartPole and Pendulum policies"
-	@echo "make bench-minatar  MinAtar tier: 5 games x esspo, ppo, decoupled-ppo x lag 0, 4 x 5 seeds, plus PPO at the published step (reference check), on 2 CPU cores (< 2 h); report into docs/results/minatar"
+	@echo "make bench-minatar  MinAtar tier: 5 games x esspo, ppo, decoupled-ppo x lag 0, 4 x 5 seeds, plus PPO at the published step (reference check), on 2 CPU cores (about 2 h); report into docs/results/minatar"
 	@echo "make bench-atari Atari-5 suite at 10M frames on one GPU (CPU only: a smoke grid, said so)"
 	@echo "make gpu-check   GPU speeds: CartPole populations of 256/1,024, ALE CNN populations of 8/16/32 vs the process engine, peak memory"
 	@echo "make engines     the quick suite on the process engine too; per-cell CIs of both engines (docs/results/engines.md)"

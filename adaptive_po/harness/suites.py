@@ -132,7 +132,7 @@ SUITES: dict[str, Suite] = {
         lags=(0, 4),
         noise=(0.0,),
         replay=(0,),
-        description="Atari-class evidence on 2 CPU cores: the five MinAtar games with the MinAtar CNN, fresh vs 4-update-old actors (under 2 hours; needs the minatar extra)",
+        description="Atari-class evidence on 2 CPU cores: the five MinAtar games with the MinAtar CNN, fresh vs 4-update-old actors (about 2 hours; needs the minatar extra)",
     ),
     "minatar-reference": Suite(
         "minatar-reference",
