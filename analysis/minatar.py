@@ -27,7 +27,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from .verdicts import aggregates, mean_ci, condition_label, per_run_table, per_task, verdicts_markdown, win_tie_loss
+from .stats import bootstrap_ci
+from .verdicts import aggregates, condition_label, per_run_table, per_task, verdicts_markdown, win_tie_loss
 
 BASELINE = "ppo"
 #: published PPO returns on MinAtar at the logged step nearest our budget (gymnax-blines stores its
@@ -81,8 +82,8 @@ def reference_markdown(table: pd.DataFrame, seed: int = 0) -> str:
         "|:---|---:|:---|:---|---:|:---|---:|",
     ]
     for env, runs in ppo.groupby("env"):
-        train = mean_ci(runs["final_train_return"].to_numpy(float), seed)
-        final = mean_ci(runs["final_eval_return"].to_numpy(float), seed)
+        train = bootstrap_ci(runs["final_train_return"].to_numpy(float), seed=seed)
+        final = bootstrap_ci(runs["final_eval_return"].to_numpy(float), seed=seed)
         pub = PUBLISHED_PPO.get(env)
         published = f"{pub['return']:.2f} ({pub['steps']:,})" if pub else "none published"
         ten = f"{pub['return_10m']:.2f}" if pub else "-"

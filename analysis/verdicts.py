@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .stats import bootstrap, iqm, normalize_score
+from .stats import bootstrap, bootstrap_ci, iqm_difference_ci, mean_of_task_means, normalize_score
 
 SATURATED = 0.95
 RUN_COLUMNS = ("suite", "env", "algo", "condition", "policy_lag", "seed", "total_timesteps", "status", "random_score", "solved_threshold")
@@ -88,12 +88,6 @@ def _verdict(low: float, high: float) -> str:
     return "win" if low > 0 else "loss" if high < 0 else "tie"
 
 
-def mean_ci(x: np.ndarray, seed: int) -> tuple[float, float, float]:
-    """The mean of ``x`` with its 95% percentile-bootstrap CI."""
-    ci = bootstrap([x], lambda s: s[0].mean(axis=-1), seed=seed).ci
-    return ci.estimate, ci.low, ci.high
-
-
 def per_task(table: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
     """Per task, condition and arm: mean final return [CI], failures, difference to ``baseline`` [CI], verdict."""
     rows = []
@@ -106,7 +100,7 @@ def per_task(table: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
         saturated = all(v >= SATURATED for v in normalized.values())
         for algo, arm in cell.groupby("algo"):
             x = arm["final_eval_return"].to_numpy(float)
-            mean, low, high = mean_ci(x, seed)
+            mean, low, high = bootstrap_ci(x, seed=seed)
             row = {
                 "env": env, "condition": condition, "algo": algo, "runs": len(x), "failed": int((arm["status"] == "failed").sum()),
                 "mean": mean, "low": low, "high": high, "normalized": normalized[algo], "saturated": saturated,
@@ -136,10 +130,8 @@ def aggregates(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: in
                 continue
             arm, base = [runs[(e, algo)] for e in envs], [runs[(e, baseline)] for e in envs]
             k = len(envs)
-            mean_of_means = bootstrap(arm + base, lambda s: np.mean([a.mean(axis=-1) - b.mean(axis=-1) for a, b in zip(s[:k], s[k:])], axis=0), seed=seed).ci
-            iqm_diff = bootstrap(
-                arm + base, lambda s: iqm(np.concatenate(s[:k], axis=-1), axis=-1) - iqm(np.concatenate(s[k:], axis=-1), axis=-1), seed=seed
-            ).ci
+            mean_of_means = bootstrap(arm + base, lambda s: mean_of_task_means(s[:k]) - mean_of_task_means(s[k:]), seed=seed).ci
+            iqm_diff = iqm_difference_ci(dict(zip(envs, arm)), dict(zip(envs, base)), seed=seed)
             a, b = _verdict(mean_of_means.low, mean_of_means.high), _verdict(iqm_diff.low, iqm_diff.high)
             rows.append({
                 "condition": condition, "algo": algo, "tasks": k, "left_out_saturated": sum((e, condition) in saturated for e in cond["env"].unique()),

@@ -33,7 +33,8 @@ from adaptive_po.harness.config import DEFAULT_ENVS_DIR  # noqa: E402
 from adaptive_po.harness.population_runner import execute_population  # noqa: E402
 from adaptive_po.harness.runner import RunSpec  # noqa: E402
 from analysis.minatar import PUBLISHED_PPO  # noqa: E402
-from analysis.verdicts import mean_ci, per_run_table  # noqa: E402
+from analysis.stats import bootstrap_ci  # noqa: E402
+from analysis.verdicts import per_run_table  # noqa: E402
 
 GYMNAX_MLP = {"net_arch": {"pi": [256, 256], "vf": [256, 256]}, "activation_fn": "ReLU"}
 ARMS = (
@@ -74,8 +75,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="adaptive-po-gap-") as tmp:
         for name, mlp, sticky in ARMS:
             table = per_run_table(run_arm(args.env, name, mlp, sticky, args.seeds, args.steps, Path(tmp)))
-            train = mean_ci(table["final_train_return"].to_numpy(float), 0)
-            final = mean_ci(table["final_eval_return"].to_numpy(float), 0)
+            train = bootstrap_ci(table["final_train_return"].to_numpy(float), seed=0)
+            final = bootstrap_ci(table["final_eval_return"].to_numpy(float), seed=0)
             rows.append((name, train, final))
             print(f"measured {name}", file=sys.stderr, flush=True)
     published = PUBLISHED_PPO.get(args.env)

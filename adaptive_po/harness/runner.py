@@ -119,18 +119,25 @@ def resolve_device(device: str) -> str:
 
 def resolve_backend(env_ids: dict[str, str], backend: str) -> tuple[str, str]:
     """(backend, id) for a suite entry: ``auto`` takes the first backend (envpool, gymnasium,
-    minatar) whose id it lists and can build."""
+    minatar) whose id it lists and can build; otherwise the error names why each listed id cannot
+    be built (:func:`adaptive_po.environments.ids.choose_backend`'s reasons, a missing extra among them)."""
     from adaptive_po.environments import BACKENDS, available_backends
-    from adaptive_po.environments.minatar import minatar_available
+    from adaptive_po.environments.ids import choose_backend
 
     if backend not in ("auto", *BACKENDS):
         raise ValueError(f"unknown backend {backend!r}; use auto or one of {', '.join(BACKENDS)}")
     order = BACKENDS if backend == "auto" else (backend,)
+    reasons = []
     for name in order:
-        if name in env_ids and name in available_backends(env_ids[name]):
+        if name not in env_ids:
+            continue
+        if name in available_backends(env_ids[name]):
             return name, env_ids[name]
-    reason = minatar_available() if "minatar" in env_ids else None
-    raise ValueError(f"no usable backend among {list(order)} for ids {env_ids}" + (f": {reason}" if reason else ""))
+        try:
+            choose_backend(env_ids[name], name)
+        except ValueError as err:
+            reasons.append(str(err))
+    raise ValueError(f"no usable backend among {list(order)} for ids {env_ids}" + (": " + " ".join(reasons) if reasons else ""))
 
 
 def config_for(spec: RunSpec) -> dict[str, Any]:

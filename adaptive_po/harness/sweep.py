@@ -238,7 +238,7 @@ SECONDS_PER_MILLION: dict[str, dict[str, float]] = {
     "process": {"CartPole-v1": 324.0, "Acrobot-v1": 183.0},
     "population": {"CartPole-v1": 95.0, "Acrobot-v1": 41.0},
 }
-#: the same for the MinAtar CNN (``-MinAtar`` envs), measured in the published MinAtar grid
+#: the same for the MinAtar CNN (environments of the ``minatar`` backend), measured in the published MinAtar grid
 #: (populations of 10, two workers on 2 cores, while other jobs shared the cores much of the
 #: time: an upper bound), for both engines (the process engine's figure is not measured: ``make
 #: perf``'s MinAtar cell gives the ratio); MinAtar envs not listed take the mean of these
@@ -278,9 +278,10 @@ def _atari_estimate(steps_by_env: dict[str, int], cores: int) -> list[str]:
     return lines
 
 
-def _seconds_per_million(engine: str, env: str) -> tuple[float, bool]:
-    """(seconds per million steps, measured for this env?)"""
-    if env.endswith("-MinAtar"):
+def _seconds_per_million(engine: str, env: str, minatar: bool = False) -> tuple[float, bool]:
+    """(seconds per million steps, measured for this env?); ``minatar``: an environment of the
+    MinAtar backend, estimated from :data:`MINATAR_SECONDS_PER_MILLION`"""
+    if minatar:
         table = MINATAR_SECONDS_PER_MILLION
         return table.get(env, sum(table.values()) / len(table)), env in table and engine == "population"
     table = SECONDS_PER_MILLION[engine]
@@ -325,11 +326,12 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
     atari_steps: dict[str, int] = {}
     for env, runs in by_env.items():
         steps = sum(r.total_timesteps for r in runs)
-        if any(is_atari(i) for i in get_env_config(env, runs[0].envs_dir).ids.values()):
+        ids = get_env_config(env, runs[0].envs_dir).ids
+        if any(is_atari(i) for i in ids.values()):
             atari_steps[env] = steps
         else:
             which = "population" if engine == "population" and supports_population(runs[0]) else "process"
-            speed, measured = _seconds_per_million(which, env)
+            speed, measured = _seconds_per_million(which, env, minatar="minatar" in ids)
             seconds[which] += steps / 1e6 * speed
             steps_by_engine[which] += steps
             if not measured:
