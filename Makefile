@@ -8,10 +8,10 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-minatar minatar-report minatar-from-table gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines clean-runs help
+.PHONY: setup test bench bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines clean-runs help
 
 help:
-	@echo "make bench       quick suite (CartPole, Acrobot; esspo vs ppo; lag 0 and 16; 5 seeds) + report"
+	@echo "make bench       quick suite (Pendulum, LunarLander; esspo vs ppo; lag 0 and 16; 5 seeds) + report"
 	@echo "make test        the test suite"
 	@echo "make bench-full  classic suite: 5 envs x all algorithms x 5 seeds x lags x noise (hours)"
 	@echo "make bench-staleness  4 classic envs x esspo, ppo, decoupled-ppo, tis-pg x lags 0-64 x 5 seeds (~1 h), its report into docs/results/staleness and the README"
@@ -19,9 +19,12 @@ help:
 	@echo "make bench-sensitivity  the tuning tax: each objective over its own and the shared knobs x 4 conditions x 2 envs x 3 seeds"
 	@echo "make paper-report  the paper report (IQM, profiles, tuning tax) from runs/paper, runs/sensitivity, runs/staleness"
 	@echo "make mismatch    the KL and ESS each sampler level induces on trained CartPole and Pendulum policies"
+	@echo "make bench-tuned equal tuning, held-out selection: esspo and ppo each get a 6-trial Optuna search (lr, epochs, batch size, own knobs) on Pendulum and LunarLander, fresh and lag 16, seeds 100-101; default and selected configs scored on seeds 0-4; report into docs/results/tuned"
+	@echo "make tuned-from-table  the tuned report and README block rebuilt from docs/results/tuned's committed tables"
 	@echo "make bench-minatar  MinAtar tier: 5 games x esspo, ppo, decoupled-ppo x lag 0, 4 x 5 seeds, plus PPO at the published step (reference check), on 2 CPU cores (about 2 h); report into docs/results/minatar"
 	@echo "make bench-atari Atari-5 suite at 10M frames on one GPU (CPU only: a smoke grid, said so)"
 	@echo "make gpu-check   GPU speeds: CartPole populations of 256/1,024, ALE CNN populations of 8/16/32 vs the process engine, peak memory"
+	@echo "make classic-from-table  the staleness and paper suites' per-task verdicts, per-run tables and README blocks from the committed docs/results/paper/runs.csv (no runs/)"
 	@echo "make engines     the quick suite on the process engine too; per-cell CIs of both engines (docs/results/engines.md)"
 	@echo "make plot        figures, tables and report.md from runs/ (SUITE=quick)"
 	@echo "make perf        speed benchmarks (env throughput, learner time per update, runs per hour of both engines)"
@@ -86,9 +89,28 @@ minatar-report: $(STAMP)
 	$(VPY) -m analysis runs/minatar --out docs/results/minatar
 	$(VPY) -m analysis.minatar --runs runs/minatar --reference-runs runs/minatar-reference --out docs/results/minatar --readme README.md
 
+# equal tuning with held-out selection: an Optuna search per objective and task on seeds 100-101
+# (fresh and lag-16 data), then default and selected configurations scored on seeds 0-4; the
+# report publishes even when runs failed (they are scored at the random score), then the status
+tuned-report: $(STAMP)
+	$(VPY) -m analysis.tuned --runs runs/tuning-search runs/tuning-score --out docs/results/tuned --readme README.md
+
+bench-tuned: $(STAMP)
+	status=0; $(VPY) -m adaptive_po tune $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
+	$(MAKE) tuned-report && exit $$status
+
+# the tuned report and its README block rebuilt from the committed tables alone (no runs/)
+tuned-from-table: $(STAMP)
+	$(VPY) -m analysis.tuned --tables docs/results/tuned --out docs/results/tuned --readme README.md
+
 # the MinAtar verdicts and reference check rebuilt from the committed per-run table alone (no runs/)
 minatar-from-table: $(STAMP)
 	$(VPY) -m analysis.minatar --table docs/results/minatar/per_run.csv --out docs/results/minatar --readme README.md
+
+# the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv) and
+# the README's two verdict blocks, rebuilt from the committed run table alone (no runs/)
+classic-from-table: $(STAMP)
+	$(VPY) -m analysis.classic --table docs/results/paper/runs.csv --out docs/results --readme README.md
 
 # one GPU: the Atari-5 suite with CNN populations (the dry run prints its estimate); no GPU: the
 # smoke grid (one game, 4,096 steps per run), said so before it starts
@@ -124,4 +146,4 @@ readme: $(STAMP)
 	$(VPY) -m adaptive_po readme --report runs/quick/report --readme README.md
 
 clean-runs:
-	rm -rf runs/quick runs/quick-process runs/classic runs/staleness runs/paper runs/sensitivity runs/atari
+	rm -rf runs/quick runs/quick-process runs/tuning-search runs/tuning-score runs/classic runs/staleness runs/paper runs/sensitivity runs/atari

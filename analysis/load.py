@@ -5,6 +5,19 @@ Every schema fact (file names, columns, config keys, markers, condition naming) 
 nothing else of the training package is imported (the contract imports the standard library only),
 so results copied from another machine can be analysed as they are. Keys come from
 ``config.json``, never from folder names.
+
+**A run's key** is :data:`RUN_KEYS`: env, algorithm, variant, the data dials, the budget
+(``total_timesteps``) and the seed. Two runs of one cell at different budgets are two runs, never
+duplicates; the loader names every cell that holds several budgets, and the per-cell tables keep
+them apart.
+
+**Failures are scored, never dropped.** A ``FAILED`` run folder with a readable ``config.json``
+is a row of ``finals`` with ``failed`` True, scored at its environment's random score: its final
+return and its AUC are the ``random_score`` of its ``config.json`` (normalized score 0). Leaving
+it out would make a method that fails more often look better. Its curves (``eval.csv``,
+``progress.csv``) are not loaded. A FAILED folder whose ``config.json`` cannot be read, or gives
+no ``random_score``, cannot be scored: it is left out and named. A folder with neither
+``COMPLETE`` nor ``FAILED`` (still running, or killed) is left out and named.
 """
 
 from __future__ import annotations
@@ -34,10 +47,12 @@ __all__ = [
     "LoadWarning",
     "LoadedRuns",
     "load_runs",
+    "mixed_budget_cells",
     "pretty_condition",  # :func:`analysis.labels.pretty_condition`, re-exported
 ]
 
-#: Columns that identify a run (one row per run in ``finals``); the contract's RUN_KEYS as a list.
+#: Columns that identify a run (one row per run in ``finals``); the contract's RUN_KEYS as a list,
+#: the budget (``total_timesteps``) included.
 RUN_KEYS = list(contract.RUN_KEYS)
 #: Columns that identify an experimental condition (everything but env, algo and seed).
 CONDITION_KEYS = list(contract.CONDITION_KEYS)
@@ -68,7 +83,8 @@ _PROGRESS = _CsvSchema.of(contract.PROGRESS_COLUMNS)
 
 
 class LoadWarning(UserWarning):
-    """Runs left out (incomplete or failed) or other anomalies found while loading."""
+    """Runs left out (incomplete, damaged, failed without a score) or scored as failed, cells that
+    hold several budgets, and other anomalies found while loading."""
 
 
 @dataclass
@@ -79,7 +95,7 @@ class LoadedRuns:
       ``return`` (eval_return_mean), ``return_std``, ``eval_episodes``.
     * ``progress``: one row per update: run keys, ``condition``, ``run_dir`` and the numeric
       columns of ``progress.csv`` (``ess``, ``ratio_max``, ...).
-    * ``finals``: one row per complete run: run keys (``algo`` is the label
+    * ``finals``: one row per complete or failed run: run keys (``algo`` is the label
       ``contract.algo_label(algo, variant)``, so a knob variant is an algorithm of its own;
       ``base_algo`` is config.json's ``algo`` and ``variant`` its variant, ``""`` for the default
       knobs), ``condition``, ``run_dir``, config values
@@ -87,8 +103,15 @@ class LoadedRuns:
       (``final_eval_return_mean`` and ``final_eval_return_std`` are the last row of ``eval.csv``,
       the final evaluation, which the integrity check holds equal to ``summary.json``'s; ...),
       ``auc`` (mean eval return over training: trapezoid on the
-      env's common step grid divided by the step span) and ``ess`` (mean over updates).
-    * ``incomplete`` / ``failed``: run folders left out (no ``COMPLETE``; ``FAILED``).
+      common step grid of the env and budget divided by the step span), ``ess`` (mean over
+      updates), ``failed`` (bool) and ``failure`` (the first line of ``FAILED``, ``""`` for a
+      complete run). A failed run is scored at its environment's random score:
+      ``final_eval_return_mean`` and ``auc`` are its config's ``random_score``; the summary values
+      and ``ess`` are NaN; it has no rows in ``evals`` and ``progress``.
+    * ``incomplete``: run folders left out (neither ``COMPLETE`` nor ``FAILED``).
+    * ``failed``: every ``FAILED`` run folder (without ``COMPLETE``); those with a readable
+      ``config.json`` and a ``random_score`` are rows of ``finals``, the others are in
+      ``unscored`` with the reason and left out.
     * ``damaged``: complete run folders left out because they fail the integrity check
       (``contract.verify_complete_run``: both markers, a file changed since completion, no
       integrity record (a run folder of a format before ``contract.INTEGRITY_FORMAT``), a
@@ -109,10 +132,17 @@ class LoadedRuns:
     notes: list[str] = field(default_factory=list)
     damaged: dict[Path, str] = field(default_factory=dict)
     diverged: dict[Path, str] = field(default_factory=dict)
+    unscored: dict[Path, str] = field(default_factory=dict)
 
     @property
     def excluded(self) -> list[Path]:
-        return sorted(self.incomplete + self.failed + list(self.damaged))
+        """Run folders left out of ``finals``: incomplete, damaged, or failed without a score."""
+        return sorted(self.incomplete + list(self.unscored) + list(self.damaged))
+
+    @property
+    def scored_failed(self) -> list[Path]:
+        """The failed runs that are rows of ``finals`` (scored at the random score)."""
+        return [Path(d) for d in self.finals.loc[self.finals["failed"], "run_dir"]]
 
     @property
     def envs(self) -> list[str]:
@@ -297,13 +327,78 @@ def _list_paths(paths: list[Path], root: Path, limit: int = 20) -> str:
     return text
 
 
+def _failure_line(path: Path) -> str:
+    """The first non-empty line of a ``FAILED`` file (the error), at most 300 characters."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return f"FAILED cannot be read ({exc})"
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line[:300]
+
+
+def _keys(cfg: dict, d: Path) -> dict:
+    """The run keys of ``finals`` (and of ``evals`` / ``progress``) from a parsed config."""
+    keys = {k: cfg[k] for k in RUN_KEYS}
+    # a knob variant acts as an algorithm of its own in every table and figure
+    keys["algo"] = contract.algo_label(cfg["algo"], cfg["variant"])
+    keys["base_algo"] = cfg["algo"]
+    keys["condition"] = contract.condition_name(**{k: cfg[k] for k in CONDITION_KEYS})
+    keys["run_dir"] = str(d)
+    return keys
+
+
+def _failed_row(d: Path) -> tuple[dict | None, dict | None, str | None]:
+    """(row of ``finals``, parsed config, None) for a FAILED run scored at its environment's random
+    score, or (None, None, why it cannot be scored)."""
+    if not (d / contract.CONFIG_FILE).is_file():
+        return None, None, f"no {contract.CONFIG_FILE}"
+    try:
+        cfg = _parse_config(d / contract.CONFIG_FILE)
+    except ValueError as exc:
+        return None, None, str(exc)
+    random_score = cfg["random_score"]
+    if not math.isfinite(random_score):
+        return None, None, "its config.json has no random_score to score it at"
+    row = _keys(cfg, d)
+    row.update({k: cfg[k] for k in ("total_timesteps",) + tuple(contract.CONFIG_NUMBERS)})
+    row["suite"] = cfg.get("suite")
+    nan = float("nan")
+    row.update(
+        final_eval_return_mean=random_score, final_eval_return_std=nan, final_eval_episodes=nan,
+        final_timesteps=nan, updates=nan, wall_time_s=nan, last_eval_timesteps=nan, ess=nan,
+        auc=random_score, failed=True, failure=_failure_line(d / contract.FAILED),
+    )
+    return row, cfg, None
+
+
+def mixed_budget_cells(finals: pd.DataFrame) -> list[str]:
+    """One line per cell (env, algorithm, condition) of ``finals`` that holds runs at several
+    budgets (``total_timesteps``), naming the budgets and their run counts."""
+    lines = []
+    cols = ["env", "algo", "condition"]
+    for key, g in finals.groupby(cols, sort=True):
+        counts = g.groupby("total_timesteps").size()
+        if len(counts) > 1:
+            lines.append(f"{' '.join(map(str, key))}: " + ", ".join(
+                f"{int(t):,} steps ({n} run{'s' if n != 1 else ''})" for t, n in counts.items()))
+    return lines
+
+
 def load_runs(root: str | os.PathLike) -> LoadedRuns:
     """Load every run folder under a suite root (e.g. ``runs/quick``).
 
-    Incomplete runs (no ``COMPLETE``) and failed runs (``FAILED``) are left out, listed in the
-    result and announced with a :class:`LoadWarning` naming their folders. A malformed file in a
-    complete run raises ``ValueError`` naming the file and the problem; so does a root with no run
-    folder or no complete run, and two complete runs with the same keys (env, algo, condition, seed).
+    Complete runs (``COMPLETE``, passing the integrity check) are read whole. Failed runs
+    (``FAILED``) are scored, never dropped: each is a row of ``finals`` with ``failed`` True and
+    its config's ``random_score`` as its final return and AUC (normalized 0), announced with a
+    :class:`LoadWarning` naming its folder; one whose ``config.json`` cannot be read or has no
+    ``random_score`` is left out and named. Incomplete runs (neither marker) and damaged ones are
+    left out, listed in the result and named in a :class:`LoadWarning`. A cell (env, algorithm,
+    condition) holding runs at several budgets is named in a :class:`LoadWarning` too: the budget
+    is part of a run's key (:data:`RUN_KEYS`), so those runs are not duplicates, and the tables
+    keep the budgets apart. A malformed file in a complete run raises ``ValueError`` naming the
+    file and the problem; so does a root with no run folder or no complete run, and two runs
+    (complete or failed) with the same key (env, algo, variant, condition, budget, seed).
     """
     root = Path(root)
     if not root.exists():
@@ -339,11 +434,8 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
             incomplete.append(d)
 
     if incomplete:
-        _warn(f"left out {len(incomplete)} incomplete run(s) (no COMPLETE marker) under {root}: "
+        _warn(f"left out {len(incomplete)} incomplete run(s) (no COMPLETE or FAILED marker) under {root}: "
               f"{_list_paths(incomplete, root)}", notes)
-    if failed:
-        _warn(f"left out {len(failed)} failed run(s) (FAILED marker) under {root}: "
-              f"{_list_paths(failed, root)}", notes)
     if damaged:
         listed = "; ".join(f"{_rel(d, root)} ({why})" for d, why in list(damaged.items())[:20])
         more = f"; ... and {len(damaged) - 20} more" if len(damaged) > 20 else ""
@@ -376,12 +468,7 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
         if summary["status"] not in (None, "complete"):
             _warn(f"{d / contract.SUMMARY_FILE}: status is {summary['status']!r} although COMPLETE exists", notes)
 
-        keys = {k: cfg[k] for k in RUN_KEYS}
-        # a knob variant acts as an algorithm of its own in every table and figure
-        keys["algo"] = contract.algo_label(cfg["algo"], cfg["variant"])
-        keys["base_algo"] = cfg["algo"]
-        keys["condition"] = contract.condition_name(**{k: cfg[k] for k in CONDITION_KEYS})
-        keys["run_dir"] = str(d)
+        keys = _keys(cfg, d)
         configs[str(d)] = cfg
 
         ev = ev.sort_values("timesteps", kind="stable").drop_duplicates("timesteps", keep="last")
@@ -396,9 +483,36 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
         row.update({k: v for k, v in summary.items() if k != "status"})
         row["last_eval_timesteps"] = float(ev["timesteps"].iloc[-1])
         row["ess"] = float(pr["ess"].mean())
+        row["failed"] = False
+        row["failure"] = ""
         run_rows.append(row)
 
+    # failed runs: scored at their environment's random score, counted, never dropped
+    scored_failed: list[Path] = []
+    unscored: dict[Path, str] = {}
+    failed_rows: list[dict] = []
+    for d in failed:
+        row, cfg, why = _failed_row(d)
+        if row is None:
+            unscored[d] = why
+            continue
+        configs[str(d)] = cfg
+        failed_rows.append(row)
+        scored_failed.append(d)
+    if scored_failed:
+        _warn(f"scored {len(scored_failed)} failed run(s) (FAILED marker) at their environment's random score "
+              f"(random_score of config.json; normalized 0), counted in every table, under {root}: "
+              f"{_list_paths(scored_failed, root)}", notes)
+    if unscored:
+        listed = "; ".join(f"{_rel(d, root)} ({why})" for d, why in list(unscored.items())[:20])
+        more = f"; ... and {len(unscored) - 20} more" if len(unscored) > 20 else ""
+        _warn(f"left out {len(unscored)} failed run(s) (FAILED marker) that cannot be scored under {root}: "
+              f"{listed}{more}", notes)
+
     finals = pd.DataFrame(run_rows)
+    if failed_rows:
+        finals = pd.concat([finals, pd.DataFrame(failed_rows)], ignore_index=True)
+    finals["failed"] = finals["failed"].astype(bool)
     if diverged:
         listed = "; ".join(f"{_rel(d, root)} ({why})" for d, why in list(diverged.items())[:20])
         more = f"; ... and {len(diverged) - 20} more" if len(diverged) > 20 else ""
@@ -409,9 +523,14 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
         groups = dup.groupby(RUN_KEYS, sort=True)["run_dir"].apply(list)
         first_key, dirs = next(iter(groups.items()))
         raise ValueError(
-            f"{len(groups)} run key(s) appear in more than one complete run folder, e.g. "
+            f"{len(groups)} run key(s) appear in more than one run folder, e.g. "
             f"{dict(zip(RUN_KEYS, first_key))} in {dirs}; remove the duplicates before analysing"
         )
+    mixed = mixed_budget_cells(finals)
+    if mixed:
+        _warn(f"{len(mixed)} cell(s) hold runs at several budgets (total_timesteps is part of a run's key: "
+              f"they are different runs, kept apart in the per-cell tables) under {root}: "
+              + "; ".join(mixed[:20]) + (f"; ... and {len(mixed) - 20} more" if len(mixed) > 20 else ""), notes)
     suites = sorted({s for s in finals["suite"].dropna().unique()})
     if len(suites) > 1:
         _warn(f"{root}: runs from several suites are mixed: {suites}", notes)
@@ -422,15 +541,16 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
     evals = evals[key_cols + [c for c in evals.columns if c not in key_cols]]
     progress = progress[key_cols + [c for c in progress.columns if c not in key_cols]]
 
-    # AUC on a common step grid per env, so runs that log at different steps stay comparable.
+    # AUC on a common step grid per env and budget, so runs that log at different steps stay
+    # comparable; a failed run's AUC is its random score (set above)
     aucs: dict[str, float] = {}
-    for _env, ev_env in evals.groupby("env", sort=True):
+    for _key, ev_env in evals.groupby(["env", "total_timesteps"], sort=True):
         by_run = list(ev_env.groupby("run_dir", sort=False))
         grid = common_grid([g["timesteps"].to_numpy() for _, g in by_run])
         for run_dir, g in by_run:
             curve = interpolate_to_grid(g["timesteps"].to_numpy(), g["return"].to_numpy(), grid)
             aucs[run_dir] = _auc(grid, curve)
-    finals["auc"] = finals["run_dir"].map(aucs).astype(float)
+    finals["auc"] = np.where(finals["failed"], finals["random_score"], finals["run_dir"].map(aucs)).astype(float)
 
     sort_cols = RUN_KEYS
     finals = finals.sort_values(sort_cols, kind="stable").reset_index(drop=True)
@@ -438,7 +558,7 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
     progress = progress.sort_values(sort_cols + ["timesteps"], kind="stable").reset_index(drop=True)
     return LoadedRuns(
         root=root, evals=evals, progress=progress, finals=finals, configs=configs,
-        incomplete=incomplete, failed=failed, notes=notes, damaged=damaged, diverged=diverged,
+        incomplete=incomplete, failed=failed, notes=notes, damaged=damaged, diverged=diverged, unscored=unscored,
     )
 
 

@@ -28,7 +28,7 @@ from typing import Sequence
 import pandas as pd
 
 from .stats import bootstrap_ci
-from .verdicts import aggregates, condition_label, per_run_table, per_task, verdicts_markdown, win_tie_loss
+from .verdicts import aggregates, condition_label, per_run_table, per_task, replace_block, verdicts_markdown, win_tie_loss
 
 BASELINE = "ppo"
 #: published PPO returns on MinAtar at the logged step nearest our budget (gymnax-blines stores its
@@ -121,12 +121,7 @@ README_END = "<!-- results:minatar:end -->"
 
 
 def write_readme(readme: Path, block: str) -> None:
-    text = readme.read_text()
-    if README_BEGIN not in text or README_END not in text:
-        raise ValueError(f"{readme} has no MinAtar results markers ({README_BEGIN!r} ... {README_END!r})")
-    head, rest = text.split(README_BEGIN, 1)
-    _, tail = rest.split(README_END, 1)
-    readme.write_text(f"{head}{README_BEGIN}\n{block}\n{README_END}{tail}")
+    readme.write_text(replace_block(readme.read_text(), README_BEGIN, README_END, block, f"MinAtar results in {readme}"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

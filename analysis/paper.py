@@ -21,12 +21,21 @@ more suite roots (e.g. ``runs/paper runs/sensitivity runs/staleness``) and write
 return is mapped to ``(return - random_score) / (solved_threshold - random_score)`` with the two
 values of that run's own ``config.json``; runs without a usable pair are left out and listed.
 
+**Failures are scored, never dropped.** A failed run (``FAILED`` with a readable ``config.json``)
+is scored at its environment's random score (its config's ``random_score``, normalized 0) and
+counted wherever its cell is: in the IQMs, the profiles and the tuning tax, where a configuration
+with a failed run is scored with it, so no environment is dropped from a tuning cell because one
+configuration failed there.
+
 **Several roots.** The headline figures and the mismatch figure pool the runs at the default knobs
-(``variant == ""``) of every root and count a run key (env, algorithm, variant, condition, seed)
-found in several roots once, from the first root given: list the main suite first. An
-environment enters a figure only if it has runs at every level on that figure's x axis. The
-staleness figure uses only the roots whose fresh-sampler runs hold a lag sweep (3 lags or more,
-else 2), the tuning tax only the roots that hold knob variants.
+(``variant == ""``) of every root and count a run key (env, algorithm, variant, condition, budget,
+seed) found in several roots once, from the first root given: list the main suite first. No
+comparison mixes budgets: every section keeps one budget (``total_timesteps``) per env, the budget
+of the first root holding it, and names the runs at other budgets it leaves out; a run missing at
+that budget is missing, never borrowed from another budget. An environment enters a figure only if
+it has runs at every level on that figure's x axis. The staleness figure uses only the roots whose
+fresh-sampler runs hold a lag sweep (3 lags or more, else 2), the tuning tax only the roots that
+hold knob variants.
 
 The work is split by job: :mod:`analysis.conditions` (the condition vocabulary),
 :mod:`analysis.labels` (order and names), :mod:`analysis.paper_data` (loading several roots and

@@ -3,11 +3,17 @@
 **Normalization** is external (never the PPO arm of the same sweep): each run's final evaluation
 return is mapped to ``(return - random_score) / (solved_threshold - random_score)`` with the two
 values of that run's own ``config.json`` (:func:`analysis.stats.normalize_score`); runs without a
-usable pair are left out and listed.
+usable pair are left out and listed. A failed run (``FAILED``) is scored, never dropped: the
+loader gives it its config's ``random_score`` as final return (:mod:`analysis.load`), so its
+score is 0.
 
-**Several roots.** A run key (env, algorithm, variant, condition, seed) found in several roots is
-kept once per root; the sections that pool roots count it once, from the first root given
-(:func:`first_root`).
+**Several roots.** A run key (env, algorithm, variant, condition, budget, seed) found in several
+roots is kept once per root; the sections that pool roots count it once, from the first root given
+(:func:`first_root`). The budget (``total_timesteps``) is part of the key: the same cell at two
+budgets is two runs. A comparison never mixes budgets: the sections keep one budget per env
+(:func:`one_budget_per_env`: the budget of the first root holding the env) and name the runs at
+other budgets they leave out; a run missing at that budget is missing (an env not run at every
+level is named and left out), never borrowed from another budget.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ __all__ = [
     "seeds_text",
     "consistent_envs",
     "budget_notes",
+    "one_budget_per_env",
 ]
 
 
@@ -42,7 +49,8 @@ class PaperData:
     """The complete runs of every root, normalized.
 
     ``finals`` is :attr:`LoadedRuns.finals` of all roots, in the order of the roots (a run key may
-    appear once per root; see :func:`first_root`), with ``root`` (the root it came from),
+    appear once per root; see :func:`first_root`), failed runs included (``failed`` True, scored at
+    the random score), with ``root`` (the root it came from),
     ``score`` (the externally normalized final score; NaN when the run has no usable reference)
     and ``cond_label``. ``references`` is :func:`reference_table`.
     """
@@ -68,12 +76,14 @@ def normalize_runs(finals: pd.DataFrame) -> pd.Series:
 
 def reference_table(finals: pd.DataFrame) -> pd.DataFrame:
     """Per env: the random score (0) and solved threshold (1) the configs give, how many runs were
-    normalized and left out, and a note where configs disagree (each run uses its own pair)."""
+    normalized (``n_failed`` of them failed runs, scored 0) and left out, and a note where configs
+    disagree (each run uses its own pair)."""
     rows = []
     for env, g in finals.groupby("env", sort=True):
         rnd = sorted(g["random_score"].dropna().unique())
         sol = sorted(g["solved_threshold"].dropna().unique())
         usable = int(np.isfinite(g["score"]).sum())
+        n_failed = int((g["failed"] & np.isfinite(g["score"])).sum()) if "failed" in g else 0
         notes = []
         if len(rnd) > 1:
             notes.append(f"configs disagree on random_score {[float(v) for v in rnd]}")
@@ -88,14 +98,15 @@ def reference_table(finals: pd.DataFrame) -> pd.DataFrame:
             random_values=", ".join(format(float(v), "g") for v in rnd) or "—",
             reference_values=", ".join(format(float(v), "g") for v in sol) or "—",
             source="config.json `solved_threshold` (1) and `random_score` (0) of each run",
-            n_runs=len(g), n_normalized=usable, note="; ".join(notes),
+            n_runs=len(g), n_normalized=usable, n_failed=n_failed, note="; ".join(notes),
         ))
     return pd.DataFrame(rows)
 
 
 def load_paper_runs(roots: Sequence[str | os.PathLike]) -> PaperData:
-    """Load every root with :func:`analysis.load.load_runs`, keep one row per run key (the first
-    root given wins) and add the external normalization. Raises ``ValueError`` as ``load_runs``."""
+    """Load every root with :func:`analysis.load.load_runs` (failed runs included, scored at the
+    random score), keep one row per run key and root (the budget is part of the key) and add the
+    external normalization. Raises ``ValueError`` as ``load_runs``."""
     if not roots:
         raise ValueError("no runs root given")
     frames, notes = [], []
@@ -113,6 +124,7 @@ def load_paper_runs(roots: Sequence[str | os.PathLike]) -> PaperData:
             + ", ".join(f"{n} in {r}" for r, n in by_root.items())
             + "); the sections that pool roots count them once, from the first root given"
         )
+    finals["failed"] = finals["failed"].astype(bool)
     finals["score"] = normalize_runs(finals)
     finals["cond_label"] = [condition_label(dict(zip(CONDITION_KEYS, r)))
                             for r in finals[CONDITION_KEYS].itertuples(index=False)]
@@ -128,8 +140,38 @@ def load_paper_runs(roots: Sequence[str | os.PathLike]) -> PaperData:
 
 
 def first_root(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per run key: the row of the first root given (rows are in the order of the roots)."""
+    """One row per run key (the budget included): the row of the first root given (rows are in the
+    order of the roots). Runs of one cell at two budgets are two keys: select one budget per env
+    first (:func:`one_budget_per_env`) where they must not meet."""
     return df[~df.duplicated(RUN_KEYS, keep="first")]
+
+
+def one_budget_per_env(df: pd.DataFrame, section: str) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of ``df`` at one budget (``total_timesteps``) per env, and a note per env naming
+    the runs left out at other budgets.
+
+    An env's budget is that of the first root (in the order of the rows, i.e. of the roots given)
+    holding the env; where that root holds the env at several budgets, the one with the most runs
+    (the larger on a tie). Runs at other budgets are left out of the section, never pooled with it:
+    a cell missing at the env's budget stays missing."""
+    if df.empty:
+        return df, []
+    keep = pd.Series(False, index=df.index)
+    notes = []
+    root_order = list(pd.unique(df["root"]))
+    for env, g in df.groupby("env", sort=True):
+        first = min(g["root"].unique(), key=root_order.index)
+        counts = g[g["root"] == first].groupby("total_timesteps").size()
+        budget = max(counts.index, key=lambda t: (counts[t], t))
+        at = g["total_timesteps"] == budget
+        keep[g.index[at]] = True
+        other = g[~at]
+        if len(other):
+            parts = [f"{int(t):,} steps in {r} ({n} run{'s' if n != 1 else ''})"
+                     for (t, r), n in other.groupby(["total_timesteps", "root"], sort=True).size().items()]
+            notes.append(f"{section}: {env} at {int(budget):,} steps (the budget of {first}, the first root holding it); "
+                         f"left out {len(other)} run(s) at other budgets: {'; '.join(parts)}")
+    return df[keep], notes
 
 
 def per_env(df: pd.DataFrame, value: str = "score") -> dict[str, np.ndarray]:

@@ -144,10 +144,6 @@ def _legend_below(fig, handles, labels, title: str | None = None, ncol: int | No
     fig.legend(handles, labels, loc="outside lower center", ncol=max(ncol, 1), title=title, frameon=False)
 
 
-def _conditions(df: pd.DataFrame) -> list[tuple]:
-    return sorted({tuple(r) for r in df[CONDITION_KEYS].itertuples(index=False)})
-
-
 def _seed_note(counts: Sequence[int]) -> str:
     counts = sorted(set(int(c) for c in counts))
     if not counts:
@@ -161,13 +157,17 @@ def plot_learning_curves(
     runs: LoadedRuns, env: str, colors: dict[str, tuple], confidence: float = 0.95,
     n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, max_points: int = 200,
 ):
-    """Eval return vs environment steps for one env: one panel per condition, one line per
-    algorithm (mean over seeds, bootstrap CI band), all runs interpolated onto one step grid."""
+    """Eval return vs environment steps for one env: one panel per condition (and per budget, where
+    the env's runs hold several: runs of two budgets never share a band), one line per algorithm
+    (mean over seeds, bootstrap CI band), all runs interpolated onto one step grid. Failed runs
+    have no curve (they are scored in the tables)."""
     ev = runs.evals[runs.evals["env"] == env]
     if ev.empty:
         raise ValueError(f"no evaluation data for env {env!r}")
     grid = common_grid([g["timesteps"].to_numpy() for _, g in ev.groupby("run_dir")], max_points=max_points)
-    conds = _conditions(ev)
+    budgets = ev["total_timesteps"].nunique() > 1 if "total_timesteps" in ev else False
+    panel_keys = CONDITION_KEYS + (["total_timesteps"] if budgets else [])
+    conds = sorted({tuple(r) for r in ev[panel_keys].itertuples(index=False)})
     ncols = min(3, len(conds))
     nrows = math.ceil(len(conds) / ncols)
     fig, axes = plt.subplots(
@@ -178,7 +178,7 @@ def plot_learning_curves(
     seed_counts = []
     for ax, cond in zip(axes.flat, conds):
         sel = ev
-        for k, v in zip(CONDITION_KEYS, cond):
+        for k, v in zip(panel_keys, cond):
             sel = sel[sel[k] == v]
         for algo in [a for a in colors if a in set(sel["algo"])]:
             g = sel[sel["algo"] == algo]
@@ -189,7 +189,8 @@ def plot_learning_curves(
             ax.fill_between(grid, band["low"], band["high"], color=c, alpha=0.2, lw=0)
             if algo not in algos_present:
                 algos_present.append(algo)
-        ax.set_title(pretty_condition(*cond), fontsize=10)
+        title = pretty_condition(*cond[:len(CONDITION_KEYS)])
+        ax.set_title(title + (f" ({int(cond[-1]):,} steps)" if budgets else ""), fontsize=10)
         ax.grid(alpha=0.3)
         _steps_axis(ax)
     for ax in axes.flat[len(conds):]:
@@ -219,9 +220,11 @@ def _ablation_figure(
         len(envs), 2, figsize=(10.5, 3.3 * len(envs) + 1.4), squeeze=False, layout="constrained",
     )
     pct = round(confidence * 100)
-    style_keys: list = []
+    style_keys: list = []  # (lag or None, budget or None): one line style each
     algos_present: list[str] = []
     fixed_desc = set()
+    # runs of two budgets never share a line: where an env holds several, one line style per budget
+    by_budget = bool((runs.finals.groupby("env")["total_timesteps"].nunique() > 1).any())
     for r, env in enumerate(envs):
         f_env = runs.finals[runs.finals["env"] == env]
         if vary == "action_noise":
@@ -234,23 +237,24 @@ def _ablation_figure(
         xpos = {lv: i for i, lv in enumerate(levels)}
         lines = []
         for algo in [a for a in colors if a in set(sub["algo"])]:
-            ga = sub[sub["algo"] == algo]
-            if vary == "action_noise":
-                for lag, gl in ga.groupby("policy_lag", sort=True):
-                    if gl[vary].nunique() > 1 or len(levels) == 1:
-                        lines.append((algo, int(lag), gl))
-            else:
-                lines.append((algo, None, ga))
+            for budget, gb in sub[sub["algo"] == algo].groupby("total_timesteps", sort=True):
+                budget = int(budget) if by_budget else None
+                if vary == "action_noise":
+                    for lag, gl in gb.groupby("policy_lag", sort=True):
+                        if gl[vary].nunique() > 1 or len(levels) == 1:
+                            lines.append((algo, (int(lag), budget), gl))
+                else:
+                    lines.append((algo, (None, budget), gb))
         n_lines = max(len(lines), 1)
         width = 0.5
-        for li, (algo, lag, g) in enumerate(lines):
-            if lag not in style_keys:
-                style_keys.append(lag)
+        for li, (algo, style, g) in enumerate(lines):
+            if style not in style_keys:
+                style_keys.append(style)
             if algo not in algos_present:
                 algos_present.append(algo)
             offset = (li - (n_lines - 1) / 2) * (width / n_lines) if n_lines > 1 else 0.0
-            ls = _LINESTYLES[style_keys.index(lag) % len(_LINESTYLES)]
-            mk = _MARKERS[style_keys.index(lag) % len(_MARKERS)]
+            ls = _LINESTYLES[style_keys.index(style) % len(_LINESTYLES)]
+            mk = _MARKERS[style_keys.index(style) % len(_MARKERS)]
             for c_idx, metric in enumerate(("final_eval_return_mean", "auc")):
                 xs, ys, lo, hi = [], [], [], []
                 for lv, gl in g.groupby(vary, sort=True):
@@ -276,11 +280,13 @@ def _ablation_figure(
     _suptitle(fig, title, f"mean over seeds, {pct}% bootstrap CI{'; ' + fixed if fixed else ''}")
     handles = [Line2D([], [], color=colors[a], lw=2, marker="o") for a in algos_present]
     labels = list(algos_present)
-    if vary == "action_noise" and any(k is not None for k in style_keys):
+    if any(k != (None, None) for k in style_keys):
         for k in style_keys:
             handles.append(Line2D([], [], color="0.3", lw=1.6, ls=_LINESTYLES[style_keys.index(k) % len(_LINESTYLES)],
                                   marker=_MARKERS[style_keys.index(k) % len(_MARKERS)]))
-            labels.append(f"lag {k}")
+            lag, budget = k
+            labels.append(", ".join(([f"lag {lag}"] if lag is not None else [])
+                                    + ([f"{budget:,} steps"] if budget is not None else [])))
     _legend_below(fig, handles, labels, ncol=min(len(labels), 6))
     return fig
 
@@ -310,7 +316,9 @@ def plot_ess(
     n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, max_points: int = 200,
 ):
     """Normalized ESS (``ess`` of progress.csv) over training: one panel per env x algorithm,
-    one line per policy lag (mean over seeds, bootstrap CI band), noise/replay at baseline."""
+    one line per policy lag (and line style per budget, where an env holds several: runs of two
+    budgets never share a band; mean over seeds, bootstrap CI band), noise/replay at baseline.
+    Failed runs have no progress rows and no line."""
     envs = runs.envs
     algos = [a for a in colors if a in set(runs.finals["algo"])]
     fixed_finals, desc = ablation_slice(runs.finals, "policy_lag")
@@ -329,13 +337,15 @@ def plot_ess(
         for c, algo in enumerate(algos):
             ax = axes[r, c]
             g_algo = p_env[p_env["algo"] == algo]
+            budgets = sorted(p_env["total_timesteps"].unique())
             for lag in lags:
-                g = g_algo[g_algo["policy_lag"] == lag]
-                if g.empty:
-                    continue
-                band = curve_band(g, "ess", grid, confidence, n_resamples, seed)
-                ax.plot(grid, band["mean"], color=lag_colors[lag], lw=1.6)
-                ax.fill_between(grid, band["low"], band["high"], color=lag_colors[lag], alpha=0.2, lw=0)
+                for b, budget in enumerate(budgets):
+                    g = g_algo[(g_algo["policy_lag"] == lag) & (g_algo["total_timesteps"] == budget)]
+                    if g.empty:
+                        continue
+                    band = curve_band(g, "ess", grid, confidence, n_resamples, seed)
+                    ax.plot(grid, band["mean"], color=lag_colors[lag], lw=1.6, ls=_LINESTYLES[b % len(_LINESTYLES)])
+                    ax.fill_between(grid, band["low"], band["high"], color=lag_colors[lag], alpha=0.2, lw=0)
             ax.set_title(f"{env}: {algo}", fontsize=10, color=colors[algo], fontweight="bold")
             ax.set_ylim(0, 1.05)
             ax.grid(alpha=0.3)
@@ -348,7 +358,13 @@ def plot_ess(
     _suptitle(fig, "Effective sample size of the policy ratios over training",
               f"mean over seeds, {pct}% bootstrap CI band{'; ' + desc if desc else ''}")
     handles = [Line2D([], [], color=lag_colors[lag], lw=2) for lag in lags]
-    _legend_below(fig, handles, [f"lag {int(lag)}" for lag in lags], title="policy lag k")
+    labels = [f"lag {int(lag)}" for lag in lags]
+    if (pr.groupby("env")["total_timesteps"].nunique() > 1).any():  # line styles: the budgets of each env
+        for env, budgets in pr.groupby("env", sort=True)["total_timesteps"].unique().items():
+            for b, budget in enumerate(sorted(budgets)):
+                handles.append(Line2D([], [], color="0.3", lw=1.6, ls=_LINESTYLES[b % len(_LINESTYLES)]))
+                labels.append(f"{env} {int(budget):,} steps")
+    _legend_below(fig, handles, labels, title="policy lag k")
     return fig
 
 

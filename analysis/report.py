@@ -81,7 +81,8 @@ def _range_text(values: Sequence[int]) -> str:
 
 def _setup_sentence(runs: LoadedRuns, agg: Aggregate) -> str:
     f = runs.finals
-    per_group = f.groupby(["env", "algo", "condition"]).size()
+    per_group = f.groupby(["env", "algo", "condition", "total_timesteps"]).size()
+    n_failed = int(f["failed"].sum())
     seeds = sorted(f["seed"].unique())
     budgets = []
     for env, g in f.groupby("env", sort=True):
@@ -90,10 +91,13 @@ def _setup_sentence(runs: LoadedRuns, agg: Aggregate) -> str:
         budgets.append(f"{env} {budget}")
     ep = f["eval_episodes"].dropna().unique()
     ep_text = f" over {_range_text(ep)} deterministic episodes" if len(ep) else ""
+    runs_text = (f"{len(f) - n_failed} complete runs and {n_failed} failed run(s) (`FAILED`, scored at their "
+                 "environment's random score)" if n_failed else f"{len(f)} complete runs")
     return (
-        f"{len(f)} complete runs: {_range_text(per_group)} seed(s) per environment x algorithm x condition "
+        f"{runs_text}: {_range_text(per_group)} seed(s) per environment x algorithm x condition x budget "
         f"(seeds {', '.join(str(int(s)) for s in seeds)}). Budgets (`total_timesteps`, environment steps): "
-        f"{'; '.join(budgets)}. The final return is the last evaluation (`final_eval_return_mean` of "
+        f"{'; '.join(budgets)}; the budget is part of a run's key, and a cell run at two budgets is two "
+        f"rows of the per-cell table. The final return is the last evaluation (`final_eval_return_mean` of "
         f"`summary.json`{ep_text}); AUC is the trapezoid area under the evaluation curve divided by its "
         f"step span (a mean return over training). {agg.normalization}"
     )
@@ -112,25 +116,37 @@ def _method_sentence(agg: Aggregate, confidence: float, n_resamples: int) -> str
     )
 
 
+def _relative(runs: LoadedRuns, p) -> Path:
+    p = Path(p)
+    try:
+        return p.relative_to(runs.root)
+    except ValueError:
+        return p
+
+
 def _left_out_section(runs: LoadedRuns) -> str:
-    lines = []
-    for label, paths in (("incomplete (no COMPLETE)", runs.incomplete), ("failed (FAILED)", runs.failed)):
-        for p in paths:
-            try:
-                rel = p.relative_to(runs.root)
-            except ValueError:
-                rel = p
-            lines.append(f"- `{rel}`: {label}")
-    for p, why in getattr(runs, "damaged", {}).items():
-        try:
-            rel = p.relative_to(runs.root)
-        except ValueError:
-            rel = p
-        lines.append(f"- `{rel}`: fails the integrity check ({why}); rerun the bench to redo it")
+    lines = [f"- `{_relative(runs, p)}`: incomplete (neither COMPLETE nor FAILED)" for p in runs.incomplete]
+    for p, why in runs.unscored.items():
+        lines.append(f"- `{_relative(runs, p)}`: failed (FAILED) and cannot be scored ({why})")
+    for p, why in runs.damaged.items():
+        lines.append(f"- `{_relative(runs, p)}`: fails the integrity check ({why}); rerun the bench to redo it")
     for note in runs.notes:
-        if not note.startswith("left out"):
+        if not note.startswith(("left out", "scored")):
             lines.append(f"- note: {note}")
     return "\n".join(lines)
+
+
+def _failed_section(runs: LoadedRuns) -> str:
+    """The failed runs, each scored at its environment's random score and counted in the tables."""
+    failed = runs.finals[runs.finals["failed"]]
+    if failed.empty:
+        return ""
+    lines = [f"- `{_relative(runs, r.run_dir)}`: scored {r.final_eval_return_mean:g} (random_score)"
+             + (f"; {r.failure}" if r.failure else "") for r in failed.itertuples()]
+    return ("\n## Failed runs (scored, not left out)\n\n"
+            f"{len(failed)} run(s) failed (`FAILED`). Each is scored at its environment's random score (its "
+            "config's `random_score`: final return and AUC, normalized 0) and counted in the tables above "
+            "(column `failed`); it has no learning curve.\n\n" + "\n".join(lines) + "\n")
 
 
 def make_report(
@@ -162,8 +178,12 @@ def make_report(
     def _save(name: str, fig) -> None:
         figures[name] = save_figure(fig, out_dir / name, dpi=dpi)
 
+    with_curves = set(runs.evals["env"])
     for env in runs.envs:
-        _save(f"curves_{_safe_name(env)}.png", plot_learning_curves(runs, env, colors, **kw))
+        if env in with_curves:
+            _save(f"curves_{_safe_name(env)}.png", plot_learning_curves(runs, env, colors, **kw))
+        else:
+            skipped.append(f"curves_{_safe_name(env)}.png: every run of {env} failed (no evaluation curve)")
     if runs.finals["policy_lag"].nunique() > 1:
         _save("staleness.png", plot_staleness(runs, colors, **kw))
     else:
@@ -181,16 +201,28 @@ def make_report(
         "runs.csv": save_csv(runs.finals, out_dir / "runs.csv"),
     }
 
+
     agg_md = to_markdown(format_aggregate_table(agg, confidence), align="llrrlll") if not agg.table.empty \
         else "_No environment could be normalized (no random_score / reference); see the table below._\n"
     refs_md = to_markdown(format_references(agg.references), align="lrrlll")
-    cond_md = to_markdown(format_condition_table(conditions, confidence), align="lllrlllr")
+    cond_md = to_markdown(format_condition_table(conditions, confidence), align="lllrrrlllr")
     setup = _setup_sentence(runs, agg)
     method = _method_sentence(agg, confidence, n_resamples)
     agg_notes = "".join(f"\n- {n}" for n in agg.notes)
 
+    verdicts_md, per_run = "", None
+    if baseline in set(runs.finals["algo"]) and runs.finals["algo"].nunique() > 1:
+        from .verdicts import table_from_runs, verdicts_section
+
+        per_run = table_from_runs(runs, root)
+        verdicts_md = verdicts_section(per_run, baseline, made_by=f"`python -m analysis {root}`", seed=seed or 0, level=4).split("\n", 2)[2]
+        verdicts_md = (
+            f"### Verdicts against {baseline}: per environment, then aggregates that drop none\n\n" + verdicts_md
+            + "\nThe pooled IQM below is descriptive: its trimming can drop a whole environment's runs, so read the verdicts above.\n\n"
+        )
     results_md = (
-        "### Aggregate across environments\n\n" + agg_md + "\n" + method + "\n"
+        verdicts_md
+        + "### Aggregate across environments\n\n" + agg_md + "\n" + method + "\n"
         + (agg_notes + "\n" if agg_notes else "")
         + "\n### Normalization\n\n" + refs_md
         + "\n### Final return per environment, algorithm and condition\n\n" + cond_md
@@ -221,8 +253,12 @@ def make_report(
         + "\n### Normalization per environment\n\n" + refs_md + "\n"
         + "\n".join(fig_md)
         + "\n## Final return per environment, algorithm and condition\n\n" + cond_md
-        + "\n## Runs left out\n\n" + (left_out or "None: every run folder found is complete.") + "\n"
+        + _failed_section(runs)
+        + "\n## Runs left out\n\n" + (left_out or "None: every run folder found is complete or scored as failed.") + "\n"
     )
+    if per_run is not None:
+        tables["per_run.csv"] = save_csv(per_run, out_dir / "per_run.csv")
+        report = report.replace("## Aggregate across environments\n\n", verdicts_md.replace("### ", "## ", 1) + "## Aggregate across environments\n\n", 1)
     report_md = atomic_write_text(out_dir / "report.md", report)
     results_path = atomic_write_text(out_dir / "results.md", results_md)
     return Report(out_dir=out_dir, report_md=report_md, results_md=results_path, figures=figures,

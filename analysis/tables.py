@@ -1,6 +1,12 @@
-"""Result tables: per env/algo/condition finals, normalization references and the aggregate table.
+"""Result tables: per env/algo/condition/budget finals, normalization references and the aggregate table.
 
 All intervals are 95% percentile-bootstrap intervals by default (see :mod:`analysis.stats`).
+
+Failed runs are rows of ``runs.finals`` (:mod:`analysis.load`), scored at their environment's
+random score (final return and AUC = the config's ``random_score``, normalized 0): every table
+counts them, and the per-cell table has a ``failed`` column. The budget (``total_timesteps``) is
+part of a cell: runs of one env, algorithm and condition at two budgets are two rows, never
+averaged together.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import pandas as pd
 
 from .conditions import FRESH, NamedCondition
 from .labels import BASELINE_ALGO, ESS_ALGO, order_algos, pretty_condition
-from .load import CONDITION_KEYS, LoadedRuns
+from .load import CONDITION_KEYS, LoadedRuns, mixed_budget_cells
 from .stats import (
     DEFAULT_RESAMPLES,
     bootstrap_ci,
@@ -50,21 +56,24 @@ def condition_table(
     baseline: str = BASELINE_ALGO,
     ess_algo: str = ESS_ALGO,
 ) -> pd.DataFrame:
-    """One row per env x algo x condition (sorted: env, algorithm in the order of
-    :func:`analysis.labels.order_algos`, then the condition keys): seeds, final return
-    mean/std/CI, AUC mean/CI, mean ESS."""
+    """One row per env x algo x condition x budget (sorted: env, algorithm in the order of
+    :func:`analysis.labels.order_algos`, the condition keys, then the budget): runs (``n_seeds``,
+    failed runs included), ``n_failed`` (failed runs, scored at the random score), final return
+    mean/std/CI, AUC mean/CI, mean ESS (of the runs that completed). Runs of one cell at two
+    budgets (``total_timesteps``) are two rows, never averaged together."""
     rows = []
-    group_cols = ["env", "algo", "condition"] + CONDITION_KEYS
+    group_cols = ["env", "algo", "condition", "total_timesteps"] + CONDITION_KEYS
     for key, g in runs.finals.groupby(group_cols, sort=True):
         row = dict(zip(group_cols, key))
         final = g["final_eval_return_mean"].to_numpy()
         ci = bootstrap_ci(final, np.mean, confidence=confidence, n_resamples=n_resamples, seed=seed)
         auc_ci = bootstrap_ci(g["auc"].to_numpy(), np.mean, confidence=confidence,
                               n_resamples=n_resamples, seed=seed)
+        row["total_timesteps"] = int(row["total_timesteps"])
         row.update(
             n_seeds=len(g),
+            n_failed=int(g["failed"].sum()),
             seeds=",".join(str(s) for s in sorted(g["seed"])),
-            total_timesteps=int(g["total_timesteps"].max()),
             final_mean=ci.estimate,
             final_std=float(np.std(final, ddof=1)) if len(final) > 1 else float("nan"),
             final_ci_low=ci.low,
@@ -80,7 +89,8 @@ def condition_table(
         return table
     order = {a: i for i, a in enumerate(order_algos(table["algo"], ess_algo, baseline))}
     return table.sort_values(
-        ["env", "algo"] + CONDITION_KEYS, key=lambda s: s.map(order) if s.name == "algo" else s, kind="stable"
+        ["env", "algo"] + CONDITION_KEYS + ["total_timesteps"], key=lambda s: s.map(order) if s.name == "algo" else s,
+        kind="stable",
     ).reset_index(drop=True)
 
 
@@ -161,7 +171,9 @@ def _normalization_sentence(refs: pd.DataFrame, baseline: str) -> str:
         parts.append(f"{source} for {', '.join(g['env'])}")
     text = (
         "Scores are normalized per environment as (return - random) / (reference - random), with "
-        "random = the config's `random_score` and reference: " + ("; ".join(parts) or "none") + "."
+        "random = the config's `random_score` and reference: " + ("; ".join(parts) or "none") + ". "
+        "A failed run (`FAILED`) is scored, never dropped: its final return and AUC are its config's "
+        "`random_score` (normalized 0), and it counts in every table (column `failed` per cell)."
     )
     left = refs[~refs["usable"]]
     if len(left):
@@ -180,11 +192,20 @@ def aggregate_table(
 ) -> Aggregate:
     """Across environments, per algorithm x condition: IQM of normalized final return and of
     normalized AUC with stratified bootstrap CIs (runs resampled within each env), and the
-    probability of improvement over ``baseline`` at the same condition (envs where both ran)."""
+    probability of improvement over ``baseline`` at the same condition (envs where both ran).
+    Failed runs count at normalized 0. An env whose runs hold several budgets is named in the
+    notes (the aggregate pools its budgets; the per-cell table keeps them apart)."""
     refs = reference_scores(runs, baseline=baseline, reference=reference)
     notes = [f"{r.env}: left out of the aggregate ({r.source}{'; ' + r.note if r.note else ''})"
              for r in refs.itertuples() if not r.usable]
     norm = normalized_finals(runs, refs)
+    for env, g in norm.groupby("env", sort=True):
+        budgets = sorted(int(t) for t in g["total_timesteps"].unique())
+        if len(budgets) > 1:
+            cells = mixed_budget_cells(g)
+            notes.append(f"{env}: runs at budgets {', '.join(f'{b:,}' for b in budgets)} steps enter the aggregate "
+                         "together (the per-cell table keeps the budgets apart)"
+                         + (f"; cells holding several budgets: {'; '.join(cells)}" if cells else ""))
     cols = ["algo", "condition"] + CONDITION_KEYS
     rows = []
     if not norm.empty:
@@ -294,12 +315,16 @@ def format_aggregate_table(agg: Aggregate, confidence: float = 0.95) -> pd.DataF
 
 
 def format_condition_table(ct: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """The per-cell table with readable columns: the budget (``steps``), the runs (``seeds``, failed
+    ones included) and the failed runs among them (``failed``, bold where not 0)."""
     pct = f"{round(confidence * 100):d}%"
     return pd.DataFrame({
         "env": ct["env"],
         "algorithm": ct["algo"],
         "condition": [pretty_condition(*r) for r in ct[CONDITION_KEYS].itertuples(index=False)],
+        "steps": [f"{int(t):,}" for t in ct["total_timesteps"]],
         "seeds": ct["n_seeds"],
+        "failed": [f"**{n}**" if n else "0" for n in ct["n_failed"]],
         "final return mean ± std": [
             f"{fmt_num(r.final_mean)} ± {fmt_num(r.final_std, _decimals(r.final_mean))}" for r in ct.itertuples()],
         f"final return {pct} CI": [

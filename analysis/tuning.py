@@ -7,6 +7,13 @@ Its score under a condition is the mean over envs of its mean normalized score o
 algorithm and condition (:func:`analysis.stats.bootstrap`): seeds resampled within each env,
 independently for each configuration; the best, median and worst configuration and the tuning
 profile are functions of the same resamples (:meth:`analysis.stats.Bootstrap.map`).
+
+A failed run (``FAILED``) is a run of its configuration scored at the random score (normalized
+0, see :mod:`analysis.load`): a configuration that failed is scored with its failures, so no env
+is dropped from a cell because one configuration failed there. An env is dropped from a cell only
+where a configuration has no run at all (named in :attr:`TuningCell.dropped_envs`). The runs of a
+cell must share one budget per env (:func:`analysis.paper_data.one_budget_per_env`): two budgets
+of one env and configuration are refused, never averaged.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ class TuningCell:
     envs: list[str]
     seeds: dict[str, dict[str, pd.Series]]  # variant -> env -> scores indexed by seed
     dropped_envs: list[str] = field(default_factory=list)
+    failed: dict[str, dict[str, int]] = field(default_factory=dict)  # variant -> env -> failed runs (scored 0)
 
     @property
     def scores(self) -> np.ndarray:
@@ -54,20 +62,32 @@ def config_scores(
     """For each base algorithm and condition of ``df`` (normalized runs with variants): each
     configuration's score, the mean over envs of its mean normalized score over seeds, with
     one bootstrap of them all (seeds resampled within each env, independently per configuration).
-    Only the envs every configuration of the cell has are used."""
+    Failed runs (``failed`` True) count at their score (the random score, 0). Only the envs every
+    configuration of the cell has a run in are used. Raises ``ValueError`` where an env of a cell
+    holds several budgets (``total_timesteps``): select one per env first."""
     cells = []
     for (base, cond), g in df.groupby(["base_algo", "condition"], sort=True):
+        if "total_timesteps" in g:
+            budgets = g.groupby("env")["total_timesteps"].nunique()
+            if (budgets > 1).any():
+                env = budgets[budgets > 1].index[0]
+                tt = sorted(int(t) for t in g.loc[g["env"] == env, "total_timesteps"].unique())
+                raise ValueError(
+                    f"tuning cell {base} at {cond}: {env} has runs at budgets {', '.join(f'{t:,}' for t in tt)}; "
+                    "select one budget per env first (analysis.paper_data.one_budget_per_env)")
         configs = sorted(g["variant"].unique(), key=lambda v: (v != "", v))
         env_sets = [set(g[g["variant"] == v]["env"]) for v in configs]
         envs = sorted(set.intersection(*env_sets))
         dropped = sorted(set.union(*env_sets) - set(envs))
         if not envs:
             continue
-        strata, seeds = [], {}
+        strata, seeds, failed = [], {}, {}
         for v in configs:
             gv = g[(g["variant"] == v) & g["env"].isin(envs)]
             by_env = {e: ge.set_index("seed")["score"].astype(float) for e, ge in gv.groupby("env", sort=True)}
             seeds[v] = by_env
+            failed[v] = ({e: int(n) for e, n in gv.groupby("env", sort=True)["failed"].sum().items() if n}
+                         if "failed" in gv else {})
             strata += [s.to_numpy() for s in by_env.values()]
         k = len(envs)
 
@@ -76,7 +96,7 @@ def config_scores(
 
         result = bootstrap(strata, per_config, n_resamples=n_resamples, confidence=confidence, seed=seed)
         values = dict(zip(CONDITION_KEYS, g[CONDITION_KEYS].iloc[0]))
-        cells.append(TuningCell(base, cond, condition_label(values), configs, result, envs, seeds, dropped))
+        cells.append(TuningCell(base, cond, condition_label(values), configs, result, envs, seeds, dropped, failed))
     return cells
 
 

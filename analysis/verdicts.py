@@ -51,17 +51,31 @@ def _suite_table(root: Path) -> pd.DataFrame:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runs = load_runs(root)
+    return table_from_runs(runs, root)
+
+
+def table_from_runs(runs, root: str | Path) -> pd.DataFrame:
+    """The per-run table of runs loaded already (:func:`analysis.load.load_runs` of ``root``)."""
     rows = []
     finals = runs.finals
     last_train = runs.progress.sort_values("timesteps").groupby("run_dir")["rollout_return_mean"].last()
-    for _, run in finals.iterrows():
+    failed = finals["failed"] if "failed" in finals else pd.Series(False, index=finals.index)
+    for (_, run), is_failed in zip(finals.iterrows(), failed):
+        if is_failed:  # loaded as a row scored at the random score; scored here by the same rule
+            rows.append({
+                **{k: run[k] for k in RUN_COLUMNS if k != "status"}, "status": "failed",
+                "final_eval_return": run["random_score"], "final_train_return": run["random_score"],
+                "auc": run["random_score"], "eval_curve": "",
+            })
+            continue
         evals = runs.evals[runs.evals["run_dir"] == run["run_dir"]].sort_values("timesteps")
         rows.append({
             **{k: run[k] for k in RUN_COLUMNS if k != "status"}, "status": "complete",
             "final_eval_return": run["final_eval_return_mean"], "final_train_return": last_train.get(run["run_dir"], np.nan),
             "auc": run["auc"], "eval_curve": _curve_text(evals),
         })
-    for folder in runs.failed:
+    # FAILED folders the loader could not score (no readable configuration): named by their path
+    for folder in getattr(runs, "unscored", {}) or {}:
         rows.append(_failed_row(Path(root), Path(folder), finals))
     table = pd.DataFrame(rows)
     return table.sort_values(["suite", "env", "algo", "condition", "seed"]).reset_index(drop=True)
@@ -214,3 +228,77 @@ def win_tie_loss(tasks: pd.DataFrame, baseline: str) -> dict[tuple[str, str], tu
         verdicts = cell["verdict"]
         out[(algo, condition)] = (int((verdicts == "win").sum()), int((verdicts == "tie").sum()), int((verdicts == "loss").sum()))
     return out
+
+
+# -- more aggregates over the same tasks ------------------------------------------------------------
+def aggregated_tasks(table: pd.DataFrame, tasks: pd.DataFrame, condition: str) -> list[str]:
+    """The tasks of ``condition`` that enter its aggregates: those not saturated there (sorted)."""
+    saturated = set(tasks[(tasks["condition"] == condition) & tasks["saturated"]]["env"])
+    return sorted(e for e in table[table["condition"] == condition]["env"].unique() if e not in saturated)
+
+
+def _scored(table: pd.DataFrame) -> pd.DataFrame:
+    return table.assign(score=normalize_score(table["final_eval_return"].to_numpy(float), table["random_score"].to_numpy(float), table["solved_threshold"].to_numpy(float)))
+
+
+def arm_aggregates(table: pd.DataFrame, tasks: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """Per condition and arm, over the tasks that enter the condition's aggregates (saturated ones
+    left out, as in :func:`aggregates`): the mean of per-task normalized means and the IQM of all
+    normalized runs, each with a stratified bootstrap CI, and the arm's failed runs."""
+    from .stats import iqm_ci
+
+    scored = _scored(table)
+    rows = []
+    for condition, cond in scored.groupby("condition", sort=True):
+        envs = aggregated_tasks(table, tasks, condition)
+        for algo, arm in cond.groupby("algo", sort=True):
+            strata = [arm[arm["env"] == e]["score"].to_numpy() for e in envs if (arm["env"] == e).any()]
+            if not strata:
+                continue
+            mean = bootstrap(strata, mean_of_task_means, seed=seed).ci
+            interquartile = iqm_ci(dict(enumerate(strata)), seed=seed)
+            rows.append({
+                "condition": condition, "algo": algo, "tasks": len(strata), "failed": int((arm["status"] == "failed").sum()),
+                "mean": mean.estimate, "mean_low": mean.low, "mean_high": mean.high,
+                "iqm": interquartile.estimate, "iqm_low": interquartile.low, "iqm_high": interquartile.high,
+            })
+    return pd.DataFrame(rows)
+
+
+def improvement_probabilities(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
+    """Per condition and arm: P(a run of the arm scores above a run of ``baseline``) + half the ties,
+    averaged over the tasks of the condition's aggregates, with a stratified bootstrap CI."""
+    from .stats import probability_of_improvement_ci
+
+    scored = _scored(table)
+    rows = []
+    for condition, cond in scored.groupby("condition", sort=True):
+        unsaturated = aggregated_tasks(table, tasks, condition)
+        runs = {(e, a): cell["score"].to_numpy() for (e, a), cell in cond.groupby(["env", "algo"])}
+        for algo in sorted(set(cond["algo"]) - {baseline}):
+            envs = [e for e in unsaturated if (e, algo) in runs and (e, baseline) in runs]
+            if not envs:
+                continue
+            ci = probability_of_improvement_ci({e: runs[(e, algo)] for e in envs}, {e: runs[(e, baseline)] for e in envs}, seed=seed)
+            rows.append({"condition": condition, "algo": algo, "tasks": len(envs), "poi": ci.estimate, "poi_low": ci.low, "poi_high": ci.high})
+    return pd.DataFrame(rows)
+
+
+def verdicts_section(table: pd.DataFrame, baseline: str, *, made_by: str, seed: int = 0, level: int = 3) -> str:
+    """The verdicts of a per-run table as a section of a larger report: :func:`verdicts_markdown`
+    with its sections' headings moved down to ``level`` (``###`` by default; its title one above)."""
+    tasks = per_task(table, baseline, seed)
+    agg = aggregates(table, tasks, baseline, seed)
+    body = verdicts_markdown(table, tasks, agg, baseline, title=f"Verdicts against {baseline}", made_by=made_by, task="environment")
+    shift = "#" * (level - 2)
+    return "\n".join(shift + line if line.startswith("#") else line for line in body.splitlines()) + "\n"
+
+
+def replace_block(text: str, begin: str, end: str, block: str, what: str) -> str:
+    """``text`` with the part between the markers ``begin`` and ``end`` replaced by ``block`` (the
+    README's generated results blocks); ``ValueError`` naming ``what`` where a marker is missing."""
+    if begin not in text or end not in text:
+        raise ValueError(f"no {what} markers ({begin!r} ... {end!r})")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{block}\n{end}{tail}"

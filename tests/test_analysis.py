@@ -366,7 +366,7 @@ def test_load_runs_frames_and_keys_from_config(tmp_path):
     assert runs.evals.groupby("run_dir").size().eq(6).sum() == len(runs.finals) - 1
 
 
-def test_incomplete_and_failed_runs_are_excluded_with_warning(tmp_path):
+def test_incomplete_runs_are_excluded_and_failed_runs_scored_with_warning(tmp_path):
     root = tmp_path / "quick"
     write_run(root, seed=0)
     write_run(root, seed=1)
@@ -376,9 +376,15 @@ def test_incomplete_and_failed_runs_are_excluded_with_warning(tmp_path):
         runs = load_runs(root)
     messages = " ".join(str(w.message) for w in rec)
     assert "seed-2" in messages and "incomplete" in messages
-    assert "seed-3" in messages and "failed" in messages
-    assert runs.incomplete == [running] and runs.failed == [failed]
-    assert sorted(runs.finals["seed"]) == [0, 1]
+    assert "seed-3" in messages and "failed" in messages and "random score" in messages
+    assert runs.incomplete == [running] and runs.failed == [failed] and runs.excluded == [running]
+    # the failed run is a row of finals, scored at its config's random_score; the running one is out
+    assert sorted(runs.finals["seed"]) == [0, 1, 3]
+    row = runs.finals[runs.finals["failed"]].iloc[0]
+    assert (row["seed"], row["final_eval_return_mean"], row["auc"]) == (3, 20.0, 20.0)
+    assert row["failure"] == "RuntimeError: boom" and runs.scored_failed == [failed]
+    assert not runs.finals.loc[~runs.finals["failed"], "failure"].any()
+    # it has no curve: evals and progress hold the complete runs only
     assert set(runs.evals["seed"]) == {0, 1} and set(runs.progress["seed"]) == {0, 1}
 
 

@@ -93,6 +93,8 @@ def test_columns_are_consistent():
         assert all(c.meaning for c in columns)
         assert all(c.required for c in columns if c.always)
     assert set(contract.CONDITION_KEYS) < set(contract.RUN_KEYS)
+    # the budget is part of a run's key (two budgets of one cell are two runs), and every config has it
+    assert "total_timesteps" in contract.RUN_KEYS and "total_timesteps" in contract.CONFIG_REQUIRED
     table = contract.markdown_table(contract.EVAL_COLUMNS).splitlines()
     assert table[:2] == ["| column | meaning |", "|---|---|"] and len(table) == 2 + len(contract.EVAL_COLUMNS)
 

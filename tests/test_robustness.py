@@ -317,9 +317,12 @@ def test_divergence_is_caught_and_named_on_both_engines(tmp_path):
             loaded = load_runs(tmp_path / engine / "quick")
         messages = [str(w.message) for w in caught]
         assert any("diverged" in m and "Blowup-v1" in m for m in messages), messages  # named, kept
-        assert any("failed" in m and "Nan-v1" in m for m in messages), messages  # named, left out
+        assert any("failed" in m and "Nan-v1" in m for m in messages), messages  # named, scored, not dropped
         assert list(loaded.diverged) == [blowup] and loaded.failed == [nan_dir]
-        assert loaded.finals["env"].tolist() == ["Blowup-v1"]
+        finals = loaded.finals.set_index("env")
+        assert finals["failed"].to_dict() == {"Blowup-v1": False, "Nan-v1": True}
+        assert finals.loc["Nan-v1", "final_eval_return_mean"] == finals.loc["Nan-v1", "random_score"]
+        assert loaded.evals["env"].unique().tolist() == ["Blowup-v1"]  # a failed run has no curve
 
 
 def test_cause_lines_and_divergence_rules():

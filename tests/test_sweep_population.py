@@ -213,5 +213,9 @@ def test_the_estimate_uses_each_engines_measured_speed_per_environment():
     long = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=list(range(40)), lags=[0], noise=[0.0], replay=[0], timesteps=1_000_000, device="cpu"))
     hours = 40 * SECONDS_PER_MILLION["process"]["CartPole-v1"] / 3600
     assert hours >= 1 and f"~ {hours:.1f} CPU-core-hours" in describe_grid(long, "process")
+    mountain = expand_grid(Grid(suite="quick", envs=["MountainCar-v0"], algos=["esspo"], seeds=[0], lags=[0], noise=[0.0], replay=[0], device="cpu"))
+    assert "not measured, estimated at the mean measured speed: MountainCar-v0" in describe_grid(mountain)
+    # Pendulum's speed was measured for populations (the quick suite), not for the process engine
     pendulum = expand_grid(Grid(suite="quick", envs=["Pendulum-v1"], algos=["esspo"], seeds=[0], lags=[0], noise=[0.0], replay=[0], device="cpu"))
-    assert "not measured, estimated at the mean measured speed: Pendulum-v1" in describe_grid(pendulum)
+    assert "not measured" not in describe_grid(pendulum, "population")
+    assert "not measured, estimated at the mean measured speed: Pendulum-v1" in describe_grid(pendulum, "process")

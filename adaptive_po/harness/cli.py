@@ -106,6 +106,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_flag(bench, "runs that differ only in seed, policy lag, action noise or behaviour log-prob train together in one "
         "process (one job)", "population")
 
+    tune = sub.add_parser("tune", help="equal tuning with held-out selection: an Optuna search per objective on search seeds, then default and selected configurations scored on other seeds")
+    tune.add_argument("--envs", default=None, help="comma-separated environment names (default: the tuning suite's)")
+    tune.add_argument("--algos", default=None, help="comma-separated algorithm names (default: the tuning suite's)")
+    tune.add_argument("--stale-lag", type=int, default=16, help="the stale condition's policy lag (the fresh one is lag 0; default 16)")
+    tune.add_argument("--trials", type=int, default=6, help="trials per study, the default configuration first (default 6)")
+    tune.add_argument("--round-size", type=int, default=4, help="trials asked at once per study; the first round is TPE's random start (default 4)")
+    tune.add_argument("--search-seeds", default="100,101", help="comma-separated seeds the search trains on (default 100,101)")
+    tune.add_argument("--score-seeds", default="5", help="seeds the scoring trains on, never searched (a count or a list; default 5 -> 0..4)")
+    tune.add_argument("--workers", type=int, default=None, help="concurrent jobs (default: one per core)")
+    tune.add_argument("--no-progress", action="store_true", help="no progress bars")
+    tune.add_argument("--dry-run", action="store_true", help="print the plan and its size, run nothing")
+    tune.add_argument("--out", default="runs", help="results root (default: runs/)")
+    tune.add_argument("--envs-dir", default=None, help="folder of environment YAML files (default: the suite shipped in the package)")
+    tune.add_argument("--device", default="cpu", help="cpu, cuda or auto (default: cpu)")
+    tune.add_argument("--timesteps", type=int, default=None, help="override the per-environment budget (budget.tuning in each YAML file)")
+
     listing = sub.add_parser("list", help="environments, algorithms and suites")
     # handled by adaptive_po.zoo (its arguments are the Zoo's); listed here for --help
     sub.add_parser("zoo", help="the RL Zoo's commands (train, enjoy, ...) with our algorithms registered; `zoo -h` for more", add_help=False)
@@ -270,6 +286,66 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return status
 
 
+def _seed_list(text: str, flag: str) -> list[int]:
+    """A comma-separated list of seeds (``100`` is the seed 100 here, not a count)."""
+    from adaptive_po.harness.sweep import parse_list
+
+    seeds = parse_list(text, int, flag) or []
+    if not seeds or any(s < 0 for s in seeds):
+        raise ValueError(f"{flag}: seeds are integers >= 0, got {text!r}")
+    return seeds
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from adaptive_po.harness.suites import get_suite
+    from adaptive_po.harness.sweep import iter_failed, parse_list, run_sweep, seeds_from
+    from adaptive_po.harness.tune import TuningPlan, plan_specs, run_tuning
+
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if args.stale_lag < 1:
+        raise ValueError(f"--stale-lag must be >= 1 (lag 0 is the fresh condition), got {args.stale_lag}")
+    suite = get_suite("tuning")
+    plan = TuningPlan(
+        envs=tuple(parse_list(args.envs, str, "--envs") or suite.envs),
+        algos=tuple(parse_list(args.algos, str, "--algos") or suite.algos),
+        conditions=({}, {"policy_lag": args.stale_lag}),
+        trials=args.trials,
+        round_size=args.round_size,
+        search_seeds=tuple(_seed_list(args.search_seeds, "--search-seeds")),
+        score_seeds=tuple(seeds_from(args.score_seeds, suite.seeds)),
+        out=args.out,
+        envs_dir=args.envs_dir,
+        device=args.device,
+        timesteps=args.timesteps,
+    )
+    plan.check()
+    search = sum(
+        len(plan_specs(plan, e, a, [""], plan.search_seeds, plan.search_suite)) for e in plan.envs for a in plan.algos
+    ) * plan.trials
+    steps = {e: plan_specs(plan, e, plan.algos[0], [""], plan.score_seeds[:1], plan.score_suite)[0].total_timesteps for e in plan.envs}
+    score = len(plan.score_seeds) * (2 + 3 * (len(plan.conditions) - 1)) * len(plan.envs) * len(plan.algos)
+    print(
+        f"tuning: {len(plan.envs)} envs {list(plan.envs)} x {len(plan.algos)} objectives {list(plan.algos)}; "
+        f"{plan.trials} trials each (rounds of {plan.round_size}) on seeds {list(plan.search_seeds)} under fresh and lag-{args.stale_lag} data "
+        f"({search} search runs), then default + selected configurations on seeds {list(plan.score_seeds)} (at most {score} scoring runs); "
+        f"budgets {steps}",
+        file=sys.stderr,
+    )
+    if args.dry_run:
+        return 0
+    failed: list[str] = []
+
+    def run(specs: list) -> None:
+        result = run_sweep(specs, workers=args.workers, show_progress=not args.no_progress)
+        failed.extend(iter_failed(result))
+
+    run_tuning(plan, run, log=lambda line: print(line, file=sys.stderr))
+    for line in failed:
+        print(f"  failed (scored at the random score): {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     from adaptive_po.harness.config import DEFAULT_ENVS_DIR, available_envs, load_env_config
     from adaptive_po.objectives import OBJECTIVES
@@ -330,9 +406,11 @@ def _cmd_readme(args: argparse.Namespace) -> int:
     order = {"staleness.png": 0, "ess.png": 1, "noise.png": 2}
     figures.sort(key=lambda f: (order.get(f.name, 3), f.name))
     rel = figures_dir.relative_to(readme.parent) if figures_dir.is_relative_to(readme.parent) else figures_dir
-    if args.brief:
-        for name in ("report.md", "results.md"):
+    # the tables behind the block travel with it: the README's numbers can be checked against them
+    for name in ("report.md", "results.md", "per_run.csv"):
+        if (report / name).is_file():
             shutil.copy2(report / name, figures_dir / name)
+    if args.brief:
         shown = [f for f in figures if f.name == "staleness.png"]
         link = f"The whole report: [`{rel.as_posix()}/report.md`]({rel.as_posix()}/report.md)."
         tables = f"{_aggregate_only(results.read_text())}\n\n{link}"
@@ -406,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     # that starts us in the background without job control leaves it ignored.
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    handlers = {"train": _cmd_train, "bench": _cmd_bench, "list": _cmd_list, "readme": _cmd_readme, "_run": _cmd_run, "_run_population": _cmd_run_population}
+    handlers = {"train": _cmd_train, "bench": _cmd_bench, "list": _cmd_list, "tune": _cmd_tune, "readme": _cmd_readme, "_run": _cmd_run, "_run_population": _cmd_run_population}
     try:
         return handlers[args.command](args)
     except (ValueError, FileNotFoundError) as err:

@@ -201,9 +201,11 @@ DIAL_NAMES: tuple[str, ...] = (
 #: every dial's default value
 DIAL_DEFAULTS: dict[str, Any] = dict(zip(DIAL_NAMES, (0, 0.0, 0, "actual", 1.0, "fp32")))
 
-#: the keys that identify a run, and those that identify its data condition
+#: the keys that identify a run, and those that identify its data condition. The budget
+#: (``total_timesteps``) is part of a run's key: the same cell and seed at 50k and at 100k steps are
+#: two different runs, never duplicates, and a missing run is never filled from another budget.
 CONDITION_KEYS: tuple[str, ...] = DIAL_NAMES
-RUN_KEYS: tuple[str, ...] = ("env", "algo", "variant", *DIAL_NAMES, "seed")
+RUN_KEYS: tuple[str, ...] = ("env", "algo", "variant", *DIAL_NAMES, "total_timesteps", "seed")
 #: values of the keys that older run folders (before the sampler dials and variants) lack
 RUN_KEY_DEFAULTS: dict[str, Any] = {"variant": "", **{k: DIAL_DEFAULTS[k] for k in ("sampler_temperature", "sampler_precision")}}
 

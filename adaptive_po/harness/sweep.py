@@ -236,7 +236,9 @@ def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
 #: the mean of the measured ones, and the dry run says so.
 SECONDS_PER_MILLION: dict[str, dict[str, float]] = {
     "process": {"CartPole-v1": 324.0, "Acrobot-v1": 183.0},
-    "population": {"CartPole-v1": 95.0, "Acrobot-v1": 41.0},
+    # Pendulum and LunarLander: the quick suite's populations of 10 (make bench, 2026-11-30: 258-291 s
+    # per population of 10 x 100k / 10 x 200k steps, one per core)
+    "population": {"CartPole-v1": 95.0, "Acrobot-v1": 41.0, "Pendulum-v1": 270.0, "LunarLander-v3": 145.0},
 }
 #: the same for the MinAtar CNN (environments of the ``minatar`` backend), measured in the published MinAtar grid
 #: (populations of 10, two workers on 2 cores, while other jobs shared the cores much of the
@@ -367,7 +369,7 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
             lines.append(
                 f"  cost estimate ({which} engine): {steps_by_engine[which]:,} environment steps ~ "
                 f"{format_duration(hours, 'CPU-core-')}, ~{format_duration(hours / cores)} on this machine's {cores} cores "
-                f"(speeds per environment measured by benchmarks/engines_speed.py; MinAtar: in the published MinAtar grid)"
+                f"(speeds per environment measured by benchmarks/engines_speed.py, Pendulum and LunarLander in the quick suite; MinAtar: in the published MinAtar grid)"
             )
     if guessed:
         lines.append(f"  (not measured, estimated at the mean measured speed: {', '.join(sorted(guessed))})")

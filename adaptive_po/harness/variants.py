@@ -7,7 +7,8 @@ A variant is a canonical string of ``name=value`` pairs joined by commas, sorted
   knob with a linear schedule (CartPole's ``clip_range: lin_0.2``), the variant keeps the shape:
   ``clip_range=0.3`` means ``lin_0.3`` there;
 * a knob every algorithm shares, as a factor of the environment's tuned value:
-  ``n_epochs=x0.25`` (rounded, at least 1) and ``learning_rate=x2`` (a schedule is scaled).
+  ``n_epochs=x0.25`` (rounded, at least 1), ``learning_rate=x2`` (a schedule is scaled) and
+  ``batch_size=x2`` (rounded, at least 2, at most one rollout).
 
 The empty string is the default configuration. Runs of a variant live in the algorithm folder
 ``<algo>@<variant>`` (:func:`adaptive_po.harness.contract.algo_label`).
@@ -23,7 +24,7 @@ from adaptive_po.hyperparams import Hyperparams, LinearSchedule
 from adaptive_po.objectives import get_objective
 
 #: knobs every algorithm shares, given as a factor of the environment's tuned value
-SHARED_KNOBS: tuple[str, ...] = ("n_epochs", "learning_rate")
+SHARED_KNOBS: tuple[str, ...] = ("n_epochs", "learning_rate", "batch_size")
 
 
 def objective_knobs(algo: str) -> tuple[str, ...]:
@@ -106,6 +107,8 @@ def apply_variant(
             kwargs[name] = LinearSchedule(value) if isinstance(kwargs.get(name), LinearSchedule) else value
         elif name == "n_epochs":
             changes[name] = max(1, int(round(hp.n_epochs * value)))
+        elif name == "batch_size":
+            changes[name] = min(hp.n_envs * hp.n_steps, max(2, int(round(hp.batch_size * value))))
         else:
             lr = hp.learning_rate
             changes[name] = LinearSchedule(lr.initial * value) if isinstance(lr, LinearSchedule) else lr * value
