@@ -327,6 +327,12 @@ def _list_paths(paths: list[Path], root: Path, limit: int = 20) -> str:
     return text
 
 
+def _list_reasons(reasons: dict[Path, str], root: Path, limit: int = 20) -> tuple[str, str]:
+    """(``"a/seed-0 (why); b/seed-1 (why)"`` for the first ``limit`` folders, ``"; ... and N more"`` or ``""``)."""
+    listed = "; ".join(f"{_rel(d, root)} ({why})" for d, why in list(reasons.items())[:limit])
+    return listed, (f"; ... and {len(reasons) - limit} more" if len(reasons) > limit else "")
+
+
 def _failure_line(path: Path) -> str:
     """The first non-empty line of a ``FAILED`` file (the error), at most 300 characters."""
     try:
@@ -437,8 +443,7 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
         _warn(f"left out {len(incomplete)} incomplete run(s) (no COMPLETE or FAILED marker) under {root}: "
               f"{_list_paths(incomplete, root)}", notes)
     if damaged:
-        listed = "; ".join(f"{_rel(d, root)} ({why})" for d, why in list(damaged.items())[:20])
-        more = f"; ... and {len(damaged) - 20} more" if len(damaged) > 20 else ""
+        listed, more = _list_reasons(damaged, root)
         _warn(f"left out {len(damaged)} complete run(s) that fail the integrity check (rerun the bench "
               f"to redo them) under {root}: {listed}{more}", notes)
     if not complete:
@@ -504,8 +509,7 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
               f"(random_score of config.json; normalized 0), counted in every table, under {root}: "
               f"{_list_paths(scored_failed, root)}", notes)
     if unscored:
-        listed = "; ".join(f"{_rel(d, root)} ({why})" for d, why in list(unscored.items())[:20])
-        more = f"; ... and {len(unscored) - 20} more" if len(unscored) > 20 else ""
+        listed, more = _list_reasons(unscored, root)
         _warn(f"left out {len(unscored)} failed run(s) (FAILED marker) that cannot be scored under {root}: "
               f"{listed}{more}", notes)
 
@@ -514,8 +518,7 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
         finals = pd.concat([finals, pd.DataFrame(failed_rows)], ignore_index=True)
     finals["failed"] = finals["failed"].astype(bool)
     if diverged:
-        listed = "; ".join(f"{_rel(d, root)} ({why})" for d, why in list(diverged.items())[:20])
-        more = f"; ... and {len(diverged) - 20} more" if len(diverged) > 20 else ""
+        listed, more = _list_reasons(diverged, root)
         _warn(f"flagged {len(diverged)} complete run(s) as diverged without a NaN (kept in the tables; "
               f"summary.json 'diverged'): {listed}{more}", notes)
     dup = finals[finals.duplicated(RUN_KEYS, keep=False)]

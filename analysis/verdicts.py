@@ -59,9 +59,8 @@ def table_from_runs(runs, root: str | Path) -> pd.DataFrame:
     rows = []
     finals = runs.finals
     last_train = runs.progress.sort_values("timesteps").groupby("run_dir")["rollout_return_mean"].last()
-    failed = finals["failed"] if "failed" in finals else pd.Series(False, index=finals.index)
-    for (_, run), is_failed in zip(finals.iterrows(), failed):
-        if is_failed:  # loaded as a row scored at the random score; scored here by the same rule
+    for _, run in finals.iterrows():
+        if run["failed"]:  # loaded as a row scored at the random score; scored here by the same rule
             rows.append({
                 **{k: run[k] for k in RUN_COLUMNS if k != "status"}, "status": "failed",
                 "final_eval_return": run["random_score"], "final_train_return": run["random_score"],
@@ -75,7 +74,7 @@ def table_from_runs(runs, root: str | Path) -> pd.DataFrame:
             "auc": run["auc"], "eval_curve": _curve_text(evals),
         })
     # FAILED folders the loader could not score (no readable configuration): named by their path
-    for folder in getattr(runs, "unscored", {}) or {}:
+    for folder in runs.unscored:
         rows.append(_failed_row(Path(root), Path(folder), finals))
     table = pd.DataFrame(rows)
     return table.sort_values(["suite", "env", "algo", "condition", "seed"]).reset_index(drop=True)
@@ -131,11 +130,10 @@ def aggregates(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: in
     """Per condition and arm: the difference to ``baseline`` of the mean of per-game normalized means and of
     the IQM of all normalized runs, each with a stratified bootstrap CI; a verdict only where the two
     agree, else "depends on aggregation"."""
-    scored = table.assign(score=normalize_score(table["final_eval_return"].to_numpy(float), table["random_score"].to_numpy(float), table["solved_threshold"].to_numpy(float)))
-    saturated = set(map(tuple, tasks[tasks["saturated"]][["env", "condition"]].drop_duplicates().to_numpy()))
+    scored = _scored(table)
     rows = []
     for condition, cond in scored.groupby("condition", sort=True):
-        unsaturated = sorted(e for e in cond["env"].unique() if (e, condition) not in saturated)
+        unsaturated = aggregated_tasks(table, tasks, condition)
         runs = {(e, a): cell["score"].to_numpy() for (e, a), cell in cond.groupby(["env", "algo"])}
         for algo in sorted(set(cond["algo"]) - {baseline}):
             # the tasks where both arms ran (a task without either is named in "missing")
@@ -148,7 +146,7 @@ def aggregates(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: in
             iqm_diff = iqm_difference_ci(dict(zip(envs, arm)), dict(zip(envs, base)), seed=seed)
             a, b = _verdict(mean_of_means.low, mean_of_means.high), _verdict(iqm_diff.low, iqm_diff.high)
             rows.append({
-                "condition": condition, "algo": algo, "tasks": k, "left_out_saturated": sum((e, condition) in saturated for e in cond["env"].unique()),
+                "condition": condition, "algo": algo, "tasks": k, "left_out_saturated": cond["env"].nunique() - len(unsaturated),
                 "missing": ", ".join(e for e in unsaturated if e not in envs),
                 "mean_diff": mean_of_means.estimate, "mean_low": mean_of_means.low, "mean_high": mean_of_means.high,
                 "iqm_diff": iqm_diff.estimate, "iqm_low": iqm_diff.low, "iqm_high": iqm_diff.high,
@@ -290,8 +288,16 @@ def verdicts_section(table: pd.DataFrame, baseline: str, *, made_by: str, seed: 
     tasks = per_task(table, baseline, seed)
     agg = aggregates(table, tasks, baseline, seed)
     body = verdicts_markdown(table, tasks, agg, baseline, title=f"Verdicts against {baseline}", made_by=made_by, task="environment")
-    shift = "#" * (level - 2)
-    return "\n".join(shift + line if line.startswith("#") else line for line in body.splitlines()) + "\n"
+    return shift_headings(body, level - 2)
+
+
+def shift_headings(markdown: str, by: int) -> str:
+    """``markdown`` with every heading moved ``by`` levels down (up where negative, never above ``#``)."""
+    def shifted(line: str) -> str:
+        level = len(line) - len(line.lstrip("#"))
+        return "#" * max(1, level + by) + line[level:] if level and line[level:level + 1] == " " else line
+
+    return "\n".join(map(shifted, markdown.split("\n")))
 
 
 def replace_block(text: str, begin: str, end: str, block: str, what: str) -> str:

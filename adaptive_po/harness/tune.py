@@ -185,12 +185,6 @@ def run_score(spec: RunSpec, random_score: float) -> tuple[float, bool]:
     return random_score, True
 
 
-def _same(spec: RunSpec, condition: Mapping[str, Any]) -> bool:
-    return all(getattr(spec, k) == v for k, v in condition.items()) and all(
-        getattr(spec, k) == contract.DIAL_DEFAULTS[k] for k in contract.DIAL_NAMES if k not in condition
-    )
-
-
 def _study(plan: TuningPlan, env: str, algo: str) -> Any:
     import optuna
 
@@ -232,16 +226,14 @@ def run_tuning(plan: TuningPlan, run: Any, log: Any = print) -> dict[str, Any]:
         for (env, algo), trials in asked.items():
             study = studies[(env, algo)]
             for trial, variant in trials:
-                trial_specs = plan_specs(plan, env, algo, [variant], plan.search_seeds, plan.search_suite)
                 per_condition = {}
                 failures = 0
                 for condition in plan.conditions:
                     scores = []
-                    for spec in trial_specs:
-                        if _same(spec, condition):
-                            value, failed = run_score(spec, random_scores[env])
-                            scores.append(value)
-                            failures += failed
+                    for spec in plan_specs(plan, env, algo, [variant], plan.search_seeds, plan.search_suite, [condition]):
+                        value, failed = run_score(spec, random_scores[env])
+                        scores.append(value)
+                        failures += failed
                     per_condition[condition_name(condition)] = sum(scores) / len(scores)
                 value = sum(per_condition.values()) / len(per_condition)
                 study.tell(trial, value)
