@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines clean-runs help
 
 help:
 	@echo "make bench       quick suite (Pendulum, LunarLander; esspo vs ppo; lag 0 and 16; 5 seeds) + report"
@@ -20,6 +20,8 @@ help:
 	@echo "make paper-report  the paper report (IQM, profiles, tuning tax) from runs/paper, runs/sensitivity, runs/staleness"
 	@echo "make mismatch    the KL and ESS each sampler level induces on trained CartPole and Pendulum policies"
 	@echo "make bench-tuned equal tuning, held-out selection: esspo and ppo each get a 6-trial Optuna search (lr, epochs, batch size, own knobs) on Pendulum and LunarLander, fresh and lag 16, seeds 100-101; default and selected configs scored on seeds 0-4; report into docs/results/tuned"
+	@echo "make bench-fresh-data  issue 21: esspo, its two pre-registered variants and ppo on the diagnosis tasks (paper conditions) and held-out tasks, 5 seeds (~1 h); verdicts into docs/results/fresh-data"
+	@echo "make fresh-data-trace  issue 21's diagnosis: per-epoch traces inside updates (Pendulum, CartPole) and the diagnosis report and figure"
 	@echo "make tuned-from-table  the tuned report and README block rebuilt from docs/results/tuned's committed tables"
 	@echo "make bench-minatar  MinAtar tier: 5 games x esspo, ppo, decoupled-ppo x lag 0, 4 x 5 seeds, plus PPO at the published step (reference check), on 2 CPU cores (about 2 h); report into docs/results/minatar"
 	@echo "make bench-atari Atari-5 suite at 10M frames on one GPU (CPU only: a smoke grid, said so)"
@@ -98,6 +100,34 @@ tuned-report: $(STAMP)
 bench-tuned: $(STAMP)
 	status=0; $(VPY) -m adaptive_po tune $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
 	$(MAKE) tuned-report && exit $$status
+
+# issue 21: why the ESS objective loses on fresh data. The traces inside updates (process engine,
+# seeds 0-2; resumable: a finished trace is kept) and the diagnosis report and figure built from them
+fresh-data-trace: $(STAMP)
+	$(VPY) -m adaptive_po trace --envs Pendulum-v1 --algos esspo,ppo --lags 0,16 --seeds 0,1,2 --timesteps 100000 --out docs/results/fresh-data/trace
+	$(VPY) -m adaptive_po trace --envs CartPole-v1 --algos esspo,ppo --lags 0 --seeds 0,1,2 --timesteps 100000 --every 5 --out docs/results/fresh-data/trace
+	$(VPY) -m adaptive_po trace --envs Pendulum-v1 --algos esspo-batch-ess,esspo-forward-kl --lags 0 --seeds 0,1,2 --timesteps 100000 --out docs/results/fresh-data/trace
+	$(MAKE) fresh-data-diagnosis
+
+fresh-data-diagnosis: $(STAMP)
+	$(VPY) -m analysis.fresh_data diagnosis --traces docs/results/fresh-data/trace --out docs/results/fresh-data
+
+# the pre-registered variants (docs/results/fresh-data/preregistration.md) against esspo and ppo:
+# the diagnosis tasks under the paper's conditions, then held-out tasks; publishes even when runs failed
+bench-fresh-data: $(STAMP)
+	status=0; $(VPY) -m adaptive_po bench --suite fresh-data --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
+	$(VPY) -m adaptive_po bench --suite fresh-data-heldout --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
+	$(VPY) -m adaptive_po bench --suite fresh-data-heldout --envs LunarLander-v3,LunarLanderContinuous-v3 --lags 16 --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
+	$(FRESH_DATA_REPORT) && exit $$status
+
+# (the report is called directly, not through $$(MAKE): a `make -n` would run a recipe line holding it)
+FRESH_DATA_REPORT = $(VPY) -m analysis.fresh_data results --runs runs/fresh-data runs/fresh-data-heldout --out docs/results/fresh-data --readme README.md
+fresh-data-report: $(STAMP)
+	$(FRESH_DATA_REPORT)
+
+# the variants' verdicts and README block rebuilt from the committed per-run table alone (no runs/)
+fresh-data-from-table: $(STAMP)
+	$(VPY) -m analysis.fresh_data results --table docs/results/fresh-data/per_run.csv --out docs/results/fresh-data --readme README.md
 
 # the tuned report and its README block rebuilt from the committed tables alone (no runs/)
 tuned-from-table: $(STAMP)

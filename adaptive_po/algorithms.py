@@ -63,6 +63,7 @@ from adaptive_po.update import (
     minibatch_loss,
     reduce_statistics,
     replay_information,
+    whole_batch_ess,
 )
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
@@ -290,6 +291,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         self.n_epochs = n_epochs
         self.normalize_advantage = normalize_advantage
         self._update_listeners: list[Callable[[dict[str, float]], None]] = []
+        self._epoch_listeners: list[Callable[[int, list[dict[str, th.Tensor]], dict[str, Any]], None]] = []
         self.last_update_stats: dict[str, float] = {}
         if self.env is not None:
             self._check_batch_size(self.env.num_envs)
@@ -344,7 +346,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
 
     def _excluded_save_params(self) -> list[str]:
         # Snapshots and replayed batches are training-time state, not part of the model.
-        return [*super()._excluded_save_params(), "collector", "_update_listeners", "_objective_schedules"]
+        return [*super()._excluded_save_params(), "collector", "_update_listeners", "_epoch_listeners", "_objective_schedules"]
 
     def _update_current_progress_remaining(self, num_timesteps: int, total_timesteps: int) -> None:
         # SB3 lets this go below 0 when the last rollout overshoots the budget, which turns
@@ -355,6 +357,14 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
     def add_update_listener(self, listener: Callable[[dict[str, float]], None]) -> None:
         """Call ``listener(stats)`` after every update, with that update's statistics."""
         self._update_listeners.append(listener)
+
+    def add_epoch_listener(self, listener: Callable[[int, list[dict[str, th.Tensor]], dict[str, Any]], None]) -> None:
+        """Call ``listener(epoch, rows, data)`` after every epoch of an update: the epoch's index, its
+        minibatch statistics (:func:`adaptive_po.update.minibatch_loss`'s, in order) and the update's
+        data (``observations``, ``actions``, ``behaviour_log_prob``, ``behaviour_params``,
+        ``proximal_log_prob``, ``advantages`` ...). For diagnostics (:mod:`adaptive_po.harness.trace`);
+        it must not change the parameters."""
+        self._epoch_listeners.append(listener)
 
     # -- collection -------------------------------------------------------------------------------
     def collect_rollouts(
@@ -521,11 +531,14 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         rows: list[dict[str, th.Tensor]] = []
         continue_training = True
         for epoch in range(self.n_epochs):
+            epoch_start = len(rows)
             permutation = th.as_tensor(np.random.permutation(n_samples), device=self.device)
             for start in range(0, n_samples, self.batch_size):
                 idx = permutation[start : start + self.batch_size]
                 minibatch = {name: data[name][idx] for name in MINIBATCH_KEYS}
                 minibatch["replay_ess"] = replay_ess
+                if spec.needs_batch_ess:
+                    minibatch["batch_ess"] = whole_batch_ess(self._log_prob(data), data["behaviour_log_prob"])
                 dist_params, values = policy_heads(self.policy, self.kind, _rows(data["observations"], idx))
                 loss, stats = minibatch_loss(
                     spec, self.kind, dist_params, values, minibatch, arguments, normalize_advantage=self.normalize_advantage,
@@ -542,6 +555,8 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
                 th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
                 self.policy.optimizer.step()
             self._n_updates += 1
+            for listener in self._epoch_listeners:
+                listener(epoch, rows[epoch_start:], data)
             if not continue_training:
                 break
 

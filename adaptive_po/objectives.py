@@ -41,8 +41,12 @@ from torch import Tensor
 
 from adaptive_po.distributions import categorical_kl, diag_gaussian_kl  # noqa: F401 - re-exported
 
-KLForm = Literal["analytic", "sampled"]
-KL_FORMS: tuple[str, ...] = ("analytic", "sampled")
+KLForm = Literal["analytic", "sampled", "forward"]
+KL_FORMS: tuple[str, ...] = ("analytic", "sampled", "forward")
+#: where the ESS objective takes e from: the minibatch that enters the loss (the paper's), or the
+#: whole batch of the update at the current parameters (``batch.batch_ess``)
+ESSSource = Literal["minibatch", "batch"]
+ESS_SOURCES: tuple[str, ...] = ("minibatch", "batch")
 
 # The +-10 clamp of the sampled KL estimator's exponent, as in the reference implementation.
 SAMPLED_KL_CLAMP = 10.0
@@ -66,6 +70,9 @@ class PolicyBatch:
         one; filled for objectives that declare ``needs_replay_info``.
     :param replay_ess: 0-dim float64, the normalized ESS of pi_prox/pi_b over the *replayed*
         transitions of the whole update (1 when nothing is replayed); with ``fresh``.
+    :param batch_ess: 0-dim float64, the normalized ESS of pi_theta/pi_b over *all* of the update's
+        transitions at the current parameters (no gradient); filled for objectives that declare
+        ``needs_batch_ess``.
     """
 
     log_prob: Tensor
@@ -76,6 +83,7 @@ class PolicyBatch:
     kl_reverse: Tensor | None = None
     fresh: Tensor | None = None
     replay_ess: Tensor | None = None
+    batch_ess: Tensor | None = None
 
 
 @dataclass
@@ -184,12 +192,18 @@ def _detached(value: Tensor) -> Tensor:
 # Objectives
 # ----------------------------------------------------------------------------------------------
 def _kl_values(batch: PolicyBatch, kl: KLForm) -> Tensor:
-    """Per-sample KL(pi_theta || pi_b) with gradient: the analytic one stored in the batch, or the
-    reference code's sampled estimator."""
+    """Per-sample KL with gradient: ``"analytic"``, KL(pi_theta || pi_b) stored in the batch;
+    ``"sampled"``, the reference code's estimator of it at the taken action; ``"forward"``, the
+    other direction, KL(pi_b || pi_theta) (``batch.kl_reverse``; mass-covering: it grows without
+    bound as pi_theta narrows below pi_b, where KL(pi_theta || pi_b) grows only logarithmically)."""
     if kl == "analytic":
         if batch.kl_behaviour is None:
             raise ValueError("kl='analytic' needs the behaviour distribution (batch.kl_behaviour is None)")
         return batch.kl_behaviour
+    if kl == "forward":
+        if batch.kl_reverse is None:
+            raise ValueError("kl='forward' needs KL(pi_b || pi_theta) (batch.kl_reverse is None; declare needs_reverse_kl)")
+        return batch.kl_reverse
     return sampled_kl(batch.log_prob, batch.behaviour_log_prob)
 
 
@@ -199,6 +213,7 @@ def ess_policy_loss(
     kl: KLForm = "analytic",
     cap: bool = True,
     regularizer: bool = True,
+    ess: ESSSource = "minibatch",
 ) -> ObjectiveOutput:
     """The batch-adaptive ESS objective (to minimize).
 
@@ -211,25 +226,36 @@ def ess_policy_loss(
     :param cap: ablation switch. ``True``: weight ``min(rho, e_B)``. ``False``: the uncapped
         importance weight ``rho`` (plain off-policy score-function gradient).
     :param regularizer: ablation switch. ``False`` drops the ``(1 - e_B) * KL`` term.
+    :param ess: ``"minibatch"`` (the paper's: e of the minibatch's ratios) or ``"batch"`` (e of the
+        whole update's ratios at the current parameters, ``batch.batch_ess``: issue 21's variant
+        for small minibatches, whose e is biased towards 1 when the ratios are heavy-tailed). Also
+        ``kl="forward"``: the pull in the direction KL(pi_b || pi_theta) (issue 21's other variant).
     """
     if kl not in KL_FORMS:
         raise ValueError(f"kl must be one of {KL_FORMS}, got {kl!r}")
+    if ess not in ESS_SOURCES:
+        raise ValueError(f"ess must be one of {ESS_SOURCES}, got {ess!r}")
     log_ratio = batch.log_prob - batch.behaviour_log_prob
-    ess = effective_sample_size_from_log_ratios(log_ratio)
+    if ess == "batch":
+        if batch.batch_ess is None:
+            raise ValueError("ess='batch' needs batch.batch_ess (declare needs_batch_ess)")
+        e = batch.batch_ess.detach().to(torch.float64)
+    else:
+        e = effective_sample_size_from_log_ratios(log_ratio)
     with torch.no_grad():
         ratio = torch.exp(log_ratio.detach().to(torch.float64))
-        weight64 = torch.minimum(ratio, ess) if cap else ratio
-        capped = (ratio > ess).to(torch.float64).mean() if cap else ratio.new_zeros(())
+        weight64 = torch.minimum(ratio, e) if cap else ratio
+        capped = (ratio > e).to(torch.float64).mean() if cap else ratio.new_zeros(())
         weight = weight64.to(batch.log_prob.dtype)
     policy_term = -(weight * batch.log_prob * batch.advantages).mean()
 
-    kl_weight = (1.0 - ess).to(batch.log_prob.dtype)
+    kl_weight = (1.0 - e).to(batch.log_prob.dtype)
     kl_values = _kl_values(batch, kl)
     loss = policy_term + kl_weight * kl_values.mean() if regularizer else policy_term
 
     stats = {
         "cap_fraction": capped,
-        "kl_weight": (1.0 - ess) if regularizer else ess.new_zeros(()),
+        "kl_weight": (1.0 - e) if regularizer else e.new_zeros(()),
         "policy_loss": _detached(policy_term),
     }
     return ObjectiveOutput(loss, stats)
@@ -479,6 +505,8 @@ class ObjectiveSpec:
         advantages and the critic's targets for this objective (:mod:`adaptive_po.buffers`).
     :param replay: older rollouts the algorithm itself replays at each update (P3O), used when
         the run's own ``replay`` dial is 0.
+    :param needs_batch_ess: the loss uses ``batch.batch_ess`` (the ESS of the whole update's data
+        at the current parameters, recomputed before every minibatch step).
     """
 
     loss: Objective
@@ -493,6 +521,7 @@ class ObjectiveSpec:
     update_state: Callable[..., dict[str, Tensor]] | None = None
     advantage_estimator: str = "gae"
     replay: int = 0
+    needs_batch_ess: bool = False
 
 
 #: algorithm name -> objective. Adding an objective is one function above and one entry here.
@@ -508,6 +537,20 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
     ),
     "esspo-sampled-kl": ObjectiveSpec(
         ess_policy_loss, "ESS objective with the reference code's sampled KL estimator", {"kl": "sampled"}
+    ),
+    # issue 21's pre-registered variants (README, "Why the ESS objective loses on fresh data")
+    "esspo-batch-ess": ObjectiveSpec(
+        ess_policy_loss,
+        "issue-21 variant: e of the whole update's batch at the current parameters instead of the minibatch's",
+        {"ess": "batch"},
+        needs_kl=True,
+        needs_batch_ess=True,
+    ),
+    "esspo-forward-kl": ObjectiveSpec(
+        ess_policy_loss,
+        "issue-21 variant: the (1 - e_B) pull in the mass-covering direction KL(pi_b || pi_theta)",
+        {"kl": "forward"},
+        needs_reverse_kl=True,
     ),
     "ppo": ObjectiveSpec(ppo_clip_loss, "PPO, Zoo-tuned clip, clipping against the behaviour policy", tuned=("clip_range",)),
     "decoupled-ppo": ObjectiveSpec(

@@ -57,6 +57,7 @@ from adaptive_po.update import (
     minibatch_loss,
     reduce_statistics,
     replay_information,
+    whole_batch_ess,
 )
 
 #: Adam's constants as SB3's actor-critics use them (eps = 1e-5), see algorithms._with_fused_adam
@@ -461,6 +462,9 @@ class PopulationLearner:
                 idx = order[:, start : start + self.batch_size]
                 minibatch = {name: data[name][members, idx] for name in ("observations", *MINIBATCH_KEYS)}
                 minibatch["replay_ess"] = replay_ess
+                if self.objective_spec.needs_batch_ess:
+                    log_prob = self._log_prob(self.params, data["observations"], data["actions"])
+                    minibatch["batch_ess"] = whole_batch_ess(log_prob, data["behaviour_log_prob"])
                 grads, stats = per_member_grad(
                     self.params, self.buffers, minibatch, self.objective_state, schedule_values, clip_range_vf
                 )

@@ -149,6 +149,17 @@ def replay_information(proximal_log_prob: Tensor, behaviour_log_prob: Tensor, n_
     return fresh, torch.stack([effective_sample_size_from_log_ratios(row) for row in log_ratio])
 
 
+def whole_batch_ess(log_prob: Tensor, behaviour_log_prob: Tensor) -> Tensor:
+    """The normalized ESS of pi_theta/pi_b over all of an update's transitions (the last
+    dimension), no gradient, float64: ``()`` for one run's ``(N,)``, ``(K,)`` for a population's
+    ``(K, N)``. Both drivers call it before every minibatch step of an objective that declares
+    ``needs_batch_ess``, with ``log_prob`` under the current parameters."""
+    log_ratio = (log_prob - behaviour_log_prob).detach()
+    if log_ratio.dim() == 1:
+        return effective_sample_size_from_log_ratios(log_ratio)
+    return torch.stack([effective_sample_size_from_log_ratios(row) for row in log_ratio])
+
+
 # -- the minibatch loss --------------------------------------------------------------------------
 def normalize_advantages(advantages: Tensor) -> Tensor:
     """Per-minibatch standardization, SB3's: ``(A - mean) / (std + 1e-8)``; a minibatch of one is
@@ -177,7 +188,8 @@ def minibatch_loss(
     :param values: ``(B,)`` the critic's values (with gradient).
     :param minibatch: ``actions``, ``behaviour_log_prob``, ``behaviour_params``, ``advantages``,
         ``returns``, ``values`` (the critic's at the start of the update), ``proximal_log_prob``
-        (the learner's at the start of the update), ``fresh`` and ``replay_ess``.
+        (the learner's at the start of the update), ``fresh`` and ``replay_ess``; ``batch_ess``
+        (:func:`whole_batch_ess`) for objectives that declare ``needs_batch_ess``.
     :param arguments: the objective's keyword arguments for this update, its per-run state included.
     :param clip_range_vf: SB3 PPO's value clipping around the update's start values (``None``: off).
     :return: ``(loss, stats)``: the scalar to minimize and :data:`MINIBATCH_STATISTICS`.
@@ -199,6 +211,7 @@ def minibatch_loss(
         kl_reverse=D.kl(kind, minibatch["behaviour_params"], dist_params) if objective.needs_reverse_kl else None,
         fresh=minibatch["fresh"] if objective.needs_replay_info else None,
         replay_ess=minibatch["replay_ess"] if objective.needs_replay_info else None,
+        batch_ess=minibatch["batch_ess"] if objective.needs_batch_ess else None,
     )
     output = objective.loss(batch, **arguments)
     if clip_range_vf is not None:

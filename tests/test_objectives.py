@@ -162,7 +162,7 @@ def test_analytic_form_requires_behaviour_distribution():
     with pytest.raises(ValueError, match="analytic"):
         ess_policy_loss(make_batch([0.1, 0.2], [1.0, 1.0]))
     with pytest.raises(ValueError, match="kl"):
-        ess_policy_loss(make_batch([0.1, 0.2], [1.0, 1.0]), kl="forward")
+        ess_policy_loss(make_batch([0.1, 0.2], [1.0, 1.0]), kl="backward")
 
 
 @pytest.mark.parametrize("name", sorted(OBJECTIVES))
@@ -177,6 +177,7 @@ def test_losses_finite_at_extreme_log_ratios(name):
     batch.kl_reverse = torch.full((6,), 7.0, requires_grad=True)
     batch.fresh = torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0, 0.0])
     batch.replay_ess = torch.tensor(0.3, dtype=torch.float64)
+    batch.batch_ess = torch.tensor(0.2, dtype=torch.float64)
     spec = get_objective(name)
     out = spec.loss(batch, **spec.kwargs, **{k: torch.tensor(v) for k, v in spec.state.items()})
     out.loss.backward()

@@ -221,11 +221,12 @@ def _make_callback(model, recorder: RunRecorder, evaluate):  # type: ignore[no-u
     return callback
 
 
-def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
+def build_training(spec: RunSpec) -> tuple[Any, Any, Any, Any, str, str]:
+    """``(model, train_env, eval_env, env_cfg, backend, env_id)`` of one run on the process engine:
+    the SB3 class with the run's settings and data dials, its training and evaluation environments
+    (normalized where the environment's config says so). The caller closes the environments."""
     import torch
-    from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.logger import configure
-    from stable_baselines3.common.vec_env import VecNormalize, sync_envs_normalization
+    from stable_baselines3.common.vec_env import VecNormalize
 
     from adaptive_po.algorithms import BatchPolicyOptimization
     from adaptive_po.environments import make_vec_env
@@ -245,8 +246,6 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
     if env_cfg.normalize:
         train_env = VecNormalize(train_env, gamma=hp.gamma)
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
-    recorder = RunRecorder(run_dir, spec.total_timesteps, env_cfg.eval_every)
-
     try:
         model = BatchPolicyOptimization(
             hp.policy,
@@ -259,6 +258,22 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
             verbose=0,
             **hp.algorithm_kwargs(),
         )
+    except BaseException:
+        train_env.close()
+        eval_env.close()
+        raise
+    return model, train_env, eval_env, env_cfg, backend, env_id
+
+
+def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.vec_env import sync_envs_normalization
+
+    model, train_env, eval_env, env_cfg, backend, env_id = build_training(spec)
+    recorder = RunRecorder(run_dir, spec.total_timesteps, env_cfg.eval_every)
+
+    try:
         model.set_logger(configure(str(run_dir / contract.TENSORBOARD_DIR), ["tensorboard"]) if spec.tensorboard else configure(None, []))
 
         def evaluate(timesteps: int) -> dict[str, Any]:
