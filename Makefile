@@ -117,11 +117,11 @@ fresh-data-diagnosis: $(STAMP)
 bench-fresh-data: $(STAMP)
 	status=0; $(VPY) -m adaptive_po bench --suite fresh-data --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
 	$(VPY) -m adaptive_po bench --suite fresh-data-heldout --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
-	$(VPY) -m adaptive_po bench --suite fresh-data-heldout --envs LunarLander-v3,LunarLanderContinuous-v3 --lags 16 --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
+	$(VPY) -m adaptive_po bench --suite fresh-data-heldout --suite-name fresh-data-heldout-lag16 --envs LunarLander-v3,LunarLanderContinuous-v3 --lags 16 --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
 	$(FRESH_DATA_REPORT) && exit $$status
 
 # (the report is called directly, not through $$(MAKE): a `make -n` would run a recipe line holding it)
-FRESH_DATA_REPORT = $(VPY) -m analysis.fresh_data results --runs runs/fresh-data runs/fresh-data-heldout --out docs/results/fresh-data --readme README.md
+FRESH_DATA_REPORT = $(VPY) -m analysis.fresh_data results --runs runs/fresh-data runs/fresh-data-heldout runs/fresh-data-heldout-lag16 --out docs/results/fresh-data --readme README.md
 fresh-data-report: $(STAMP)
 	$(FRESH_DATA_REPORT)
 

@@ -157,9 +157,26 @@ def aggregates(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: in
 
 # -- Markdown ---------------------------------------------------------------------------------------
 def condition_label(condition: str) -> str:
-    """``lag4_noise0_replay0`` -> ``lag 4`` (``fresh (lag 0)`` for lag 0)."""
-    lag = re.match(r"lag(\d+)", condition)
-    return "fresh (lag 0)" if lag and lag.group(1) == "0" else f"lag {lag.group(1)}" if lag else condition
+    """A condition's folder name in words: ``lag4_noise0_replay0`` -> ``lag 4``,
+    ``lag0_noise0_replay0`` -> ``fresh (lag 0)``, ``lag0_noise0_replay0_T1.2`` -> ``T = 1.2``,
+    ``..._fp8-e4m3_blp-policy`` -> ``fp8-e4m3, learner log-probs``; anything else as it is."""
+    match = re.fullmatch(r"lag(\d+)_noise([^_]+)_replay(\d+)((?:_[^_]+)*)", condition)
+    if not match:
+        return condition
+    lag, noise, replay, suffix = match.groups()
+    parts = [f"lag {lag}"] if lag != "0" else []
+    if noise != "0":
+        parts.append(f"action noise {noise}")
+    if replay != "0":
+        parts.append(f"replay {replay}")
+    for part in filter(None, suffix.split("_")):
+        if part.startswith("T"):
+            parts.append(f"T = {part[1:]}")
+        elif part.startswith("blp-"):
+            parts.append("learner log-probs" if part == "blp-policy" else f"behaviour log-probs {part[4:]}")
+        else:
+            parts.append(part)
+    return ", ".join(parts) if parts else "fresh (lag 0)"
 
 
 def verdicts_markdown(
