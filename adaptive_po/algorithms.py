@@ -644,8 +644,9 @@ class ESSPO(BatchPolicyOptimization):
     nothing to act on here, and quietly ignoring one would mislead. Plus:
 
     :param kl: ``"analytic"`` (default; exact KL over the action distribution, from the behaviour
-        logits / mean and std stored with each transition) or ``"sampled"`` (the reference code's
-        estimator at the taken action).
+        logits / mean and std stored with each transition), ``"sampled"`` (the reference code's
+        estimator at the taken action) or ``"forward"`` (the analytic KL(pi_b || pi_theta), issue
+        21's ``esspo-forward-kl``).
     :param ess_cap: cap the weight at e_B (``False``: the uncapped importance weight).
     :param ess_regularizer: add the ``(1 - e_B) * KL`` term.
     """
@@ -708,7 +709,8 @@ class ESSPO(BatchPolicyOptimization):
             max_grad_norm=max_grad_norm,
             use_sde=use_sde,
             sde_sample_freq=sde_sample_freq,
-            objective="esspo",
+            # kl="forward" pulls with KL(pi_b || pi_theta): the registry entry that declares it
+            objective="esspo-forward-kl" if kl == "forward" else "esspo",
             objective_kwargs={"kl": kl, "cap": ess_cap, "regularizer": ess_regularizer},
             policy_lag=policy_lag,
             replay=replay,

@@ -384,15 +384,26 @@ def condition_text(condition: str) -> str:
     return label(condition)
 
 
-def headline(tasks_vs_esspo: pd.DataFrame, agg_vs_esspo: pd.DataFrame, variant: str) -> tuple[bool, str]:
-    """The pre-registered headline rule: on fresh data over the held-out tasks, the aggregate verdict
-    against esspo is a win and no held-out task is lost to esspo."""
+def headline(tasks_vs_esspo: pd.DataFrame, agg_vs_esspo: pd.DataFrame, variant: str) -> tuple[str, str]:
+    """The pre-registered headline rule: on fresh data over *every* held-out task, the aggregate
+    verdict against esspo is a win and no held-out task is lost to esspo. Returns ``("fix" | "not a
+    fix" | "undecided", text)``: undecided when a held-out task was not run for the variant and the
+    tasks that were run leave the rule open (a loss decides it even then)."""
     agg = _agg_of(agg_vs_esspo, FRESH, variant)
     held_out = tasks_vs_esspo[(tasks_vs_esspo["algo"] == variant) & (tasks_vs_esspo["condition"] == FRESH) & tasks_vs_esspo["env"].isin(HELDOUT_ENVS)]
     losses = sorted(held_out[held_out["verdict"] == "loss"]["env"])
-    fix = agg is not None and agg["verdict"] == "win" and not losses
-    text = f"aggregate against esspo on fresh held-out data: {_agg_text(agg)}; held-out tasks lost to esspo: {', '.join(losses) or 'none'}"
-    return bool(fix), text
+    absent = [e for e in HELDOUT_ENVS if e not in set(held_out["env"])]
+    if losses or (agg is not None and not absent and agg["verdict"] != "win"):
+        outcome = "not a fix"
+    elif absent or agg is None:
+        outcome = "undecided"
+    else:
+        outcome = "fix"
+    text = (
+        f"aggregate against esspo on fresh held-out data: {_agg_text(agg)}; held-out tasks lost to esspo: {', '.join(losses) or 'none'}"
+        + (f"; held-out tasks not run: {', '.join(absent)}" if absent else "")
+    )
+    return outcome, text
 
 
 def results_markdown(table: pd.DataFrame, diagnosis: pd.DataFrame | None, seed: int = 0) -> tuple[str, str]:
@@ -426,16 +437,23 @@ def results_markdown(table: pd.DataFrame, diagnosis: pd.DataFrame | None, seed: 
         "",
         "## The headline rule",
         "",
-        "A variant is a fix only if, on fresh data over the held-out tasks, its aggregate verdict against `esspo` is a win and it loses no held-out task to `esspo`.",
+        "A variant is a fix only if, on fresh data over the held-out tasks, its aggregate verdict against `esspo` is a win and it loses no held-out task to `esspo`. "
+        "Where a held-out task was not run for a variant, the rule is undecided unless the tasks that were run already decide it (a loss does).",
         "",
     ]
     block = ["| variant | held-out, fresh: against esspo | held-out, fresh: against ppo | a fix by the pre-registered rule? |", "|:---|:---|:---|:---|"]
     for variant in VARIANTS:
         if variant not in set(table["algo"]):
             continue
-        fix, text = headline(tasks_e, agg_held_e, variant)
-        lines.append(f"- `{variant}`: **{'a fix' if fix else 'not a fix: it does not beat the original on the held-out tasks'}**; {text}.")
-        block.append(f"| `{variant}` | {_agg_text(_agg_of(agg_held_e, FRESH, variant))} | {_agg_text(_agg_of(agg_held_p, FRESH, variant))} | {'yes' if fix else 'no'} |")
+        outcome, text = headline(tasks_e, agg_held_e, variant)
+        said = {
+            "fix": "a fix",
+            "not a fix": "not a fix: it does not beat the original on the held-out tasks",
+            "undecided": "undecided: not every held-out task was run, and those run leave the rule open",
+        }[outcome]
+        lines.append(f"- `{variant}`: **{said}**; {text}.")
+        answer = {"fix": "yes", "not a fix": "no", "undecided": "undecided (held-out tasks not run)"}[outcome]
+        block.append(f"| `{variant}` | {_agg_text(_agg_of(agg_held_e, FRESH, variant))} | {_agg_text(_agg_of(agg_held_p, FRESH, variant))} | {answer} |")
     block.append(f"| `esspo` (the original) | (baseline) | {_agg_text(_agg_of(agg_held_p, FRESH, ORIGINAL))} | |")
     lines += ["", "## Cells of the pre-registered grid not run", ""]
     lines += [f"- {m}" for m in missing] if missing else ["None: every cell has its 5 seeds."]

@@ -54,7 +54,7 @@ def test_esspo_learns_cartpole():
     [
         (dict(batch_size=-4), "batch_size"),
         (dict(batch_size=0), "batch_size"),
-        (dict(kl="forward"), "kl"),
+        (dict(kl="backward"), "kl"),
         (dict(batch_size=1024, n_steps=32), "batch_size"),
         (dict(n_steps=0), "n_steps"),
         (dict(gamma=1.5), "gamma"),

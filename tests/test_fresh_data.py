@@ -229,10 +229,26 @@ def test_cells_missing_from_the_pre_registered_grid_are_named_and_the_headline_r
     after = set(not_run(cut))
     assert after - before == {"MountainCar-v0, fresh (lag 0), `ppo`: 3 of 5 seeds"}
     # a variant that loses a held-out task is not a fix, whatever its aggregate says
-    tasks = pd.DataFrame([{"env": "MountainCar-v0", "condition": "lag0_noise0_replay0", "algo": "v", "verdict": "loss"}])
+    envs = ["LunarLander-v3", "LunarLanderContinuous-v3", "MountainCar-v0", "Breakout-MinAtar"]
+    tasks = pd.DataFrame([{"env": e, "condition": "lag0_noise0_replay0", "algo": "v", "verdict": "tie"} for e in envs])
     agg = pd.DataFrame([{"condition": "lag0_noise0_replay0", "algo": "v", "verdict": "win", "mean_diff": 0.2, "mean_low": 0.1,
                          "mean_high": 0.3, "iqm_diff": 0.2, "iqm_low": 0.1, "iqm_high": 0.3}])
-    fix, text = headline(tasks, agg, "v")
-    assert not fix and "MountainCar-v0" in text
-    fix, _ = headline(tasks.assign(verdict="tie"), agg, "v")
-    assert fix
+    assert headline(tasks, agg, "v")[0] == "fix"
+    lost = tasks.assign(verdict=["tie", "tie", "loss", "tie"])
+    outcome, text = headline(lost, agg, "v")
+    assert outcome == "not a fix" and "MountainCar-v0" in text
+    assert headline(tasks, agg.assign(verdict="tie"), "v")[0] == "not a fix"
+    # an aggregate win over half of the held-out tasks decides nothing
+    outcome, text = headline(tasks[tasks["env"].isin(envs[2:])], agg, "v")
+    assert outcome == "undecided" and "LunarLander-v3, LunarLanderContinuous-v3" in text
+    assert headline(lost[lost["env"].isin(envs[2:])], agg, "v")[0] == "not a fix"
+
+
+def test_the_sb3_class_trains_the_forward_kl_pull():
+    from adaptive_po.algorithms import ESSPO
+    from adaptive_po.environments import make_vec_env
+
+    model = ESSPO("MlpPolicy", make_vec_env("Pendulum-v1", 2, 0, "gymnasium"), kl="forward", n_steps=64, batch_size=32, n_epochs=1, seed=0)
+    assert model.objective_spec.needs_reverse_kl
+    model.learn(128)
+    assert model.last_update_stats["kl_weight"] > 0 and math.isfinite(model.last_update_stats["loss"])
