@@ -143,17 +143,15 @@ def replay_information(proximal_log_prob: Tensor, behaviour_log_prob: Tensor, n_
     n = proximal_log_prob.shape[-1]
     fresh = (torch.arange(n, device=proximal_log_prob.device) < n_fresh).to(proximal_log_prob.dtype)
     fresh = fresh.expand_as(proximal_log_prob)
-    log_ratio = (proximal_log_prob - behaviour_log_prob)[..., n_fresh:]
-    if log_ratio.dim() == 1:
-        return fresh, effective_sample_size_from_log_ratios(log_ratio)
-    return fresh, torch.stack([effective_sample_size_from_log_ratios(row) for row in log_ratio])
+    return fresh, whole_batch_ess(proximal_log_prob[..., n_fresh:], behaviour_log_prob[..., n_fresh:])
 
 
 def whole_batch_ess(log_prob: Tensor, behaviour_log_prob: Tensor) -> Tensor:
     """The normalized ESS of pi_theta/pi_b over all of an update's transitions (the last
     dimension), no gradient, float64: ``()`` for one run's ``(N,)``, ``(K,)`` for a population's
     ``(K, N)``. Both drivers call it before every minibatch step of an objective that declares
-    ``needs_batch_ess``, with ``log_prob`` under the current parameters."""
+    ``needs_batch_ess``, with ``log_prob`` under the current parameters; :func:`replay_information`
+    calls it on the replayed part with pi_prox."""
     log_ratio = (log_prob - behaviour_log_prob).detach()
     if log_ratio.dim() == 1:
         return effective_sample_size_from_log_ratios(log_ratio)

@@ -24,6 +24,9 @@ import pandas as pd
 
 from adaptive_po.harness.contract import atomic_write_text  # torch-free: the run-folder contract
 
+from .verdicts import aggregates, per_run_table, per_task, replace_block, shift_headings, verdicts_markdown
+from .verdicts import condition_label as verdict_condition
+
 MADE_BY_DIAGNOSIS = "`make fresh-data-diagnosis` (`python -m analysis.fresh_data diagnosis --traces docs/results/fresh-data/trace --out docs/results/fresh-data`)"
 #: the trace's reference band (PPO's default clip range), as in adaptive_po.harness.trace.BAND
 BAND = 0.2
@@ -55,11 +58,6 @@ def condition_label(condition: str) -> str:
 
 
 # -- the summary -------------------------------------------------------------------------------------
-def _quartiles(values: pd.Series) -> str:
-    q1, q2, q3 = np.nanpercentile(values.to_numpy(float), [25, 50, 75])
-    return f"{q2:.3f} [{q1:.3f}, {q3:.3f}]"
-
-
 def summary(traces: pd.DataFrame) -> pd.DataFrame:
     """One row per env, objective and condition: medians over every traced update of every seed."""
     rows = []
@@ -277,7 +275,7 @@ def not_run(table: pd.DataFrame) -> list[str]:
                 for algo in ARMS:
                     n = have.get((env, condition, algo), 0)
                     if n < len(SEEDS):
-                        missing.append(f"{env}, {condition_text(condition)}, `{algo}`: {n} of {len(SEEDS)} seeds")
+                        missing.append(f"{env}, {verdict_condition(condition)}, `{algo}`: {n} of {len(SEEDS)} seeds")
     return missing
 
 
@@ -309,6 +307,13 @@ def _held(ok: bool | None) -> str:
     return "not run" if ok is None else "held" if ok else "**failed**"
 
 
+def _all_ties(cells: pd.DataFrame) -> tuple[str, str]:
+    """(what happened, held / failed / not run) of a prediction that every cell is a tie."""
+    not_tie = cells[cells["verdict"] != "tie"]
+    named = "; ".join(f"{r.env} {verdict_condition(r.condition)} {r.verdict}" for r in not_tie.itertuples())
+    return f"{len(cells) - len(not_tie)} of {len(cells)} ties" + (f": not ties: {named}" if named else ""), _held(None if cells.empty else not_tie.empty)
+
+
 def prediction_checks(tasks_vs_esspo: pd.DataFrame, tasks_vs_ppo: pd.DataFrame, diagnosis: pd.DataFrame | None) -> list[tuple[str, str, str, str]]:
     """(id, what was predicted, what happened, held / failed) for every pre-registered prediction."""
     checks: list[tuple[str, str, str, str]] = []
@@ -332,12 +337,7 @@ def prediction_checks(tasks_vs_esspo: pd.DataFrame, tasks_vs_ppo: pd.DataFrame, 
         _held(None if vs_ppo is None or vs_orig is None else bool(vs_ppo["verdict"] == "loss" and vs_orig["verdict"] == "tie")),
     ))
     others = tasks_vs_esspo[(tasks_vs_esspo["algo"] == "esspo-batch-ess") & ~((tasks_vs_esspo["env"] == "Pendulum-v1") & (tasks_vs_esspo["condition"] == FRESH))]
-    not_tie = others[others["verdict"] != "tie"]
-    checks.append((
-        "P1.2b", "esspo-batch-ess: a tie with esspo on every other task and condition",
-        f"{len(others) - len(not_tie)} of {len(others)} ties" + (": not ties: " + "; ".join(f"{r.env} {condition_text(r.condition)} {r.verdict}" for r in not_tie.itertuples()) if len(not_tie) else ""),
-        _held(None if others.empty else not_tie.empty),
-    ))
+    checks.append(("P1.2b", "esspo-batch-ess: a tie with esspo on every other task and condition", *_all_ties(others)))
     t = trace("esspo-forward-kl")
     checks.append((
         "P2.1", "esspo-forward-kl, Pendulum fresh trace: standard deviation at the last update >= 0.25",
@@ -364,24 +364,13 @@ def prediction_checks(tasks_vs_esspo: pd.DataFrame, tasks_vs_ppo: pd.DataFrame, 
         f"against esspo {_diff(cont)}", _held(None if cont is None else bool(cont["verdict"] in ("win", "tie"))),
     ))
     discrete = tasks_vs_esspo[(tasks_vs_esspo["algo"] == "esspo-forward-kl") & ~tasks_vs_esspo["env"].isin(["Pendulum-v1", CONTINUOUS_HELDOUT])]
-    not_tie = discrete[discrete["verdict"] != "tie"]
-    checks.append((
-        "P2.2d", "esspo-forward-kl: a tie with esspo on the discrete tasks (every condition)",
-        f"{len(discrete) - len(not_tie)} of {len(discrete)} ties" + (": not ties: " + "; ".join(f"{r.env} {condition_text(r.condition)} {r.verdict}" for r in not_tie.itertuples()) if len(not_tie) else ""),
-        _held(None if discrete.empty else not_tie.empty),
-    ))
+    checks.append(("P2.2d", "esspo-forward-kl: a tie with esspo on the discrete tasks (every condition)", *_all_ties(discrete)))
     stale = _verdict_of(tasks_vs_esspo, "Pendulum-v1", LAG16, "esspo-forward-kl")
     checks.append((
         "P2.2e", "esspo-forward-kl, Pendulum lag 16: a tie with esspo",
         f"against esspo {_diff(stale)}", _held(None if stale is None else bool(stale["verdict"] == "tie")),
     ))
     return checks
-
-
-def condition_text(condition: str) -> str:
-    from .verdicts import condition_label as label
-
-    return label(condition)
 
 
 def headline(tasks_vs_esspo: pd.DataFrame, agg_vs_esspo: pd.DataFrame, variant: str) -> tuple[str, str]:
@@ -408,9 +397,7 @@ def headline(tasks_vs_esspo: pd.DataFrame, agg_vs_esspo: pd.DataFrame, variant: 
 
 def results_markdown(table: pd.DataFrame, diagnosis: pd.DataFrame | None, seed: int = 0) -> tuple[str, str]:
     """``(verdicts.md, README block)`` of the pre-registered test."""
-    from .verdicts import aggregates, per_task, shift_headings, verdicts_markdown
-
-    parts: dict[str, dict[str, pd.DataFrame]] = {}
+    parts: dict[str, dict[str, tuple[pd.DataFrame, pd.DataFrame]]] = {}
     sections = []
     for name, envs in (("held-out tasks", HELDOUT_ENVS), ("diagnosis tasks, the paper's conditions", DIAGNOSIS_ENVS)):
         sub = table[table["env"].isin(envs)]
@@ -467,8 +454,6 @@ def results_markdown(table: pd.DataFrame, diagnosis: pd.DataFrame | None, seed: 
 
 
 def write_results(table: pd.DataFrame, out: str | Path, readme: str | Path | None = None, diagnosis: str | Path | None = None) -> Path:
-    from .verdicts import replace_block
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     diag_path = Path(diagnosis) if diagnosis else out / "diagnosis.csv"
@@ -486,8 +471,6 @@ PER_RUN_NAME = "per_run.csv"
 
 def results_from_runs(roots: Sequence[str | Path], out: str | Path) -> pd.DataFrame:
     """The per-run table of the runs under ``roots``, written to ``<out>/per_run.csv``, read back."""
-    from .verdicts import per_run_table
-
     missing = [str(r) for r in roots if not Path(r).is_dir()]
     if missing:
         raise FileNotFoundError(f"no run folders at {', '.join(missing)} (run `make bench-fresh-data`)")
