@@ -74,7 +74,7 @@ bench-sensitivity: $(STAMP)
 
 # whichever of the three sweeps exist feed one report (docs/results/paper) and the README's paper section
 paper-report: $(STAMP)
-	$(VPY) -m analysis.paper $(wildcard runs/paper runs/sensitivity runs/sensitivity-* runs/staleness) --out docs/results/paper
+	$(VPY) -m adaptive_po.analysis.paper $(wildcard runs/paper runs/sensitivity runs/sensitivity-* runs/staleness) --out docs/results/paper
 
 mismatch: $(STAMP)
 	$(VPY) benchmarks/sampler_mismatch.py --out docs/results/sampler_mismatch.md
@@ -88,14 +88,14 @@ bench-minatar: $(STAMP)
 	$(MAKE) minatar-report && exit $$status
 
 minatar-report: $(STAMP)
-	$(VPY) -m analysis runs/minatar --out docs/results/minatar
-	$(VPY) -m analysis.minatar --runs runs/minatar --reference-runs runs/minatar-reference --out docs/results/minatar --readme README.md
+	$(VPY) -m adaptive_po.analysis runs/minatar --out docs/results/minatar
+	$(VPY) -m adaptive_po.analysis.minatar --runs runs/minatar --reference-runs runs/minatar-reference --out docs/results/minatar --readme README.md
 
 # equal tuning with held-out selection: an Optuna search per objective and task on seeds 100-101
 # (fresh and lag-16 data), then default and selected configurations scored on seeds 0-4; the
 # report publishes even when runs failed (they are scored at the random score), then the status
 tuned-report: $(STAMP)
-	$(VPY) -m analysis.tuned --runs runs/tuning-search runs/tuning-score --out docs/results/tuned --readme README.md
+	$(VPY) -m adaptive_po.analysis.tuned --runs runs/tuning-search runs/tuning-score --out docs/results/tuned --readme README.md
 
 bench-tuned: $(STAMP)
 	status=0; $(VPY) -m adaptive_po tune $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
@@ -110,7 +110,7 @@ fresh-data-trace: $(STAMP)
 	$(MAKE) fresh-data-diagnosis
 
 fresh-data-diagnosis: $(STAMP)
-	$(VPY) -m analysis.fresh_data diagnosis --traces docs/results/fresh-data/trace --out docs/results/fresh-data
+	$(VPY) -m adaptive_po.analysis.fresh_data diagnosis --traces docs/results/fresh-data/trace --out docs/results/fresh-data
 
 # the pre-registered variants (docs/results/fresh-data/preregistration.md) against esspo and ppo:
 # the diagnosis tasks under the paper's conditions, then held-out tasks; publishes even when runs failed
@@ -121,26 +121,26 @@ bench-fresh-data: $(STAMP)
 	$(FRESH_DATA_REPORT) && exit $$status
 
 # (the report is called directly, not through $$(MAKE): a `make -n` would run a recipe line holding it)
-FRESH_DATA_REPORT = $(VPY) -m analysis.fresh_data results --runs runs/fresh-data runs/fresh-data-heldout runs/fresh-data-heldout-lag16 --out docs/results/fresh-data --readme README.md
+FRESH_DATA_REPORT = $(VPY) -m adaptive_po.analysis.fresh_data results --runs runs/fresh-data runs/fresh-data-heldout runs/fresh-data-heldout-lag16 --out docs/results/fresh-data --readme README.md
 fresh-data-report: $(STAMP)
 	$(FRESH_DATA_REPORT)
 
 # the variants' verdicts and README block rebuilt from the committed per-run table alone (no runs/)
 fresh-data-from-table: $(STAMP)
-	$(VPY) -m analysis.fresh_data results --table docs/results/fresh-data/per_run.csv --out docs/results/fresh-data --readme README.md
+	$(VPY) -m adaptive_po.analysis.fresh_data results --table docs/results/fresh-data/per_run.csv --out docs/results/fresh-data --readme README.md
 
 # the tuned report and its README block rebuilt from the committed tables alone (no runs/)
 tuned-from-table: $(STAMP)
-	$(VPY) -m analysis.tuned --tables docs/results/tuned --out docs/results/tuned --readme README.md
+	$(VPY) -m adaptive_po.analysis.tuned --tables docs/results/tuned --out docs/results/tuned --readme README.md
 
 # the MinAtar verdicts and reference check rebuilt from the committed per-run table alone (no runs/)
 minatar-from-table: $(STAMP)
-	$(VPY) -m analysis.minatar --table docs/results/minatar/per_run.csv --out docs/results/minatar --readme README.md
+	$(VPY) -m adaptive_po.analysis.minatar --table docs/results/minatar/per_run.csv --out docs/results/minatar --readme README.md
 
 # the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv) and
 # the README's two verdict blocks, rebuilt from the committed run table alone (no runs/)
 classic-from-table: $(STAMP)
-	$(VPY) -m analysis.classic --table docs/results/paper/runs.csv --out docs/results --readme README.md
+	$(VPY) -m adaptive_po.analysis.classic --table docs/results/paper/runs.csv --out docs/results --readme README.md
 
 # one GPU: the Atari-5 suite with CNN populations (the dry run prints its estimate); no GPU: the
 # smoke grid (one game, 4,096 steps per run), said so before it starts
@@ -158,7 +158,7 @@ gpu-check: $(STAMP)
 	$(VPY) benchmarks/gpu_check.py
 
 plot: $(STAMP)
-	$(VPY) -m analysis runs/$(SUITE)
+	$(VPY) -m adaptive_po.analysis runs/$(SUITE)
 
 perf: $(STAMP)
 	$(VPY) benchmarks/throughput.py

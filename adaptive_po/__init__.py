@@ -5,8 +5,8 @@ Three layers, each a part of the tree:
 * the library (this package's modules): the objectives, the collector, the rollout buffers and the
   Stable-Baselines3 algorithms a user imports (``from adaptive_po import ESSPO``);
 * :mod:`adaptive_po.environments`: envpool and gymnasium behind SB3's ``VecEnv``;
-* :mod:`adaptive_po.harness`: the benchmark (env configs, suites, registry, runner, sweep, CLI)
-  and :mod:`adaptive_po.harness.contract`, the torch-free run-folder contract.
+* :mod:`adaptive_po.bench`: the benchmark (env configs, suites, registry, runner, sweep, CLI)
+  and :mod:`adaptive_po.contract`, the torch-free run-folder contract.
 
 The exports below are lazy: ``import adaptive_po`` (or the contract module) loads no torch.
 """

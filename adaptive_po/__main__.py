@@ -1,5 +1,5 @@
 import sys
 
-from adaptive_po.harness.cli import main
+from adaptive_po.cli import main
 
 sys.exit(main())

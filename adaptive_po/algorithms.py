@@ -52,7 +52,7 @@ from adaptive_po.collector import (
     validate_off_policy_settings,
     validate_policy_settings,
 )
-from adaptive_po.harness.contract import DIAL_DEFAULTS
+from adaptive_po.dials import DIAL_DEFAULTS
 from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
 from adaptive_po.objectives import KL_FORMS, get_objective
 from adaptive_po.update import (
@@ -362,7 +362,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         """Call ``listener(epoch, rows, data)`` after every epoch of an update: the epoch's index, its
         minibatch statistics (:func:`adaptive_po.update.minibatch_loss`'s, in order) and the update's
         data (``observations``, ``actions``, ``behaviour_log_prob``, ``behaviour_params``,
-        ``proximal_log_prob``, ``advantages`` ...). For diagnostics (:mod:`adaptive_po.harness.trace`);
+        ``proximal_log_prob``, ``advantages`` ...). For diagnostics (:mod:`adaptive_po.bench.trace`);
         it must not change the parameters."""
         self._epoch_listeners.append(listener)
 

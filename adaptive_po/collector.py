@@ -59,7 +59,7 @@ from torch.distributions import Bernoulli, Categorical, Normal
 from adaptive_po import distributions as D
 from adaptive_po import sampler as S
 from adaptive_po.buffers import StoredRollout
-from adaptive_po.harness.contract import BEHAVIOUR_RECORDINGS, DIAL_DEFAULTS, DataDials  # noqa: F401 - re-exported
+from adaptive_po.dials import BEHAVIOUR_RECORDINGS, DIAL_DEFAULTS, DataDials  # noqa: F401 - re-exported
 
 BehaviourRecording = Literal["actual", "policy"]
 
@@ -72,7 +72,7 @@ def validate_off_policy_settings(
     sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"],
     sampler_precision: str = DIAL_DEFAULTS["sampler_precision"],
 ) -> DataDials:
-    """The settings as :class:`~adaptive_po.harness.contract.DataDials` (the one owner of their
+    """The settings as :class:`~adaptive_po.dials.DataDials` (the one owner of their
     validation): ``ValueError`` naming the first bad setting."""
     return DataDials(
         policy_lag=policy_lag, replay=replay, action_noise=action_noise, behaviour_log_prob=behaviour_log_prob,

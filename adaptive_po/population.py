@@ -17,7 +17,7 @@ What is shared with the SB3 classes, not copied: the training step itself
 (:mod:`adaptive_po.update`: data preparation, the minibatch loss with advantage normalization, KL
 gating, value loss (clipping included) and entropy, and the statistics reduction), the forward pass
 (:func:`adaptive_po.algorithms.policy_heads`), the objectives and their registry, the analytic KLs,
-the data dials (:class:`~adaptive_po.harness.contract.DataDials`) and the action-noise dial
+the data dials (:class:`~adaptive_po.dials.DataDials`) and the action-noise dial
 (:func:`adaptive_po.distributions.perturb`). This class is a thin driver: it stacks members, applies
 :func:`adaptive_po.update.minibatch_loss` per member with ``vmap(grad(...))`` and steps a stacked
 Adam. Knobs it does not run are refused in one place (:data:`adaptive_po.update.POPULATION_REFUSES`).
@@ -44,7 +44,7 @@ from adaptive_po import distributions as D
 from adaptive_po import sampler as S
 from adaptive_po.algorithms import MINIBATCH_KEYS, BatchPolicyOptimization, objective_arguments, objective_schedules, policy_heads
 from adaptive_po.collector import SamplerActor
-from adaptive_po.harness.contract import DataDials
+from adaptive_po.dials import DataDials
 from adaptive_po.hyperparams import check_hyperparams
 from adaptive_po.networks import resolve_policy_kwargs
 from adaptive_po.objectives import get_objective
@@ -68,7 +68,7 @@ ADAM_EPS = 1e-5
 @dataclass(frozen=True)
 class Member(DataDials):
     """What tells one member from the others: its seed and its data dials
-    (:class:`~adaptive_po.harness.contract.DataDials`, keyword-only, validated on construction).
+    (:class:`~adaptive_po.dials.DataDials`, keyword-only, validated on construction).
     ``replay`` changes the amount of data per update, so the members of one population share it."""
 
     seed: int

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from adaptive_po.distributions import Kind
-from adaptive_po.harness.contract import SAMPLER_PRECISIONS, DataDials
+from adaptive_po.dials import SAMPLER_PRECISIONS, DataDials
 
 #: the sampler's number formats; ``fp32`` is the learner's own (no mismatch); owned by the data dials
 PRECISIONS: tuple[str, ...] = SAMPLER_PRECISIONS

@@ -25,9 +25,9 @@ from scipy import stats as scipy_stats
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
-from analysis import bootstrap_ci, load_runs  # noqa: E402
-from analysis.load import pretty_condition  # noqa: E402
-from adaptive_po.harness.contract import atomic_write_text  # noqa: E402
+from adaptive_po.analysis import bootstrap_ci, load_runs  # noqa: E402
+from adaptive_po.analysis.load import pretty_condition  # noqa: E402
+from adaptive_po.contract import atomic_write_text  # noqa: E402
 
 KEYS = ["env", "algo", "policy_lag", "action_noise", "replay", "behaviour_log_prob"]
 

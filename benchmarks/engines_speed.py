@@ -32,9 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
-from adaptive_po.harness.config import get_env_config  # noqa: E402
-from adaptive_po.harness.runner import RunSpec  # noqa: E402
-from adaptive_po.harness.suites import get_suite  # noqa: E402
+from adaptive_po.bench.config import get_env_config  # noqa: E402
+from adaptive_po.bench.runner import RunSpec  # noqa: E402
+from adaptive_po.bench.suites import get_suite  # noqa: E402
 
 ALGO = "esspo"
 CHILD_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -1,7 +1,7 @@
 """The GPU check (``make gpu-check``): what one GPU machine gives the population engine, in one table.
 
 Cells, each a real population (or process-engine run) through the bench's own code path
-(:func:`adaptive_po.harness.population_runner.execute_population`, :func:`adaptive_po.harness.runner.execute_run`)
+(:func:`adaptive_po.bench.population_runner.execute_population`, :func:`adaptive_po.bench.runner.execute_run`)
 on a copy of the environment's YAML file whose evaluations happen only at the start and the end:
 
 * CartPole-v1 populations of 256 and 1,024 members (MLP): environment steps per second and runs
@@ -38,9 +38,9 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
-from adaptive_po.harness.config import DEFAULT_ENVS_DIR  # noqa: E402
-from adaptive_po.harness.population_runner import execute_population  # noqa: E402
-from adaptive_po.harness.runner import RunSpec, execute_run  # noqa: E402
+from adaptive_po.bench.config import DEFAULT_ENVS_DIR  # noqa: E402
+from adaptive_po.bench.population_runner import execute_population  # noqa: E402
+from adaptive_po.bench.runner import RunSpec, execute_run  # noqa: E402
 
 ALGO = "esspo"
 #: (env, members per cell, updates per run): the full check and the toy one

@@ -1,6 +1,6 @@
 """PPO on LunarLander-v3 at policy lags 0-4: what differs besides the actor's age (issue 11, item 7).
 
-Trains populations with the bench's own code (:func:`adaptive_po.harness.population_runner.execute_population`,
+Trains populations with the bench's own code (:func:`adaptive_po.bench.population_runner.execute_population`,
 the Zoo settings of the default envs folder's ``LunarLander-v3.yaml``) into ordinary run folders, and records on the side:
 
 * per update and member, on the update's own rollout states: the entropy of the behaviour policy
@@ -51,9 +51,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adaptive_po import distributions as D  # noqa: E402
-from adaptive_po.harness import contract  # noqa: E402
-from adaptive_po.harness import population_runner as harness_population  # noqa: E402
-from adaptive_po.harness.runner import RunSpec  # noqa: E402
+from adaptive_po import contract  # noqa: E402
+from adaptive_po.bench import population_runner as harness_population  # noqa: E402
+from adaptive_po.bench.runner import RunSpec  # noqa: E402
 from adaptive_po.population import PopulationLearner  # noqa: E402
 
 ENV = "LunarLander-v3"
@@ -183,7 +183,7 @@ harness_population._Population = _InstrumentedPopulation  # type: ignore[misc]
 # -- the parts ----------------------------------------------------------------------------------------
 def _variant_envs(out: Path, name: str, **overrides: Any) -> str:
     """An envs folder whose LunarLander-v3.yaml is the Zoo one with ``overrides`` in hyperparams."""
-    from adaptive_po.harness.config import available_envs
+    from adaptive_po.bench.config import available_envs
 
     data = yaml.safe_load(available_envs()[ENV].read_text())  # the default envs folder's file
     data["hyperparams"].update(overrides)

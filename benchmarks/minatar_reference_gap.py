@@ -29,12 +29,12 @@ import yaml
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
 from adaptive_po.environments import minatar as minatar_backend  # noqa: E402
-from adaptive_po.harness.config import DEFAULT_ENVS_DIR  # noqa: E402
-from adaptive_po.harness.population_runner import execute_population  # noqa: E402
-from adaptive_po.harness.runner import RunSpec  # noqa: E402
-from analysis.minatar import PUBLISHED_PPO  # noqa: E402
-from analysis.stats import bootstrap_ci  # noqa: E402
-from analysis.verdicts import per_run_table  # noqa: E402
+from adaptive_po.bench.config import DEFAULT_ENVS_DIR  # noqa: E402
+from adaptive_po.bench.population_runner import execute_population  # noqa: E402
+from adaptive_po.bench.runner import RunSpec  # noqa: E402
+from adaptive_po.analysis.minatar import PUBLISHED_PPO  # noqa: E402
+from adaptive_po.analysis.stats import bootstrap_ci  # noqa: E402
+from adaptive_po.analysis.verdicts import per_run_table  # noqa: E402
 
 GYMNAX_MLP = {"net_arch": {"pi": [256, 256], "vf": [256, 256]}, "activation_fn": "ReLU"}
 ARMS = (

@@ -26,9 +26,9 @@ from adaptive_po import distributions as D
 from adaptive_po.algorithms import BatchPolicyOptimization
 from adaptive_po.collector import Collector, distribution_params
 from adaptive_po.environments import make_vec_env
-from adaptive_po.harness.config import get_env_config
-from adaptive_po.harness.contract import atomic_write_text
-from adaptive_po.harness.runner import resolve_backend
+from adaptive_po.bench.config import get_env_config
+from adaptive_po.contract import atomic_write_text
+from adaptive_po.environments import resolve_backend
 from adaptive_po.objectives import effective_sample_size_from_log_ratios
 from adaptive_po.sampler import PRECISIONS
 

@@ -8,7 +8,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
 from adaptive_po import ESSPO, PPO, DecoupledPPO
-from adaptive_po.harness.contract import UPDATE_STATISTICS
+from adaptive_po.contract import UPDATE_STATISTICS
 
 CARTPOLE_ZOO = dict(n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8, learning_rate=1e-3)
 

@@ -1,5 +1,5 @@
 """Tests of analysis/ on synthetic run folders written through the run-folder contract
-(:mod:`adaptive_po.harness.contract`: its columns, condition names and writers)."""
+(:mod:`adaptive_po.contract`: its columns, condition names and writers)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adaptive_po.harness import contract
-from analysis import (
+from adaptive_po import contract, dials
+from adaptive_po.analysis import (
     LoadWarning,
     auc,
     bootstrap,
@@ -30,10 +30,10 @@ from analysis import (
     probability_of_improvement_ci,
     stratified_bootstrap_ci,
 )
-from analysis.plots import curve_band
-from analysis.report import main as report_main
-from analysis.report import make_report
-from analysis.tables import aggregate_table, condition_table, reference_scores
+from adaptive_po.analysis.plots import curve_band
+from adaptive_po.analysis.report import main as report_main
+from adaptive_po.analysis.report import make_report
+from adaptive_po.analysis.tables import aggregate_table, condition_table, reference_scores
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,7 @@ def write_run(
     eval_steps = [int(t) for t in (eval_steps if eval_steps is not None else [1000, 2000, 3000, 4000])]
     eval_returns = list(eval_returns if eval_returns is not None else [20.0, 100.0, 200.0, 300.0])
     total = int(total_timesteps if total_timesteps is not None else eval_steps[-1])
-    cond = contract.condition_name(lag, noise, replay, blp)
+    cond = dials.condition_name(lag, noise, replay, blp)
     d = folder or suite_root / env / algo / cond / f"seed-{seed}"
     d.mkdir(parents=True, exist_ok=True)
     config = {
@@ -524,6 +524,6 @@ def test_report_default_out_dir_is_ignored_on_reload(tmp_path):
 def test_cli_bad_root_exits_1(tmp_path, capsys):
     assert report_main([str(tmp_path / "nothing")]) == 1
     assert "no such directory" in capsys.readouterr().err
-    proc = subprocess.run([sys.executable, "-m", "analysis", str(tmp_path)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "adaptive_po.analysis", str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "no run folders" in proc.stderr

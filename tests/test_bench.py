@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from adaptive_po.harness.sweep import Grid, expand_grid, run_sweep, seeds_from
-from adaptive_po.harness.config import DEFAULT_ENVS_DIR, ConfigError, available_envs, get_env_config, load_env_config
-from adaptive_po.harness import contract
-from adaptive_po.harness.contract import COMPLETE, FAILED
-from adaptive_po.harness.runner import RunSpec, execute_run
+from adaptive_po.bench.sweep import Grid, expand_grid, run_sweep, seeds_from
+from adaptive_po.bench.config import DEFAULT_ENVS_DIR, ConfigError, available_envs, get_env_config, load_env_config
+from adaptive_po import contract
+from adaptive_po.contract import COMPLETE, FAILED
+from adaptive_po.bench.runner import RunSpec, execute_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -260,7 +260,7 @@ def test_cli_reports_bad_input_before_compute(tmp_path):
 
 
 def test_durations_are_minutes_under_an_hour_and_hours_from_there():
-    from adaptive_po.harness.sweep import format_duration
+    from adaptive_po.bench.sweep import format_duration
 
     assert format_duration(0.05) == "3 min" and format_duration(0.05, "CPU-core-") == "3 CPU-core-minutes"
     assert format_duration(0.001) == "<1 min" and format_duration(0.5) == "30 min"
@@ -271,8 +271,8 @@ def test_durations_are_minutes_under_an_hour_and_hours_from_there():
 
 
 def test_suite_help_names_every_registered_suite(monkeypatch):
-    from adaptive_po.harness import suites
-    from adaptive_po.harness.cli import build_parser
+    from adaptive_po.bench import suites
+    from adaptive_po.cli import build_parser
 
     def suite_help(parser, command):
         sub = next(a for a in parser._actions if a.dest == "command").choices[command]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adaptive_po.harness.config import (
+from adaptive_po.bench.config import (
     DEFAULT_ENVS_DIR,
     MAX_FILE_BYTES,
     ConfigError,
@@ -26,8 +26,8 @@ from adaptive_po.harness.config import (
     load_env_config,
     read_yaml,
 )
-from adaptive_po.harness.contract import check_name
-from adaptive_po.harness.sweep import Grid, expand_grid
+from adaptive_po.contract import check_name
+from adaptive_po.bench.sweep import Grid, expand_grid
 from adaptive_po.hyperparams import Hyperparams, MAX_SOURCE_CHARS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -243,7 +243,7 @@ def test_a_yaml_alias_bomb_is_refused_by_the_loader_and_the_cli(tmp_path):
     assert len(path.read_bytes()) < 2000
     script = (
         "import sys\n"
-        "from adaptive_po.harness.config import ConfigError, load_env_config\n"
+        "from adaptive_po.bench.config import ConfigError, load_env_config\n"
         "try:\n    load_env_config(sys.argv[1])\nexcept ConfigError as err:\n    print(err); sys.exit(2)\n"
         "import json; json.dumps(load_env_config(sys.argv[1]).hyperparams.to_json())\n"  # what a worker did
     )

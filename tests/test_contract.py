@@ -1,4 +1,4 @@
-"""The run-folder contract (adaptive_po/harness/contract.py): analysis reads through it alone, the
+"""The run-folder contract (adaptive_po/contract.py): analysis reads through it alone, the
 README shows its tables, its helpers behave, and a real tiny run loads in analysis."""
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptive_po.harness import contract
+from adaptive_po import contract, dials
 
 REPO = Path(__file__).resolve().parents[1]
-ANALYSIS = REPO / "analysis"
-ANALYSIS_MODULES = ("analysis", "analysis.load", "analysis.stats", "analysis.tables", "analysis.plots",
-                    "analysis.report")
+ANALYSIS = REPO / "adaptive_po" / "analysis"
+ANALYSIS_MODULES = tuple(f"adaptive_po.analysis{m}" for m in ("", ".load", ".stats", ".tables", ".plots", ".report"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -40,7 +39,8 @@ def test_analysis_imports_no_torch_and_only_the_contract():
     assert proc.returncode == 0, proc.stderr
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert loaded["torch"] is False
-    assert loaded["adaptive_po"] == ["adaptive_po", "adaptive_po.harness", "adaptive_po.harness.contract"]
+    assert [m for m in loaded["adaptive_po"] if not m.startswith("adaptive_po.analysis")] == [
+        "adaptive_po", "adaptive_po.contract", "adaptive_po.dials"]
 
 
 def _adaptive_po_imports(path: Path) -> list[tuple[int, str]]:
@@ -51,8 +51,8 @@ def _adaptive_po_imports(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "adaptive_po"]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
                 and node.module.split(".")[0] == "adaptive_po":
-            # ``from adaptive_po.harness import contract`` imports the submodule contract
-            if node.module in ("adaptive_po", "adaptive_po.harness"):
+            # ``from adaptive_po import contract`` imports the submodule contract
+            if node.module == "adaptive_po":
                 found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
             else:
                 found.append((node.lineno, node.module))
@@ -63,7 +63,8 @@ def test_analysis_sources_import_only_the_contract():
     files = sorted(ANALYSIS.glob("*.py"))
     assert files
     imports = {f.name: _adaptive_po_imports(f) for f in files}
-    wrong = {name: [i for i in found if i[1] != "adaptive_po.harness.contract"] for name, found in imports.items()}
+    wrong = {name: [i for i in found if i[1] not in ("adaptive_po.contract", "adaptive_po.dials")]
+             for name, found in imports.items()}
     assert not any(wrong.values()), f"analysis imports training code besides the contract: {wrong}"
     assert imports["load.py"], "analysis.load should take its schema from the contract"
 
@@ -109,11 +110,11 @@ def test_columns_are_consistent():
     ((np.int64(4), np.float64(0.5), np.int64(0)), "lag4_noise0.5_replay0"),
 ])
 def test_condition_name(args, name):
-    assert contract.condition_name(*args) == name
+    assert dials.condition_name(*args) == name
 
 
 def test_is_complete_and_run_dir(tmp_path):
-    rel = contract.run_relative_dir("quick", "CartPole-v1", "ppo", contract.condition_name(0, 0.0, 0), 3)
+    rel = contract.run_relative_dir("quick", "CartPole-v1", "ppo", dials.condition_name(0, 0.0, 0), 3)
     assert rel == Path("quick/CartPole-v1/ppo/lag0_noise0_replay0/seed-3")
     d = tmp_path / rel
     d.mkdir(parents=True)
@@ -174,8 +175,8 @@ def test_atomic_write_rows_exactly_the_contract_columns(tmp_path):
 
 
 def test_real_runs_load_in_analysis(tmp_path):
-    from adaptive_po.harness.runner import RunSpec, execute_run
-    from analysis import LoadWarning, load_runs
+    from adaptive_po.bench.runner import RunSpec, execute_run
+    from adaptive_po.analysis import LoadWarning, load_runs
 
     specs = [
         RunSpec(suite="t", env="CartPole-v1", algo="esspo", seed=0, total_timesteps=600, out=str(tmp_path),
@@ -193,8 +194,8 @@ def test_real_runs_load_in_analysis(tmp_path):
 
     finals = runs.finals.set_index("algo")
     assert len(runs.finals) == 2 and set(finals.index) == {"esspo", "ppo"}
-    assert finals.loc["esspo", "condition"] == contract.condition_name(0, 0.0, 0)
-    assert finals.loc["ppo", "condition"] == contract.condition_name(2, 0.0, 0)
+    assert finals.loc["esspo", "condition"] == dials.condition_name(0, 0.0, 0)
+    assert finals.loc["ppo", "condition"] == dials.condition_name(2, 0.0, 0)
     assert finals.loc["ppo", "policy_lag"] == 2
     for col in contract.column_names(contract.PROGRESS_COLUMNS):
         assert col in runs.progress.columns, col

@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adaptive_po.harness import contract
-from analysis.load import LoadWarning, load_runs
-from analysis.paper import config_scores, load_paper_runs, make_paper_report
-from analysis.paper_data import one_budget_per_env
-from analysis.report import make_report
-from analysis.tables import aggregate_table, condition_table
+from adaptive_po import contract, dials
+from adaptive_po.analysis.load import LoadWarning, load_runs
+from adaptive_po.analysis.paper import config_scores, load_paper_runs, make_paper_report
+from adaptive_po.analysis.paper_data import one_budget_per_env
+from adaptive_po.analysis.report import make_report
+from adaptive_po.analysis.tables import aggregate_table, condition_table
 from test_analysis import write_run
 from test_paper_analysis import SPEC
 from test_paper_analysis import write_run as write_paper_run
@@ -37,7 +37,7 @@ def write_failed(root: Path, env: str, algo: str, seed: int, *, variant: str = "
     """A FAILED run folder as the bench leaves it when a run dies early: config.json and FAILED,
     no eval.csv, progress.csv or summary.json."""
     rnd, solved = SPEC[env]
-    cond = contract.condition_name(lag, 0.0, 0)
+    cond = dials.condition_name(lag, 0.0, 0)
     d = root / env / contract.algo_label(algo, variant) / cond / f"seed-{seed}"
     d.mkdir(parents=True, exist_ok=True)
     contract.atomic_write_json(d / contract.CONFIG_FILE, {
@@ -259,7 +259,7 @@ def test_a_tuning_cell_keeps_its_env_when_a_configuration_failed(tmp_path):
 
 
 def test_the_verdicts_per_run_table_holds_each_failed_run_once(tmp_path):
-    from analysis.verdicts import per_run_table, per_task
+    from adaptive_po.analysis.verdicts import per_run_table, per_task
 
     root = tmp_path / "quick"
     for seed in range(3):

@@ -139,7 +139,7 @@ def test_the_sb3_driver_gives_the_batch_variant_the_whole_batch_e_at_the_current
 
 # -- the trace ------------------------------------------------------------------------------------
 def test_a_trace_has_one_row_per_epoch_of_every_traced_update_and_a_rerun_keeps_it(tmp_path):
-    from adaptive_po.harness.trace import TRACE_COLUMNS, TraceSpec, run_trace
+    from adaptive_po.bench.trace import TRACE_COLUMNS, TraceSpec, run_trace
 
     spec = TraceSpec("CartPole-v1", "esspo", 0, 512, out=str(tmp_path))  # 8 envs x 32 steps: 2 updates of 20 epochs
     path = run_trace(spec)
@@ -161,7 +161,7 @@ def test_a_trace_has_one_row_per_epoch_of_every_traced_update_and_a_rerun_keeps_
 
 
 def test_the_trace_plan_refuses_bad_input_before_anything_trains(tmp_path):
-    from adaptive_po.harness.trace import plan
+    from adaptive_po.bench.trace import plan
 
     common = {"total_timesteps": {"CartPole-v1": 100}, "every": {}, "out": str(tmp_path)}
     with pytest.raises(ValueError, match="Nope-v0"):
@@ -178,7 +178,7 @@ def test_the_trace_plan_refuses_bad_input_before_anything_trains(tmp_path):
 
 # -- the reports ----------------------------------------------------------------------------------
 def test_the_published_diagnosis_rebuilds_byte_for_byte_from_the_committed_traces(tmp_path):
-    from analysis.fresh_data import write_diagnosis
+    from adaptive_po.analysis.fresh_data import write_diagnosis
 
     write_diagnosis(RESULTS / "trace", tmp_path)
     for name in ("diagnosis.md", "diagnosis.csv"):
@@ -187,7 +187,7 @@ def test_the_published_diagnosis_rebuilds_byte_for_byte_from_the_committed_trace
 
 
 def test_the_diagnosis_states_the_measured_mechanism(tmp_path):
-    from analysis.fresh_data import load_traces, summary
+    from adaptive_po.analysis.fresh_data import load_traces, summary
 
     table = summary(load_traces(RESULTS / "trace"))
     row = lambda algo, cond: table[(table.env == "Pendulum-v1") & (table.algo == algo) & (table.condition == cond)].iloc[0]  # noqa: E731
@@ -200,7 +200,7 @@ def test_the_diagnosis_states_the_measured_mechanism(tmp_path):
 
 
 def test_missing_traces_are_named(tmp_path):
-    from analysis.fresh_data import load_traces
+    from adaptive_po.analysis.fresh_data import load_traces
 
     with pytest.raises(FileNotFoundError, match=str(tmp_path)):
         load_traces(tmp_path)
@@ -208,7 +208,7 @@ def test_missing_traces_are_named(tmp_path):
 
 @pytest.mark.skipif(not (RESULTS / "per_run.csv").exists(), reason="the variants' runs are not published yet")
 def test_the_published_verdicts_and_readme_block_rebuild_from_the_committed_table(tmp_path):
-    from analysis.fresh_data import README_BEGIN, README_END, read_table, write_results
+    from adaptive_po.analysis.fresh_data import README_BEGIN, README_END, read_table, write_results
 
     readme = tmp_path / "README.md"
     shutil.copy(ROOT / "README.md", readme)
@@ -221,7 +221,7 @@ def test_the_published_verdicts_and_readme_block_rebuild_from_the_committed_tabl
 
 @pytest.mark.skipif(not (RESULTS / "per_run.csv").exists(), reason="the variants' runs are not published yet")
 def test_cells_missing_from_the_pre_registered_grid_are_named_and_the_headline_rule_needs_every_held_out_task(tmp_path):
-    from analysis.fresh_data import headline, not_run, read_table
+    from adaptive_po.analysis.fresh_data import headline, not_run, read_table
 
     table = read_table(RESULTS / "per_run.csv")
     before = set(not_run(table))

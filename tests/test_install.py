@@ -40,8 +40,7 @@ def test_a_wheel_install_runs_the_shipped_suite_from_any_folder(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for package in ("adaptive_po", "analysis"):
-        shutil.copytree(ROOT / package, source / package, ignore=ignore)
+    shutil.copytree(ROOT / "adaptive_po", source / "adaptive_po", ignore=ignore)
 
     environment = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True, system_site_packages=False).create(environment)
@@ -87,7 +86,7 @@ def test_the_suite_is_package_data():
     inside the package, pyproject ships it, and the default folder is the packaged one."""
     import tomllib
 
-    from adaptive_po.harness.config import DEFAULT_ENVS_DIR, PACKAGED_ENVS_DIR, available_envs
+    from adaptive_po.bench.config import DEFAULT_ENVS_DIR, PACKAGED_ENVS_DIR, available_envs
 
     assert PACKAGED_ENVS_DIR == ROOT / "adaptive_po" / "envs"
     if "ADAPTIVE_PO_ENVS" not in os.environ:

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from adaptive_po.harness import contract
-from adaptive_po.harness.contract import COMPLETE, verify_complete_run
-from analysis import LoadWarning, load_runs
+from adaptive_po import contract, dials
+from adaptive_po.contract import COMPLETE, verify_complete_run
+from adaptive_po.analysis import LoadWarning, load_runs
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "500"}
-CONDITION = contract.condition_name(0, 0.0, 0)
+CONDITION = dials.condition_name(0, 0.0, 0)
 
 
 # -- run folders written through the contract -----------------------------------------------------
@@ -40,7 +40,7 @@ def write_run(root: Path, algo: str = "esspo", seed: int = 0, final: float = 300
     d = root / "CartPole-v1" / algo / CONDITION / f"seed-{seed}"
     config = {
         "run_format": contract.RUN_FORMAT, "suite": root.name, "env": "CartPole-v1", "algo": algo, "seed": seed,
-        **contract.DIAL_DEFAULTS, "variant": "", "total_timesteps": 2000, "n_envs": 8,
+        **dials.DIAL_DEFAULTS, "variant": "", "total_timesteps": 2000, "n_envs": 8,
         "random_score": 20.0, "solved_threshold": 475.0, "eval_episodes": 10, "eval_freq": 1000,
     }
     contract.atomic_write_json(d / contract.CONFIG_FILE, config)
@@ -196,7 +196,7 @@ def test_the_final_return_is_the_last_evaluation(tmp_path):
 
 def test_a_damaged_run_is_redone_not_skipped(tmp_path):
     """The bench's resume check (completed_summary) does not trust a damaged run."""
-    from adaptive_po.harness.runner import RunSpec, completed_summary, config_for, execute_run
+    from adaptive_po.bench.runner import RunSpec, completed_summary, config_for, execute_run
 
     spec = RunSpec(suite="quick", env="CartPole-v1", algo="esspo", seed=0, total_timesteps=256, out=str(tmp_path),
                    device="cpu", tensorboard=False)
@@ -267,7 +267,7 @@ def test_edited_results_are_named_by_analysis_and_redone_by_the_bench(bench_out,
         assert f"{d.parent.parent.name}/{CONDITION}/{d.name} (summary.json" in message
     kept = before.set_index("run_dir").loc[str(intact), "final_eval_return_mean"]
     assert runs.finals["final_eval_return_mean"].tolist() == [kept] == [last_eval(intact)]
-    report = subprocess.run([sys.executable, "-m", "analysis", str(out / "quick"), "--out", str(tmp_path / "report"),
+    report = subprocess.run([sys.executable, "-m", "adaptive_po.analysis", str(out / "quick"), "--out", str(tmp_path / "report"),
                              "--resamples", "50"], env=ENV, capture_output=True, text=True, timeout=300)
     assert report.returncode == 0, report.stderr
     for d in edited:

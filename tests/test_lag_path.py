@@ -25,9 +25,9 @@ from stable_baselines3.common.env_util import make_vec_env
 
 from adaptive_po import ESSPO, PPO
 from adaptive_po.collector import Collector
-from adaptive_po.harness import contract
-from adaptive_po.harness.population_runner import execute_population
-from adaptive_po.harness.runner import RunSpec
+from adaptive_po import contract
+from adaptive_po.bench.population_runner import execute_population
+from adaptive_po.bench.runner import RunSpec
 from adaptive_po.population import Member, PopulationLearner, StackedRollout
 
 

@@ -12,10 +12,10 @@ import torch
 from adaptive_po import BatchPolicyOptimization
 from adaptive_po.environments import MINATAR_GAMES, make_vec_env
 from adaptive_po.environments import minatar as minatar_backend
-from adaptive_po.harness.config import check_policy, get_env_config
-from adaptive_po.harness.population_runner import execute_population, supports_population
-from adaptive_po.harness.runner import RunSpec
-from adaptive_po.harness.suites import MINATAR_ENVS, SUITES
+from adaptive_po.bench.config import check_policy, get_env_config
+from adaptive_po.bench.population_runner import execute_population, supports_population
+from adaptive_po.bench.runner import RunSpec
+from adaptive_po.bench.suites import MINATAR_ENVS, SUITES
 
 pytest.importorskip("minatar")
 

@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adaptive_po.harness import contract
-from analysis.load import LoadWarning, load_runs, pretty_condition
-from analysis.paper import (
+from adaptive_po import contract, dials
+from adaptive_po.analysis.load import LoadWarning, load_runs, pretty_condition
+from adaptive_po.analysis.paper import (
     HEADLINE_CONDITIONS,
     config_scores,
     iqm_by_level,
@@ -57,7 +57,7 @@ def write_run(
     random_score / solved_threshold; ``legacy`` leaves out the keys older configs lack."""
     rnd, solved = SPEC[env]
     final = rnd + score * (solved - rnd)
-    cond = contract.condition_name(lag, 0.0, 0, blp, temperature, precision)
+    cond = dials.condition_name(lag, 0.0, 0, blp, temperature, precision)
     d = root / env / contract.algo_label(algo, variant) / cond / f"seed-{seed}"
     d.mkdir(parents=True, exist_ok=True)
     config = {
@@ -286,7 +286,7 @@ def test_report_without_variants_or_lag_sweep_skips_those_figures(tmp_path):
 def test_cli_errors_and_no_torch(tmp_path, capsys):
     assert main([str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 1
     assert "no such directory" in capsys.readouterr().err
-    code = "import sys, json, analysis.paper; print(json.dumps('torch' in sys.modules))"
+    code = "import sys, json, adaptive_po.analysis.paper; print(json.dumps('torch' in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) is False

@@ -17,11 +17,11 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
 
-import analysis
+import adaptive_po.analysis as analysis
 from adaptive_po import BatchPolicyOptimization
-from adaptive_po.harness import contract
-from adaptive_po.harness.population_runner import execute_population, group_populations, population_key
-from adaptive_po.harness.runner import RunSpec, execute_run
+from adaptive_po import contract
+from adaptive_po.bench.population_runner import execute_population, group_populations, population_key
+from adaptive_po.bench.runner import RunSpec, execute_run
 from adaptive_po.objectives import OBJECTIVES
 from adaptive_po.population import Member, PopulationLearner, StackedRollout
 

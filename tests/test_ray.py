@@ -39,12 +39,12 @@ except ImportError:
     _restore_auth_mode_env()
     pytest.skip("Ray is not installed: pip install 'adaptive-po[distributed]'", allow_module_level=True)
 
-from adaptive_po.harness import ray_executor  # noqa: E402
-from adaptive_po.harness.jobs import Job, plan_jobs  # noqa: E402
-from adaptive_po.harness.sweep import Grid, expand_grid, run_sweep  # noqa: E402
-from adaptive_po.harness.ray_executor import ATTEMPT_LOG_ENV, check_ray_available, land, run_ray  # noqa: E402
-from adaptive_po.harness.contract import COMPLETE, FAILED, atomic_write_text  # noqa: E402
-from adaptive_po.harness.runner import RunSpec  # noqa: E402
+from adaptive_po.bench import ray_executor  # noqa: E402
+from adaptive_po.bench.jobs import Job, plan_jobs  # noqa: E402
+from adaptive_po.bench.sweep import Grid, expand_grid, run_sweep  # noqa: E402
+from adaptive_po.bench.ray_executor import ATTEMPT_LOG_ENV, check_ray_available, land, run_ray  # noqa: E402
+from adaptive_po.contract import COMPLETE, FAILED, atomic_write_text  # noqa: E402
+from adaptive_po.bench.runner import RunSpec  # noqa: E402
 
 # one xdist worker runs this whole module (`make test`: --dist loadgroup): its tests share the
 # module's Ray head and never start two local Ray instances (ports, ~/.ray, CPUs) at once
@@ -97,7 +97,7 @@ def _restore_auth_mode():
 
 HEAD_SCRIPT = """
 import sys
-from adaptive_po.harness.ray_executor import start_local_ray
+from adaptive_po.bench.ray_executor import start_local_ray
 print(start_local_ray(num_cpus=2), flush=True)
 sys.stdin.read()  # until the test closes the pipe
 import ray
@@ -227,7 +227,7 @@ def test_ray_sweep_matches_the_local_executor(tmp_path, local_reference):
 KILLED_DRIVER_SCRIPT = """
 import json, os, sys
 import ray
-from adaptive_po.harness.ray_executor import local_session_name, start_local_ray
+from adaptive_po.bench.ray_executor import local_session_name, start_local_ray
 start_local_ray(num_cpus=1)
 assert ray.get(ray.remote(lambda: os.getpid()).remote()) != os.getpid()  # a worker too
 print(json.dumps({"session": local_session_name()}), flush=True)
@@ -268,7 +268,7 @@ def test_kill_9_of_a_driver_leaves_no_ray_process_behind():
         started = {pid: t for pid in _ray_processes(driver.pid) - {driver.pid} if (t := _start_time(pid)) is not None}
         commands = {pid: _cmdline(pid) for pid in started}
         titles = " | ".join(commands.values())
-        for what in ("ray::DashboardAgent", "ray::RuntimeEnvAgent", "raylet", "gcs_server", "adaptive_po.harness.ray_reaper"):
+        for what in ("ray::DashboardAgent", "ray::RuntimeEnvAgent", "raylet", "gcs_server", "adaptive_po.bench.ray_reaper"):
             assert what in titles, f"{what} not among the driver's processes: {titles}"
 
         os.kill(driver.pid, signal.SIGKILL)

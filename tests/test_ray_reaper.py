@@ -30,7 +30,7 @@ time.sleep(300)
 
 DRIVER = """
 import json, os, subprocess, sys
-from adaptive_po.harness.ray_executor import _start_reaper
+from adaptive_po.bench.ray_executor import _start_reaper
 session, other = os.environ["TEST_SESSION"], os.environ["TEST_OTHER"]  # not on its command line, as Ray's
 servers = [subprocess.Popen([sys.executable, "-c", {server!r}, name], stdout=subprocess.PIPE, text=True) for name in (session, other)]
 children = [int(s.stdout.readline()) for s in servers]

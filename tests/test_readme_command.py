@@ -1,6 +1,6 @@
 """`adaptive-po readme`: a report's figures and tables into a named section of the README."""
 
-from adaptive_po.harness.cli import main
+from adaptive_po.cli import main
 
 RESULTS = """### Aggregate across environments
 

@@ -12,8 +12,8 @@ import torch
 from stable_baselines3.common.env_util import make_vec_env
 
 from adaptive_po import BatchPolicyOptimization
-from adaptive_po.harness.contract import is_complete
-from adaptive_po.harness.runner import RunSpec, execute_run
+from adaptive_po.contract import is_complete
+from adaptive_po.bench.runner import RunSpec, execute_run
 from adaptive_po.objectives import OBJECTIVES, ObjectiveOutput, ObjectiveSpec, PolicyBatch
 
 SEEN: list[dict] = []

@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adaptive_po.harness import locks
-from adaptive_po.harness.config import DEFAULT_ENVS_DIR
-from adaptive_po.harness.contract import COMPLETE, FAILED, verify_complete_run
-from adaptive_po.harness.runner import config_differences
+from adaptive_po.bench import locks
+from adaptive_po.bench.config import DEFAULT_ENVS_DIR
+from adaptive_po.contract import COMPLETE, FAILED, verify_complete_run
+from adaptive_po.bench.runner import config_differences
 from test_robustness import children  # the live child processes of a pid
 
 #: wide lines: messages are checked line by line

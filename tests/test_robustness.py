@@ -31,12 +31,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from adaptive_po.harness import contract, locks
-from adaptive_po.harness.config import DEFAULT_ENVS_DIR
-from adaptive_po.harness.contract import COMPLETE, FAILED, verify_complete_run
-from adaptive_po.harness.divergence import compact_traceback, divergence_reason, error_line
-from adaptive_po.harness.runner import RunSpec, config_for, execute_run, fail_run_folder, start_run_folder
-from adaptive_po.harness.sweep import Grid, expand_grid, run_sweep
+from adaptive_po import contract
+from adaptive_po.bench import locks
+from adaptive_po.bench.config import DEFAULT_ENVS_DIR
+from adaptive_po.contract import COMPLETE, FAILED, verify_complete_run
+from adaptive_po.bench.divergence import compact_traceback, divergence_reason, error_line
+from adaptive_po.bench.runner import RunSpec, config_for, execute_run, fail_run_folder, start_run_folder
+from adaptive_po.bench.sweep import Grid, expand_grid, run_sweep
 
 #: wide lines: the sweep's messages are checked line by line
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "500"}
@@ -173,7 +174,7 @@ def test_population_workers_die_with_their_driver(tmp_path):
 def test_a_live_lock_refuses_and_a_stale_one_is_taken_over(tmp_path, capfd):
     folder = tmp_path / "runs" / "quick"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom adaptive_po.harness.locks import sweep_lock\n"
+        [sys.executable, "-c", "import sys, time\nfrom adaptive_po.bench.locks import sweep_lock\n"
          f"with sweep_lock([{str(folder)!r}]):\n    print('locked', flush=True)\n    time.sleep(120)\n"],
         env=ENV, stdout=subprocess.PIPE, text=True,
     )
@@ -229,7 +230,7 @@ def test_no_process_deletes_or_marks_a_folder_a_live_process_owns(tmp_path, monk
 # -- corrupt results ------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_corrupt_results_are_redone_by_the_bench_and_named_by_analysis(tmp_path, capsys, monkeypatch):
-    from analysis import LoadWarning, load_runs
+    from adaptive_po.analysis import LoadWarning, load_runs
 
     monkeypatch.setenv("COLUMNS", "500")
 
@@ -285,7 +286,7 @@ def test_corrupt_results_are_redone_by_the_bench_and_named_by_analysis(tmp_path,
 # -- divergence -----------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_divergence_is_caught_and_named_on_both_engines(tmp_path):
-    from analysis import LoadWarning, load_runs
+    from adaptive_po.analysis import LoadWarning, load_runs
 
     envs = tmp_path / "envs"
     write_env(envs, "Nan-v1", learning_rate=1e30, max_grad_norm=1e30)  # NaN: FAILED with the cause
@@ -345,7 +346,7 @@ def test_cause_lines_and_divergence_rules():
 # -- bad destinations and devices -----------------------------------------------------------------
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     """``adaptive-po ARGV`` in this process (the signal handlers it installs are put back)."""
-    from adaptive_po.harness.cli import main
+    from adaptive_po.cli import main
 
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     capsys.readouterr()

@@ -361,9 +361,9 @@ def test_the_population_engine_refuses_what_it_does_not_run():
 def test_unsupported_runs_go_to_the_process_engine(tmp_path):
     import yaml
 
-    from adaptive_po.harness.config import DEFAULT_ENVS_DIR
-    from adaptive_po.harness.population_runner import supports_population
-    from adaptive_po.harness.runner import RunSpec
+    from adaptive_po.bench.config import DEFAULT_ENVS_DIR
+    from adaptive_po.bench.population_runner import supports_population
+    from adaptive_po.bench.runner import RunSpec
 
     pendulum = yaml.safe_load((DEFAULT_ENVS_DIR / "Pendulum-v1.yaml").read_text())
     (tmp_path / "Pendulum-v1.yaml").write_text(yaml.safe_dump(pendulum))

@@ -12,12 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from adaptive_po.harness import contract
-from adaptive_po.harness.runner import RunSpec
-from adaptive_po.harness.tune import (
+from adaptive_po import contract
+from adaptive_po.bench.runner import RunSpec
+from adaptive_po.bench.tune import (
     OWN_SPACE, TuningPlan, condition_name, default_params, params_variant, plan_specs, run_score,
 )
-from adaptive_po.harness.variants import apply_variant, objective_knobs, parse_variant
+from adaptive_po.bench.variants import apply_variant, objective_knobs, parse_variant
 from adaptive_po.hyperparams import Hyperparams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,10 +117,10 @@ def test_search_select_score_resume_and_rebuild_from_tables(tmp_path):
     assert (search / "trials.csv").read_text() == before
     # the report, then the same report from its tables alone
     report = tmp_path / "report"
-    made = subprocess.run([sys.executable, "-m", "analysis.tuned", "--runs", str(search), str(score), "--out", str(report)], capture_output=True, text=True)
+    made = subprocess.run([sys.executable, "-m", "adaptive_po.analysis.tuned", "--runs", str(search), str(score), "--out", str(report)], capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     rebuilt = tmp_path / "rebuilt"
-    again = subprocess.run([sys.executable, "-m", "analysis.tuned", "--tables", str(report), "--out", str(rebuilt)], capture_output=True, text=True)
+    again = subprocess.run([sys.executable, "-m", "adaptive_po.analysis.tuned", "--tables", str(report), "--out", str(rebuilt)], capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert (report / "verdicts.md").read_text() == (rebuilt / "verdicts.md").read_text()
     text = (report / "verdicts.md").read_text()
@@ -132,7 +132,7 @@ def test_the_published_tuned_report_rebuilds_from_its_committed_tables(tmp_path)
     readme = tmp_path / "README.md"
     readme.write_text((ROOT / "README.md").read_text())
     made = subprocess.run(
-        [sys.executable, "-m", "analysis.tuned", "--tables", str(PUBLISHED), "--out", str(tmp_path), "--readme", str(readme)],
+        [sys.executable, "-m", "adaptive_po.analysis.tuned", "--tables", str(PUBLISHED), "--out", str(tmp_path), "--readme", str(readme)],
         capture_output=True, text=True, cwd=ROOT,
     )
     assert made.returncode == 0, made.stderr

@@ -16,8 +16,8 @@ from stable_baselines3.common.logger import configure
 
 from adaptive_po import BatchPolicyOptimization, update
 from adaptive_po.buffers import compute_gae
-from adaptive_po.harness import contract
-from adaptive_po.harness.runner import RunSpec
+from adaptive_po import contract, dials
+from adaptive_po.bench.runner import RunSpec
 from adaptive_po.objectives import get_objective
 from adaptive_po.population import Member, PopulationLearner
 from test_population import SMALL, _stack, _stored_rollout
@@ -211,7 +211,7 @@ def test_the_population_engine_refuses_what_it_does_not_run_naming_the_knob(knob
 
 # -- the data dials have one owner ---------------------------------------------------------------
 @pytest.mark.parametrize(
-    "dials, named",
+    "bad, named",
     [
         (dict(policy_lag=-1), "policy_lag"),
         (dict(replay=1.5), "replay"),
@@ -221,31 +221,31 @@ def test_the_population_engine_refuses_what_it_does_not_run_naming_the_knob(knob
         (dict(sampler_precision="int4"), "precision"),
     ],
 )
-def test_every_face_refuses_a_bad_dial_with_the_same_message(dials, named):
+def test_every_face_refuses_a_bad_dial_with_the_same_message(bad, named):
     with pytest.raises(ValueError, match=named) as own:
-        contract.DataDials(**dials)
+        dials.DataDials(**bad)
     with pytest.raises(ValueError) as member:
-        Member(0, **dials)
+        Member(0, **bad)
     with pytest.raises(ValueError) as spec:
-        RunSpec("s", "CartPole-v1", "esspo", 0, 1000, **dials)
+        RunSpec("s", "CartPole-v1", "esspo", 0, 1000, **bad)
     assert str(member.value) == str(spec.value) == str(own.value)
 
 
 def test_the_dials_name_the_condition_and_fill_defaults_for_older_folders():
-    assert contract.DataDials().condition == "lag0_noise0_replay0"
-    assert contract.DataDials(policy_lag=4, sampler_precision="fp8-e4m3", behaviour_log_prob="policy").condition == (
+    assert dials.DataDials().condition == "lag0_noise0_replay0"
+    assert dials.DataDials(policy_lag=4, sampler_precision="fp8-e4m3", behaviour_log_prob="policy").condition == (
         "lag4_noise0_replay0_fp8-e4m3_blp-policy"
     )
     old_config = {"policy_lag": 2, "action_noise": 0.5, "replay": 0, "env": "CartPole-v1"}
-    dials = contract.DataDials.from_mapping(old_config)
-    assert dials.sampler_temperature == 1.0 and dials.sampler_precision == "fp32" and dials.policy_lag == 2
-    assert contract.DIAL_NAMES == tuple(f.name for f in dataclasses.fields(contract.DataDials))
-    assert contract.DIAL_DEFAULTS == contract.DataDials().to_dict()
+    old = dials.DataDials.from_mapping(old_config)
+    assert old.sampler_temperature == 1.0 and old.sampler_precision == "fp32" and old.policy_lag == 2
+    assert dials.DIAL_NAMES == tuple(f.name for f in dataclasses.fields(dials.DataDials))
+    assert dials.DIAL_DEFAULTS == dials.DataDials().to_dict()
     spec = RunSpec("s", "CartPole-v1", "esspo", 0, 1000, policy_lag=3, sampler_temperature=1.2)
-    assert spec.dials == contract.DataDials(policy_lag=3, sampler_temperature=1.2)
+    assert spec.dials == dials.DataDials(policy_lag=3, sampler_temperature=1.2)
     assert spec.condition == "lag3_noise0_replay0_T1.2"
     assert Member(7, policy_lag=3).seed == 7
-    assert contract.DataDials().is_fresh and not contract.DataDials(policy_lag=1).is_fresh
+    assert dials.DataDials().is_fresh and not dials.DataDials(policy_lag=1).is_fresh
 
 
 def test_members_of_one_population_share_their_replay_depth():

@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from adaptive_po.harness import contract
-from adaptive_po.harness.config import get_env_config
-from adaptive_po.harness.runner import config_for, run_settings
-from adaptive_po.harness.suites import OWN_KNOB_VARIANTS, PAPER_CONDITIONS, SUITES
-from adaptive_po.harness.sweep import Grid, expand_grid
-from adaptive_po.harness.variants import apply_variant, make_variant, objective_knobs, parse_variant
+from adaptive_po import contract
+from adaptive_po.bench.config import get_env_config
+from adaptive_po.bench.runner import config_for, run_settings
+from adaptive_po.bench.suites import OWN_KNOB_VARIANTS, PAPER_CONDITIONS, SUITES
+from adaptive_po.bench.sweep import Grid, expand_grid
+from adaptive_po.bench.variants import apply_variant, make_variant, objective_knobs, parse_variant
 from adaptive_po.hyperparams import LinearSchedule
 
 

@@ -99,6 +99,8 @@ __all__ = [
     "available_backends",
     "is_atari",
     "make_vec_env",
+    "resolve_backend",
+    "resolve_device",
 ]
 
 
@@ -169,3 +171,45 @@ def make_vec_env(
             num_threads=int(threads),
         )
     return make_gymnasium_vec_env(gymnasium_id(env_id), n_envs, seed, is_atari=atari, training=training)  # type: ignore[arg-type]
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; a requested device that does not
+    exist is refused with a ValueError naming it (never silently replaced by the CPU)."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was requested but torch sees no CUDA device")
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"unknown device {device!r}; use auto, cpu or cuda")
+    if device.startswith("cuda:"):  # a device that does not exist is refused, not replaced by the CPU
+        index = device.split(":", 1)[1]
+        if not index.isdigit():
+            raise ValueError(f"unknown device {device!r}; use cuda or cuda:N with N a device index")
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if int(index) >= count:
+            seen = f"devices cuda:0 to cuda:{count - 1}" if count else "no CUDA device"
+            raise ValueError(f"device {device!r} was requested but torch sees {seen}")
+    return device
+
+
+def resolve_backend(env_ids: dict[str, str], backend: str) -> tuple[str, str]:
+    """(backend, id) for a suite entry: ``auto`` takes the first backend (envpool, gymnasium,
+    minatar) whose id it lists and can build; otherwise the error names why each listed id cannot
+    be built (:func:`adaptive_po.environments.ids.choose_backend`'s reasons, a missing extra among them)."""
+    if backend not in ("auto", *BACKENDS):
+        raise ValueError(f"unknown backend {backend!r}; use auto or one of {', '.join(BACKENDS)}")
+    order = BACKENDS if backend == "auto" else (backend,)
+    reasons = []
+    for name in order:
+        if name not in env_ids:
+            continue
+        if name in available_backends(env_ids[name]):
+            return name, env_ids[name]
+        try:
+            choose_backend(env_ids[name], name)
+        except ValueError as err:
+            reasons.append(str(err))
+    raise ValueError(f"no usable backend among {list(order)} for ids {env_ids}" + (": " + " ".join(reasons) if reasons else ""))

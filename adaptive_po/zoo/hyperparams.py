@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from adaptive_po.harness.config import available_envs, load_env_config
-from adaptive_po.harness.contract import DIAL_DEFAULTS
+from adaptive_po.bench.config import available_envs, load_env_config
+from adaptive_po.dials import DIAL_DEFAULTS
 from adaptive_po.hyperparams import LinearSchedule
 from adaptive_po.objectives import get_objective
 

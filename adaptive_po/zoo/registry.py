@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from adaptive_po.algorithms import PPO, BatchPolicyOptimization, DecoupledPPO, ESSPO
-from adaptive_po.harness.variants import objective_knobs
+from adaptive_po.bench.variants import objective_knobs
 from adaptive_po.objectives import OBJECTIVES
 
 #: registry names the Zoo knows under another name: its own ``ppo`` stays SB3's PPO, so a Zoo
@@ -26,7 +26,7 @@ _OWN_CLASSES: dict[str, type[BatchPolicyOptimization]] = {"esspo": ESSPO, "ppo":
 
 class RegistryAlgorithm(BatchPolicyOptimization):
     """A registry entry as an SB3 class: :attr:`default_objective` fixed, its numeric knobs
-    (:func:`adaptive_po.harness.variants.objective_knobs`) taken as keyword arguments, the rest
+    (:func:`adaptive_po.bench.variants.objective_knobs`) taken as keyword arguments, the rest
     as :class:`BatchPolicyOptimization`'s."""
 
     def __init__(self, policy: Any, env: Any, **kwargs: Any) -> None:

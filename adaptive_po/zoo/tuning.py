@@ -3,7 +3,7 @@
 Every objective gets the search space of the Zoo's own PPO sampler for the knobs all of them
 share (rollout and minibatch sizes, discount, GAE lambda, learning rate, entropy coefficient,
 epochs, gradient clip, network), without PPO's clip range, plus the objective's own numeric
-knobs (:func:`adaptive_po.harness.variants.objective_knobs`): ``clip_range`` for the clipped
+knobs (:func:`adaptive_po.bench.variants.objective_knobs`): ``clip_range`` for the clipped
 entries, ``eps_high`` for CISPO, ``kl_target`` for adaptive-KL PPO, ... The ESS objective has no
 clip and no knob of its own, so its search is the shared space alone.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from adaptive_po.harness.variants import objective_knobs
+from adaptive_po.bench.variants import objective_knobs
 from adaptive_po.objectives import get_objective
 
 #: search ranges of the objectives' own knobs: a list (categorical) or ``(low, high)`` (log scale);

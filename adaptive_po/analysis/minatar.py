@@ -1,0 +1,165 @@
+"""The MinAtar tier's verdicts and its reference check (``make minatar-report``).
+
+Input: the run folders of ``runs/minatar`` or, without them, the per-run table this module writes
+(``docs/results/minatar/per_run.csv``, committed), so the report can be rebuilt from committed data
+alone: ``python -m adaptive_po.analysis.minatar --table docs/results/minatar/per_run.csv --out docs/results/minatar``.
+
+What it writes into ``--out``:
+
+* ``per_run.csv``: one row per run of the grid (``runs/minatar``) and of the reference suite
+  (``runs/minatar-reference``, PPO at the published step), failed runs included: the suite and the
+  configuration keys (budget among them), the final deterministic evaluation return, the last training-episode return (the mean of
+  the last 100 episodes of the stochastic policy, what MinAtar and gymnax report), the AUC of the
+  evaluation curve and the evaluation curve itself (``steps:return`` pairs).
+* ``verdicts.md``: per game and condition, each arm's mean final return with a 95% CI and its
+  difference to PPO with a CI; then the aggregate over games two ways (the mean of per-game
+  normalized means, which drops nothing, and the IQM of all runs), and a verdict only where both
+  agree. The rules (failures scored at the random score, saturation, what a win is) are
+  :mod:`adaptive_po.analysis.verdicts`'s.
+* ``reference_check.md``: our PPO beside published PPO numbers on the same games.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from .stats import bootstrap_ci
+from .verdicts import aggregates, condition_label, per_run_table, per_task, replace_block, verdicts_markdown, win_tie_loss
+
+BASELINE = "ppo"
+#: published PPO returns on MinAtar at the logged step nearest our budget (gymnax-blines stores its
+#: PPO learning curves in ``agents/<Game>-MinAtar/ppo.pkl``: keys ``log_steps`` and ``log_return``,
+#: the mean return of a sampled policy over 164 episodes, one seed; minimal action set, no sticky
+#: actions, 1,000-step episodes, a 2 x 256 MLP; commit 3f029d6b98af), and at 9.92M steps
+PUBLISHED_PPO: dict[str, dict[str, float]] = {
+    "Asterix-MinAtar": {"steps": 320_000, "return": 1.36, "return_10m": 14.95},
+    "Breakout-MinAtar": {"steps": 320_000, "return": 8.37, "return_10m": 22.88},
+    "Freeway-MinAtar": {"steps": 320_000, "return": 24.69, "return_10m": 58.80},
+    "SpaceInvaders-MinAtar": {"steps": 320_000, "return": 19.40, "return_10m": 131.64},
+}
+PUBLISHED_SOURCE = (
+    "gymnax-blines (RobertTLange/gymnax-blines @ 3f029d6b98af, agents/<Game>-MinAtar/ppo.pkl: logged PPO "
+    "evaluation returns of a sampled policy); Seaquest has no published PPO result (gymnax dropped the game); "
+    "the MinAtar paper's AC(lambda) curve reads about 1 at 1M frames"
+)
+#: the suite of the verdicts, and the one of the reference check (our PPO at the published step)
+GRID, REFERENCE = "minatar", "minatar-reference"
+
+
+# -- the suite's report ----------------------------------------------------------------------------
+def per_game(grid: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    return per_task(grid, BASELINE, seed)
+
+
+def game_aggregates(grid: pd.DataFrame, games: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    return aggregates(grid, games, BASELINE, seed)
+
+
+def verdicts_report(grid: pd.DataFrame, games: pd.DataFrame, agg: pd.DataFrame) -> str:
+    return verdicts_markdown(
+        grid, games, agg, BASELINE, title="MinAtar: verdicts against tuned PPO",
+        made_by="`make minatar-report` (`python -m adaptive_po.analysis.minatar`)", task="game",
+    )
+
+
+def reference_markdown(table: pd.DataFrame, seed: int = 0) -> str:
+    """Our PPO on fresh data beside the published one: the reference suite (PPO at the published
+    step) where it was run, else the grid's own PPO."""
+    reference = table[table["suite"] == REFERENCE]
+    ppo = reference if len(reference) else table[(table["suite"] == GRID) & (table["algo"] == BASELINE) & (table["policy_lag"] == 0)]
+    lines = [
+        "# MinAtar: our PPO beside published PPO",
+        "",
+        f"Our PPO (suite `{ppo['suite'].iloc[0] if len(ppo) else GRID}`: fresh data, the MinAtar CNN, gymnax-blines' hyper-parameters) at its budget: the mean over seeds of the "
+        "last training-episode return (the stochastic policy, mean of its last 100 episodes: what the published curves "
+        "measure) and of the final deterministic evaluation, with 95% bootstrap CIs. Published: " + PUBLISHED_SOURCE + ".",
+        "",
+        "| game | our budget | our PPO, training episodes [95% CI] | our PPO, deterministic evaluation [95% CI] | random | published PPO (steps) | published PPO at 9.92M |",
+        "|:---|---:|:---|:---|---:|:---|---:|",
+    ]
+    for env, runs in ppo.groupby("env"):
+        train = bootstrap_ci(runs["final_train_return"].to_numpy(float), seed=seed)
+        final = bootstrap_ci(runs["final_eval_return"].to_numpy(float), seed=seed)
+        pub = PUBLISHED_PPO.get(env)
+        published = f"{pub['return']:.2f} ({pub['steps']:,})" if pub else "none published"
+        ten = f"{pub['return_10m']:.2f}" if pub else "-"
+        lines.append(
+            f"| {env} | {int(runs['total_timesteps'].iloc[0]):,} | {train[0]:.2f} [{train[1]:.2f}, {train[2]:.2f}] | "
+            f"{final[0]:.2f} [{final[1]:.2f}, {final[2]:.2f}] | {runs['random_score'].iloc[0]:.2f} | {published} | {ten} |"
+        )
+    lines += [
+        "",
+        "Differences in setup that move these numbers: we keep MinAtar's sticky actions (0.1, gymnax has none) and its "
+        "unbounded episodes (capped at 10,000 steps; gymnax ends every episode at 1,000), and we train the MinAtar CNN "
+        "where gymnax-blines trains a 2 x 256 MLP.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def readme_block(agg: pd.DataFrame, games: pd.DataFrame) -> str:
+    """The README's MinAtar aggregate: the verdict table only (numbers generated, never typed)."""
+    lines = [
+        "| condition | algorithm | mean of per-game normalized means, difference to ppo [95% CI] | IQM difference [95% CI] | verdict | per game (win / tie / loss) |",
+        "|:---|:---|:---|:---|:---|:---|",
+    ]
+    counts = win_tie_loss(games, BASELINE)
+    for _, r in agg.iterrows():
+        wtl = " / ".join(map(str, counts[(r["algo"], r["condition"])]))
+        lines.append(
+            f"| {condition_label(r['condition'])} | {r['algo']} | {r['mean_diff']:+.3f} [{r['mean_low']:+.3f}, {r['mean_high']:+.3f}] | "
+            f"{r['iqm_diff']:+.3f} [{r['iqm_low']:+.3f}, {r['iqm_high']:+.3f}] | {r['verdict']} | {wtl} |"
+        )
+    return "\n".join(lines)
+
+
+README_BEGIN = "<!-- results:minatar:begin (generated by `make minatar-report`; do not edit by hand) -->"
+README_END = "<!-- results:minatar:end -->"
+
+
+def write_readme(readme: Path, block: str) -> None:
+    readme.write_text(replace_block(readme.read_text(), README_BEGIN, README_END, block, f"MinAtar results in {readme}"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.minatar", description=__doc__.split("\n\n")[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--runs", help="the suite's run folders (runs/minatar)")
+    source.add_argument("--table", help="a per-run table written before (docs/results/minatar/per_run.csv)")
+    parser.add_argument("--reference-runs", default=None, help="the reference suite's run folders (runs/minatar-reference), if run")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--readme", default=None, help="also refresh this README's MinAtar block")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    args = parser.parse_args(argv)
+    if args.table is not None and not Path(args.table).is_file():
+        raise SystemExit(f"per-run table {args.table!r} does not exist")
+    if args.runs is not None and not Path(args.runs).is_dir():
+        raise SystemExit(f"run folder {args.runs!r} does not exist: run `make bench-minatar` first")
+    if args.reference_runs is not None and args.table is not None:
+        raise SystemExit("--reference-runs goes with --runs (a table holds the reference runs already)")
+    roots = [args.runs] + ([args.reference_runs] if args.reference_runs and Path(args.reference_runs).is_dir() else [])
+    table = pd.read_csv(args.table) if args.table else per_run_table(*roots)
+    grid = table[table["suite"] == GRID]
+    if grid.empty:
+        raise SystemExit(f"no runs of the {GRID!r} suite found")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    games = per_game(grid, args.seed)
+    agg = game_aggregates(grid, games, args.seed)
+    from .report import save_csv
+
+    if args.runs is not None:
+        save_csv(table, out / "per_run.csv")
+    (out / "verdicts.md").write_text(verdicts_report(grid, games, agg))
+    (out / "reference_check.md").write_text(reference_markdown(table, args.seed))
+    if args.readme:
+        write_readme(Path(args.readme), readme_block(agg, games))
+    print(f"wrote {out / 'verdicts.md'} and {out / 'reference_check.md'}" + (f"; refreshed {args.readme}" if args.readme else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,296 @@
+"""The benchmark suite as data: one YAML file per environment in ``adaptive_po/envs/``, validated.
+
+The suite ships inside the package (package data), so a non-editable install finds it; a user's
+own suite is any folder of such files (``--envs-dir`` or ``$ADAPTIVE_PO_ENVS``).
+
+Every problem is reported as a :class:`ConfigError` (a ``ValueError``) naming the file and the
+key, before any compute starts. A file is read with bounds (:func:`read_yaml`: its size, its
+nodes after alias expansion, its nesting, its strings), and a run's size with upper bounds a
+user can raise (:data:`RUN_LIMITS`, checked by :func:`check_run_limits` when a grid is expanded).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adaptive_po.contract import check_name
+from adaptive_po.hyperparams import Hyperparams
+
+#: the suite shipped with the package (``envs/`` at the top of a checkout links here)
+PACKAGED_ENVS_DIR = Path(__file__).resolve().parents[1] / "envs"
+#: where the suite's YAML files live: ``$ADAPTIVE_PO_ENVS``, else the packaged suite
+DEFAULT_ENVS_DIR = Path(os.environ.get("ADAPTIVE_PO_ENVS", PACKAGED_ENVS_DIR))
+
+
+class ConfigError(ValueError):
+    """A malformed or incomplete suite file; the message names the file and the key."""
+
+
+# -- reading a YAML file with bounds ----------------------------------------------------------------
+#: an environment file is a page of settings: larger files, deeper nesting, more nodes (aliases
+#: expanded) or longer strings than these are refused before their values are used
+MAX_FILE_BYTES = 256 * 1024
+MAX_YAML_NODES = 10_000
+MAX_YAML_DEPTH = 32
+MAX_STRING_CHARS = 4096
+
+
+def _expanded(node: yaml.Node, path: Path, memo: dict[int, tuple[int, int]], open_nodes: set[int], depth: int) -> tuple[int, int]:
+    """(nodes, height) of ``node`` with every alias expanded, without expanding it: each node of
+    the composed graph is visited once (an alias is the same node object as its anchor)."""
+    key = id(node)
+    if key in open_nodes:
+        raise ConfigError(f"{path}: a YAML alias refers to a node that contains it (a recursive structure); aliases must not nest themselves")
+    if key in memo:
+        size, height = memo[key]
+    else:
+        if depth > MAX_YAML_DEPTH:
+            raise ConfigError(f"{path}: nested more than {MAX_YAML_DEPTH} levels deep (aliases expanded)")
+        if isinstance(node, yaml.ScalarNode):
+            if len(node.value) > MAX_STRING_CHARS:
+                raise ConfigError(f"{path}: a value of {len(node.value):,} characters at line {node.start_mark.line + 1}; the limit is {MAX_STRING_CHARS:,}")
+            children: list[yaml.Node] = []
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = [item for pair in node.value for item in pair]
+        open_nodes.add(key)
+        size, height = 1, 1
+        for child in children:
+            child_size, child_height = _expanded(child, path, memo, open_nodes, depth + 1)
+            size += child_size
+            height = max(height, child_height + 1)
+            if size > MAX_YAML_NODES:
+                raise ConfigError(
+                    f"{path}: more than {MAX_YAML_NODES:,} values once its aliases are expanded "
+                    "(a YAML alias bomb, or far more settings than an environment file holds)"
+                )
+        open_nodes.discard(key)
+        memo[key] = size, height
+    if depth + height - 1 > MAX_YAML_DEPTH:
+        raise ConfigError(f"{path}: nested more than {MAX_YAML_DEPTH} levels deep (aliases expanded)")
+    return size, height
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The document in ``path``, parsed with YAML's safe loader after the bounds above are checked
+    on the composed node graph (so an alias bomb is refused before it is built or copied):
+    :class:`ConfigError` naming the file otherwise."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ConfigError(f"{path}: {size:,} bytes; an environment file is at most {MAX_FILE_BYTES:,} bytes")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot be read ({err.strerror or err})") from None
+    if len(raw) > MAX_FILE_BYTES:  # it grew since stat
+        raise ConfigError(f"{path}: more than {MAX_FILE_BYTES:,} bytes; an environment file is at most that")
+    loader = yaml.SafeLoader(raw)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded(node, path, {}, set(), 1)
+        return loader.construct_document(node)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read") from None
+    finally:
+        loader.dispose()
+
+
+# -- upper bounds on a run's size -------------------------------------------------------------------
+#: what a run may ask for at most, and the environment variable that raises each limit for a user
+#: who means it (read when a grid is expanded, in the driver only: workers never check it)
+RUN_LIMITS: dict[str, tuple[str, int, str]] = {
+    "timesteps": ("ADAPTIVE_PO_MAX_TIMESTEPS", 1_000_000_000, "environment steps per run"),
+    "eval_episodes": ("ADAPTIVE_PO_MAX_EVAL_EPISODES", 1_000, "episodes per evaluation"),
+    "evaluations": ("ADAPTIVE_PO_MAX_EVALUATIONS", 10_000, "evaluations per run (budget / evaluation.every)"),
+}
+
+
+def run_limit(name: str) -> int:
+    """The limit ``name`` of :data:`RUN_LIMITS`: its environment variable when set, else the default."""
+    variable, default, what = RUN_LIMITS[name]
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(float(text)) if "e" in text.lower() else int(text)
+    except (ValueError, OverflowError):
+        raise ValueError(f"{variable}={text!r} must be a positive integer (the limit on {what})") from None
+    if value < 1:
+        raise ValueError(f"{variable}={text!r} must be a positive integer (the limit on {what})")
+    return value
+
+
+def check_run_limits(config: EnvConfig, total_timesteps: int, budget_from: str) -> None:
+    """:class:`ConfigError` when a run of ``config`` for ``total_timesteps`` steps (given by
+    ``budget_from``: ``"--timesteps"`` or the YAML key) exceeds a limit of :data:`RUN_LIMITS`,
+    naming the value, the limit and the variable that raises it."""
+
+    def refuse(name: str, where: str, value: int) -> None:
+        variable, _, what = RUN_LIMITS[name]
+        raise ConfigError(
+            f"{where} is {value:,}, above the limit of {run_limit(name):,} {what}; "
+            f"if you mean it, set {variable} to a larger number"
+        )
+
+    if total_timesteps > run_limit("timesteps"):
+        refuse("timesteps", budget_from, total_timesteps)
+    if config.eval_episodes > run_limit("eval_episodes"):
+        refuse("eval_episodes", f"{config.path}: key 'evaluation.episodes'", config.eval_episodes)
+    evaluations = total_timesteps // config.eval_every
+    if evaluations > run_limit("evaluations"):
+        refuse("evaluations", f"{config.path}: key 'evaluation.every' ({config.eval_every:,}) with {total_timesteps:,} steps: the number of evaluations", evaluations)
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """One environment of the suite, as validated from ``<envs_dir>/<name>.yaml``."""
+
+    name: str
+    ids: dict[str, str]
+    random_score: float
+    solved_threshold: float
+    normalize: bool
+    budget: dict[str, int]
+    eval_episodes: int
+    eval_every: int
+    hyperparams: Hyperparams
+    path: Path = field(compare=False)
+
+
+def _require(data: dict, key: str, where: str) -> Any:
+    if key not in data:
+        raise ConfigError(f"{where}: missing required key {key!r}")
+    return data[key]
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where} must be a number, got {value!r}")
+    return float(value)
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where} must be a positive integer, got {value!r}")
+    return value
+
+
+def load_env_config(path: str | Path) -> EnvConfig:
+    """Read and validate one environment file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such environment file")
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    known = {"name", "ids", "random_score", "solved_threshold", "normalize", "budget", "evaluation", "hyperparams"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {unknown}; allowed: {sorted(known)}")
+
+    name = _require(data, "name", str(path))
+    try:
+        check_name("environment name", name)
+    except ValueError as err:
+        raise ConfigError(f"{path}: key 'name': {err}") from None
+    ids = _require(data, "ids", str(path))
+    if not isinstance(ids, dict) or not ids or not all(isinstance(k, str) and isinstance(v, str) for k, v in ids.items()):
+        raise ConfigError(f"{path}: key 'ids' must map backend names to environment ids, got {ids!r}")
+    bad_backends = sorted(set(ids) - {"envpool", "gymnasium", "minatar"})
+    if bad_backends:
+        raise ConfigError(f"{path}: key 'ids' has unknown backend(s) {bad_backends}; allowed: envpool, gymnasium, minatar")
+    random_score = _number(_require(data, "random_score", str(path)), f"{path}: key 'random_score'")
+    solved = _number(_require(data, "solved_threshold", str(path)), f"{path}: key 'solved_threshold'")
+    if solved == random_score:
+        raise ConfigError(f"{path}: key 'solved_threshold' must differ from 'random_score' (it sets the normalization)")
+    normalize = data.get("normalize", False)
+    if not isinstance(normalize, bool):
+        raise ConfigError(f"{path}: key 'normalize' must be true or false, got {normalize!r}")
+
+    budget = _require(data, "budget", str(path))
+    if not isinstance(budget, dict) or not budget:
+        raise ConfigError(f"{path}: key 'budget' must map suite names to step counts, got {budget!r}")
+    budget = {str(k): _positive_int(v if not isinstance(v, float) or not v.is_integer() else int(v), f"{path}: key 'budget.{k}'") for k, v in budget.items()}
+
+    evaluation = _require(data, "evaluation", str(path))
+    if not isinstance(evaluation, dict):
+        raise ConfigError(f"{path}: key 'evaluation' must be a mapping, got {evaluation!r}")
+    eval_episodes = _positive_int(_require(evaluation, "episodes", f"{path}: key 'evaluation'"), f"{path}: key 'evaluation.episodes'")
+    eval_every = _positive_int(_require(evaluation, "every", f"{path}: key 'evaluation'"), f"{path}: key 'evaluation.every'")
+
+    hp = _require(data, "hyperparams", str(path))
+    if not isinstance(hp, dict):
+        raise ConfigError(f"{path}: key 'hyperparams' must be a mapping, got {hp!r}")
+    try:
+        hyperparams = Hyperparams.from_mapping(hp, prefix="hyperparams.")
+    except ValueError as err:
+        raise ConfigError(f"{path}: key {err}") from None
+    return EnvConfig(
+        name=name,
+        ids=dict(ids),
+        random_score=random_score,
+        solved_threshold=solved,
+        normalize=normalize,
+        budget=budget,
+        eval_episodes=eval_episodes,
+        eval_every=eval_every,
+        hyperparams=hyperparams,
+        path=path,
+    )
+
+
+def available_envs(envs_dir: str | Path | None = None) -> dict[str, Path]:
+    """Environment name -> file, for every ``*.yaml`` in the suite folder."""
+    folder = Path(envs_dir) if envs_dir is not None else DEFAULT_ENVS_DIR
+    if not folder.is_dir():
+        raise ConfigError(f"{folder}: the environment folder does not exist (set ADAPTIVE_PO_ENVS or pass --envs-dir)")
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+
+
+def get_env_config(name: str, envs_dir: str | Path | None = None) -> EnvConfig:
+    """Load ``<envs_dir>/<name>.yaml``; an unknown name lists the known ones."""
+    check_name("environment name", name)
+    known = available_envs(envs_dir)
+    if name not in known:
+        raise ConfigError(f"unknown environment {name!r}; available: {sorted(known)}")
+    config = load_env_config(known[name])
+    if config.name != name:
+        raise ConfigError(f"{known[name]}: key 'name' is {config.name!r} but the file is named {name!r}")
+    return config
+
+
+def check_policy(config: EnvConfig, backend: str = "auto") -> None:
+    """Build the environment's policy once, on the spaces of one environment, with its
+    ``policy_kwargs``: a keyword the policy, its features extractor or its optimizer refuses is a
+    :class:`ConfigError` here, in the driver, not in every worker. Without ``policy_kwargs``
+    (every shipped file) there is nothing to check and nothing is built."""
+    hp = config.hyperparams
+    if not hp.policy_kwargs:
+        return
+    from adaptive_po.algorithms import BatchPolicyOptimization, _with_fused_adam
+    from adaptive_po.collector import validate_policy_settings
+    from adaptive_po.environments import make_vec_env, resolve_backend
+
+    where = f"{config.path}: key 'hyperparams.policy_kwargs'"
+    backend_name, env_id = resolve_backend(config.ids, backend)
+    env = make_vec_env(env_id, 1, 0, backend_name, training=False)
+    try:
+        validate_policy_settings(hp.use_sde, "fp32", hp.policy_kwargs)
+        policy_class = BatchPolicyOptimization.policy_aliases[hp.policy]
+        policy_class(env.observation_space, env.action_space, lambda _: 1e-3, use_sde=hp.use_sde, **_with_fused_adam(hp.policy_kwargs))
+    except Exception as err:  # noqa: BLE001 - whatever the policy raises, the config is at fault
+        raise ConfigError(f"{where} does not build a {hp.policy} for {config.name}: {type(err).__name__}: {err}") from None
+    finally:
+        env.close()

@@ -1,0 +1,439 @@
+"""One benchmark run, start to finish, into its run folder (the contract in ``runs/README.md``).
+
+``execute_run(spec)`` builds the vectorized environment, the agent and its collector, trains,
+evaluates, and writes ``config.json``, ``progress.csv``, ``eval.csv``, TensorBoard events,
+``summary.json`` and finally the ``COMPLETE`` marker, each atomically. A run that raises or
+produces a non-finite loss leaves a ``FAILED`` file with its traceback instead; it never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from adaptive_po import contract, dials
+from adaptive_po.dials import DIAL_DEFAULTS, DIAL_NAMES, DataDials
+from adaptive_po.contract import FAILED, STATUS_FILE
+from adaptive_po.contract import atomic_write_json, is_complete
+from adaptive_po.bench.divergence import check_finite, compact_traceback, divergence_of_file, error_line
+from adaptive_po.bench.recorder import RunRecorder, nonfinite_reason
+from adaptive_po.environments import resolve_backend, resolve_device
+from adaptive_po.bench.locks import claim_run_folder, owned_by_another, release_run_folder, wait_for_owner
+
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that identifies one run. ``total_timesteps`` is resolved (never None here)."""
+
+    suite: str
+    env: str
+    algo: str
+    seed: int
+    total_timesteps: int
+    # the data dials, flat (a RunSpec travels as JSON to its worker); their owner, defaults and
+    # validation are dials.DataDials (:attr:`dials`)
+    policy_lag: int = DIAL_DEFAULTS["policy_lag"]
+    replay: int = DIAL_DEFAULTS["replay"]
+    action_noise: float = DIAL_DEFAULTS["action_noise"]
+    behaviour_log_prob: str = DIAL_DEFAULTS["behaviour_log_prob"]
+    sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"]
+    sampler_precision: str = DIAL_DEFAULTS["sampler_precision"]
+    #: knob values other than the defaults (adaptive_po.bench.variants); "" = the defaults
+    variant: str = ""
+    device: str = "cpu"
+    backend: str = "auto"
+    out: str = "runs"
+    envs_dir: str | None = None
+    #: write TensorBoard events into the run folder's tb/ (progress.csv holds the same statistics)
+    tensorboard: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.dials  # noqa: B018 - validates the dials (ValueError naming the bad one)
+
+    @property
+    def dials(self) -> DataDials:
+        return DataDials(**{name: getattr(self, name) for name in DIAL_NAMES})
+
+    @property
+    def condition(self) -> str:
+        return self.dials.condition
+
+    @property
+    def algo_label(self) -> str:
+        return contract.algo_label(self.algo, self.variant)
+
+    @property
+    def relative_dir(self) -> Path:
+        return contract.run_relative_dir(self.suite, self.env, self.algo_label, self.condition, self.seed)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.out) / self.relative_dir
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        return cls(**data)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for package in ("adaptive-po", "torch", "stable-baselines3", "gymnasium", "envpool", "numpy"):
+        try:
+            out[package.replace("-", "_")] = version(package)
+        except PackageNotFoundError:
+            out[package.replace("-", "_")] = "not installed"
+    return out
+
+
+# -- the run --------------------------------------------------------------------------------------
+def config_for(spec: RunSpec) -> dict[str, Any]:
+    """The resolved configuration written to ``config.json`` (and compared on resume)."""
+    from adaptive_po.bench.config import get_env_config
+    from adaptive_po.objectives import get_objective
+
+    env_cfg = get_env_config(spec.env, spec.envs_dir)
+    hp, objective_kwargs = run_settings(spec, env_cfg.hyperparams)
+    objective = get_objective(spec.algo)
+    return {
+        "run_format": contract.RUN_FORMAT,
+        "suite": spec.suite,
+        "env": spec.env,
+        "algo": spec.algo,
+        "seed": spec.seed,
+        **spec.dials.to_dict(),
+        "variant": spec.variant,
+        "condition": spec.condition,
+        "total_timesteps": spec.total_timesteps,
+        "n_envs": hp.n_envs,
+        "policy": hp.policy,
+        "backend": spec.backend,
+        "device": spec.device,
+        "normalize": env_cfg.normalize,
+        "random_score": env_cfg.random_score,
+        "solved_threshold": env_cfg.solved_threshold,
+        "eval_episodes": env_cfg.eval_episodes,
+        "eval_freq": env_cfg.eval_every,
+        "hyperparams": hp.to_json(),
+        "objective_kwargs": _json_friendly({**objective.kwargs, **objective_kwargs}),
+        "advantage_estimator": objective.advantage_estimator,
+        "algo_description": objective.description,
+    }
+
+
+def run_settings(spec: RunSpec, hp: Any) -> tuple[Any, dict[str, Any]]:
+    """The run's hyper-parameters and objective keyword arguments: the environment's tuned values
+    with the variant's in place (both engines build their learners from these)."""
+    from adaptive_po.bench.variants import apply_variant
+    from adaptive_po.objectives import get_objective
+
+    return apply_variant(spec.algo, spec.variant, hp, hp.tuned_values(get_objective(spec.algo).tuned))
+
+
+def _json_friendly(values: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(values, default=repr))
+
+
+def _make_callback(model, recorder: RunRecorder, evaluate):  # type: ignore[no-untyped-def]
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class RunCallback(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.episodes = 0
+
+        def _on_step(self) -> bool:
+            for info in self.locals.get("infos", ()):
+                if "episode" in info:
+                    self.episodes += 1
+            if recorder.evaluation_due(self.num_timesteps):
+                evaluate(self.num_timesteps)
+            return True
+
+    callback = RunCallback()
+
+    def on_update(stats: dict[str, float]) -> None:
+        update = len(recorder.progress) + 1
+        reason = nonfinite_reason(stats, update)
+        if reason is not None:
+            raise FloatingPointError(f"{reason}; statistics: {stats}")
+        check_finite(model.policy.named_parameters(), f"after update {update}")
+        buffer = model.ep_info_buffer or ()
+        recorder.add_update(
+            stats, timesteps=model.num_timesteps, episodes=callback.episodes,
+            returns=[e["r"] for e in buffer], lengths=[e["l"] for e in buffer],
+        )
+
+    model.add_update_listener(on_update)
+    return callback
+
+
+def build_training(spec: RunSpec) -> tuple[Any, Any, Any, Any, str, str]:
+    """``(model, train_env, eval_env, env_cfg, backend, env_id)`` of one run on the process engine:
+    the SB3 class with the run's settings and data dials, its training and evaluation environments
+    (normalized where the environment's config says so). The caller closes the environments."""
+    import torch
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from adaptive_po.algorithms import BatchPolicyOptimization
+    from adaptive_po.environments import make_vec_env
+    from adaptive_po.bench.config import get_env_config
+
+    device = resolve_device(spec.device)
+    if device == "cpu":
+        torch.set_num_threads(1)
+    env_cfg = get_env_config(spec.env, spec.envs_dir)
+    backend, env_id = resolve_backend(env_cfg.ids, spec.backend)
+    hp, objective_kwargs = run_settings(spec, env_cfg.hyperparams)
+    n_envs = hp.n_envs
+
+    train_env = make_vec_env(env_id, n_envs, spec.seed, backend, training=True)
+    eval_envs = min(env_cfg.eval_episodes, 10)
+    eval_env = make_vec_env(env_id, eval_envs, spec.seed + 10_000, backend, training=False)
+    if env_cfg.normalize:
+        train_env = VecNormalize(train_env, gamma=hp.gamma)
+        eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
+    try:
+        model = BatchPolicyOptimization(
+            hp.policy,
+            train_env,
+            objective=spec.algo,
+            objective_kwargs=objective_kwargs,
+            seed=spec.seed,
+            device=device,
+            **spec.dials.to_dict(),
+            verbose=0,
+            **hp.algorithm_kwargs(),
+        )
+    except BaseException:
+        train_env.close()
+        eval_env.close()
+        raise
+    return model, train_env, eval_env, env_cfg, backend, env_id
+
+
+def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.vec_env import sync_envs_normalization
+
+    model, train_env, eval_env, env_cfg, backend, env_id = build_training(spec)
+    recorder = RunRecorder(run_dir, spec.total_timesteps, env_cfg.eval_every)
+
+    try:
+        model.set_logger(configure(str(run_dir / contract.TENSORBOARD_DIR), ["tensorboard"]) if spec.tensorboard else configure(None, []))
+
+        def evaluate(timesteps: int) -> dict[str, Any]:
+            if env_cfg.normalize:
+                sync_envs_normalization(train_env, eval_env)
+            returns, _ = evaluate_policy(
+                model, eval_env, n_eval_episodes=env_cfg.eval_episodes, deterministic=True, return_episode_rewards=True, warn=False
+            )
+            row = recorder.add_evaluation(timesteps, returns)
+            model.logger.record("eval/mean_reward", row["eval_return_mean"])
+            return row
+
+        callback = _make_callback(model, recorder, evaluate)
+        evaluate(0)
+        try:
+            model.learn(spec.total_timesteps, callback=callback, tb_log_name="tb")
+        except (ValueError, RuntimeError) as err:
+            # a diverged update surfaces as the next forward pass's error (e.g. a distribution
+            # refusing NaN logits, inside train(), before the update listener's check): name it
+            where = f"during update {len(recorder.progress) + 1}"
+            check_finite(model.policy.named_parameters(), where)
+            if "invalid values" in str(err):
+                raise FloatingPointError(f"non-finite policy output {where} (the update diverged): {error_line(err)}") from err
+            raise
+        recorder.write_progress(force=True)
+        final = evaluate(model.num_timesteps)
+        model.logger.dump(model.num_timesteps)
+        return {
+            "final_eval_return_mean": final["eval_return_mean"],
+            "final_eval_return_std": final["eval_return_std"],
+            "eval_episodes": final["eval_episodes"],
+            "timesteps": int(model.num_timesteps),
+            "updates": len(recorder.progress),
+            "backend": backend,
+            "env_id": env_id,
+            "engine": "process",
+        }
+    finally:
+        if recorder.progress:
+            recorder.write_progress(force=True)
+        train_env.close()
+        eval_env.close()
+
+
+#: what :func:`run_folder_state` finds in a run folder before a run starts
+RUN_NEW = "new"  #: no complete run (absent, incomplete or failed): the run is (re)done
+RUN_SAME = "same"  #: complete, intact, with the requested configuration: skipped
+RUN_DAMAGED = "damaged"  #: complete, but its files fail the check: redone, with the reason printed
+RUN_CHANGED = "changed"  #: complete and intact, made with another configuration: redone only on request
+
+
+@dataclass(frozen=True)
+class RunFolderState:
+    """What a run folder holds, compared with the run requested for it."""
+
+    kind: str
+    summary: dict[str, Any] | None = None
+    #: damaged: why; changed: the differing keys, ``"total_timesteps 2048 -> 2304"``
+    reasons: tuple[str, ...] = ()
+
+
+_ABSENT = object()
+
+
+def _shown(value: Any) -> str:
+    if value is _ABSENT:
+        return "(absent)"
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def config_differences(recorded: dict[str, Any], requested: dict[str, Any], prefix: str = "") -> list[str]:
+    """``["total_timesteps 2048 -> 2304", "hyperparams.learning_rate 0.0003 -> 0.001"]``: the keys
+    of ``requested`` (nested mappings key by key) whose value in ``recorded`` differs. Keys only
+    ``recorded`` has count at nested levels; at the top level they are ignored (``versions``)."""
+    out = []
+    for key, new in requested.items():
+        old = recorded.get(key, _ABSENT)
+        name = f"{prefix}{key}"
+        if isinstance(new, dict) and isinstance(old, dict):
+            out += config_differences(old, new, f"{name}.")
+            out += [f"{name}.{k} {_shown(old[k])} -> (absent)" for k in old if k not in new]
+        elif old != new:
+            out.append(f"{name} {_shown(old)} -> {_shown(new)}")
+    return out
+
+
+def run_folder_state(spec: RunSpec, config: dict[str, Any] | None = None) -> RunFolderState:
+    """Compare the run folder of ``spec`` with the run requested (``config``: :func:`config_for`).
+
+    A complete run is never removed without its reason being known here: it is either the same
+    run (skip it), damaged (:func:`~adaptive_po.contract.verify_complete_run` names why)
+    or made with another configuration (the differing keys, old -> new)."""
+    run_dir = spec.run_dir
+    if not is_complete(run_dir):
+        return RunFolderState(RUN_NEW)
+    problem = contract.verify_complete_run(run_dir)
+    if problem is not None:
+        return RunFolderState(RUN_DAMAGED, reasons=(problem,))
+    config = config if config is not None else config_for(spec)
+    try:
+        previous = json.loads((run_dir / contract.CONFIG_FILE).read_text())
+        summary = json.loads((run_dir / contract.SUMMARY_FILE).read_text())
+    except (OSError, ValueError) as err:
+        return RunFolderState(RUN_DAMAGED, reasons=(f"{contract.CONFIG_FILE} or {contract.SUMMARY_FILE} cannot be read ({err})",))
+    if not isinstance(previous, dict) or not isinstance(summary, dict):
+        return RunFolderState(RUN_DAMAGED, reasons=(f"{contract.CONFIG_FILE} or {contract.SUMMARY_FILE} is not a JSON object",))
+    changes = config_differences(previous, json.loads(json.dumps(config, default=str)))
+    if changes:
+        return RunFolderState(RUN_CHANGED, summary=summary, reasons=tuple(changes))
+    return RunFolderState(RUN_SAME, summary=summary)
+
+
+def completed_summary(spec: RunSpec, config: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The summary of a complete run with the same configuration as ``spec``, else ``None``
+    (:func:`run_folder_state`: a damaged run, or one made with another configuration, is not
+    trusted; whether it may be redone is the caller's decision, taken before it starts workers)."""
+    state = run_folder_state(spec, config)
+    return state.summary if state.kind == RUN_SAME else None
+
+
+def start_run_folder(spec: RunSpec, config: dict[str, Any]) -> None:
+    """A fresh folder for ``spec`` with its ``config.json`` (an earlier incomplete, failed or
+    differently configured attempt is removed), owned by this process until the run ends.
+
+    A folder that a live process other than this one owns (an orphaned worker of a killed sweep
+    that has not died yet) is waited for, never removed under it: ``RunFolderBusy`` if it stays."""
+    run_dir = spec.run_dir
+    if run_dir.exists():
+        wait_for_owner(run_dir)
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    claim_run_folder(run_dir)
+    atomic_write_json(run_dir / contract.CONFIG_FILE, {**config, "versions": _versions()})
+
+
+def finish_run_folder(spec: RunSpec, summary: dict[str, Any], wall_time_s: float) -> dict[str, Any]:
+    """Write ``summary.json`` and then ``COMPLETE``; returns the summary as written.
+
+    The summary records the size and sha256 of ``config.json``, ``progress.csv`` and ``eval.csv``
+    and ``COMPLETE`` those of the summary (:func:`~adaptive_po.contract.write_completion`,
+    checked before the run is trusted), and whether the run diverged without a NaN
+    (:data:`~adaptive_po.contract.SUMMARY_DIVERGED`,
+    :func:`~adaptive_po.bench.divergence.divergence_reason`; null when it did not)."""
+    run_dir = spec.run_dir
+    summary = {
+        **summary,
+        "wall_time_s": round(wall_time_s, 3),
+        "status": "complete",
+        contract.SUMMARY_DIVERGED: divergence_of_file(run_dir / contract.PROGRESS_FILE),
+    }
+    summary = contract.write_completion(run_dir, summary, datetime.now(timezone.utc).isoformat())
+    status_file = run_dir / STATUS_FILE
+    if status_file.exists():
+        status_file.unlink()
+    release_run_folder(run_dir)
+    return summary
+
+
+def fail_run_folder(spec: RunSpec, text: str) -> None:
+    """Leave ``FAILED`` with ``text`` (the error and its traceback) in the run folder, if possible;
+    never in a folder that a live process other than this one owns (its run is not ours to mark)."""
+    try:
+        if owned_by_another(spec.run_dir):
+            return
+        spec.run_dir.mkdir(parents=True, exist_ok=True)
+        contract.atomic_write_text(spec.run_dir / FAILED, text)
+        release_run_folder(spec.run_dir)
+    except OSError:
+        pass
+
+
+def execute_run(spec: RunSpec | dict[str, Any]) -> dict[str, Any]:
+    """Run one configuration into its folder; never raises. Returns a small result record.
+
+    ``status`` is ``"skipped"`` (already complete with the same configuration), ``"complete"``
+    or ``"failed"`` (``error`` holds the cause: the exception's type and first line).
+    """
+    if isinstance(spec, dict):
+        spec = RunSpec.from_dict(spec)
+    run_dir = spec.run_dir
+    started = time.time()
+    result: dict[str, Any] = {"run_dir": str(run_dir), "relative_dir": str(spec.relative_dir), "status": "failed"}
+    try:
+        config = config_for(spec)
+        summary = completed_summary(spec, config)
+        if summary is not None:
+            return {**result, "status": "skipped", "final_return": summary.get("final_eval_return_mean"), "wall_time_s": 0.0}
+        start_run_folder(spec, config)
+        summary = finish_run_folder(spec, _train(spec, run_dir, config), time.time() - started)
+        return {
+            **result,
+            "status": "complete",
+            "final_return": summary["final_eval_return_mean"],
+            "wall_time_s": summary["wall_time_s"],
+            "diverged": summary.get(contract.SUMMARY_DIVERGED),
+        }
+    except BaseException as err:  # noqa: BLE001 - a run must never take the sweep down
+        text = compact_traceback(traceback.format_exc())
+        fail_run_folder(spec, text)
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        # the cause in one line: the exception's type and message, never the tail of a tensor
+        return {**result, "status": "failed", "error": error_line(text) if text.strip() else error_line(err), "traceback": text, "wall_time_s": time.time() - started}

@@ -1,0 +1,473 @@
+"""The run-folder contract: what the bench writes and analysis reads, in one place.
+
+One folder per run, ``<out>/<suite>/<env>/<algo>/<condition>/seed-<n>/``, holding:
+
+=================  ====================================================================
+``config.json``    the resolved configuration, written first (:data:`CONFIG_REQUIRED`)
+``progress.csv``   one row per update (:data:`PROGRESS_COLUMNS`), rewritten during training
+``eval.csv``       one row per deterministic evaluation (:data:`EVAL_COLUMNS`)
+``tb/``            TensorBoard events (``train/<statistic>`` with the progress names below)
+``summary.json``   final evaluation and timing (:data:`SUMMARY_REQUIRED`), written at the end, with
+                   the size and sha256 of config.json, progress.csv and eval.csv
+``COMPLETE``       written last, only on success: the run is complete iff this file exists; it
+                   records the size and sha256 of summary.json (:func:`verify_complete_run`)
+``FAILED``         the error and its traceback, only on failure
+=================  ====================================================================
+
+Every file is written atomically (:func:`atomic_write`): a temporary file in the same folder,
+then ``os.replace``, so a reader never sees half a file. Analysis reads values from
+``config.json``, never from folder names.
+
+This module imports the standard library only (no torch, no pandas): the training code and
+analysis/ both import it, and analysis imports nothing else of the training code.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from adaptive_po.dials import DIAL_DEFAULTS, DIAL_NAMES
+
+#: bumped when a file's meaning changes; the bench redoes complete runs of another format
+#: (3: the integrity records of summary.json and COMPLETE, :data:`INTEGRITY_FORMAT`)
+RUN_FORMAT = 3
+
+CONFIG_FILE = "config.json"
+PROGRESS_FILE = "progress.csv"
+EVAL_FILE = "eval.csv"
+SUMMARY_FILE = "summary.json"
+TENSORBOARD_DIR = "tb"
+COMPLETE = "COMPLETE"
+FAILED = "FAILED"
+#: live progress for the sweep's display; not part of the contract
+STATUS_FILE = ".status.json"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a CSV file of the contract.
+
+    :param required: the file is malformed without this column.
+    :param always: every row has a value (otherwise a cell may be empty, e.g. no episode yet).
+    """
+
+    name: str
+    meaning: str
+    required: bool = False
+    always: bool = False
+
+
+#: progress.csv: one row per update (one rollout and one ``train()`` call). The statistics keep
+#: one name everywhere: the same key in TensorBoard (``train/<name>``) and in analysis.
+PROGRESS_COLUMNS: tuple[Column, ...] = (
+    Column("update", "1, 2, ...", required=True, always=True),
+    Column("timesteps", "environment steps so far (all envs)", required=True, always=True),
+    Column("episodes", "training episodes finished so far"),
+    Column("time_elapsed", "seconds since the run started"),
+    Column("rollout_return_mean", "mean return of the last 100 finished training episodes (the acting policy, with its lag and noise); empty before the first episode ends"),
+    Column("rollout_length_mean", "mean length of the same episodes"),
+    Column("ess", "normalized effective sample size of pi_theta/pi_b, mean over the update's minibatches (every algorithm)", required=True),
+    Column("ess_min", "the same, minimum over the minibatches"),
+    Column("cap_fraction", "fraction of samples whose weight the objective capped or clipped (ESS: weight at e_B; PPO: ratio clipped; 0 for objectives without a cap)"),
+    Column("kl_behaviour", "analytic KL(pi_theta || pi_b) over the whole action distribution, from the stored behaviour distribution, mean over minibatches (every algorithm)"),
+    Column("kl_behaviour_sampled", "the sampled estimate (log r + 1/r - 1 at the taken action, r = pi_theta/pi_b) of the same KL, mean over minibatches; biased off-policy"),
+    Column("kl_weight", "weight of the objective's KL term (ESS: 1 - e_B; 0 for objectives without one)"),
+    Column("approx_kl", "KL between the learner at the start of the update and after it, estimated as mean((r - 1) - log r), r = pi_after/pi_start over the update's samples"),
+    Column("ratio_max", "max of pi_theta/pi_b over the update"),
+    Column("ratio_mean", "mean of pi_theta/pi_b"),
+    Column("ratio_above_2", "fraction of pi_theta/pi_b above 2"),
+    Column("policy_loss", "the objective's policy term (its KL term excluded), mean over minibatches"),
+    Column("value_loss", "mean squared error of the critic against the GAE returns"),
+    Column("entropy", "mean entropy of pi_theta (nats)"),
+    Column("explained_variance", "explained variance of the fresh batch's returns by the critic's values"),
+    Column("learning_rate", "the learning rate used in this update"),
+)
+
+#: the per-update statistics of :data:`PROGRESS_COLUMNS`: the keys the algorithms report
+UPDATE_STATISTICS: tuple[str, ...] = tuple(c.name for c in PROGRESS_COLUMNS[6:])
+
+#: eval.csv: deterministic evaluation of the clean current policy on separate environments
+EVAL_COLUMNS: tuple[Column, ...] = (
+    Column("timesteps", "environment steps at evaluation; the last row is the final evaluation", required=True, always=True),
+    Column("eval_return_mean", "mean return over the episodes (raw, unclipped, full games for Atari)", required=True, always=True),
+    Column("eval_return_std", "standard deviation of the same returns"),
+    Column("eval_episodes", "number of episodes"),
+)
+
+#: config.json keys analysis relies on, with their types
+CONFIG_REQUIRED: dict[str, type] = {
+    "env": str,
+    "algo": str,
+    "seed": int,
+    "policy_lag": int,
+    "action_noise": float,
+    "replay": int,
+    "total_timesteps": int,
+}
+#: numbers config.json also holds (null allowed)
+CONFIG_NUMBERS: tuple[str, ...] = ("random_score", "solved_threshold", "eval_episodes", "eval_freq", "n_envs")
+
+#: summary.json: the keys every complete run's summary has
+SUMMARY_REQUIRED: tuple[str, ...] = (
+    "final_eval_return_mean",
+    "final_eval_return_std",
+    "eval_episodes",
+    "timesteps",
+    "updates",
+    "wall_time_s",
+    "status",
+)
+
+#: the keys that identify a run, and those that identify its data condition. The budget
+#: (``total_timesteps``) is part of a run's key: the same cell and seed at 50k and at 100k steps are
+#: two different runs, never duplicates, and a missing run is never filled from another budget.
+CONDITION_KEYS: tuple[str, ...] = DIAL_NAMES
+RUN_KEYS: tuple[str, ...] = ("env", "algo", "variant", *DIAL_NAMES, "total_timesteps", "seed")
+#: values of the keys that older run folders (before the sampler dials and variants) lack
+RUN_KEY_DEFAULTS: dict[str, Any] = {"variant": "", **{k: DIAL_DEFAULTS[k] for k in ("sampler_temperature", "sampler_precision")}}
+
+
+def column_names(columns: Iterable[Column]) -> tuple[str, ...]:
+    return tuple(c.name for c in columns)
+
+
+def algo_label(algo: str, variant: str = "") -> str:
+    """The algorithm's folder name and label: ``ppo``, or ``ppo@clip_range=0.3`` for a variant
+    (knob values other than the defaults, see :mod:`adaptive_po.bench.variants`)."""
+    return f"{algo}@{variant}" if variant else algo
+
+
+#: the characters of a name that becomes one folder of a run's path (suite, environment)
+NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+=,@-")
+#: the longest such name
+NAME_MAX_CHARS = 100
+
+
+def check_name(kind: str, value: Any) -> str:
+    """``value`` if it can be one folder of a run's path, else a ``ValueError`` naming it.
+
+    A name is 1 to :data:`NAME_MAX_CHARS` ASCII letters, digits and ``. _ + = , @ -``, starting
+    with a letter or a digit: never a path (no separator, not absolute), never ``.`` or ``..``,
+    never a hidden folder (``.logs`` is the sweep's) or something that reads as a flag. ``kind``
+    says what the name is for (``"suite name"``, ``"environment name"``)."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{kind} must be a non-empty string, got {value!r}")
+    if len(value) > NAME_MAX_CHARS:
+        raise ValueError(f"{kind} {value[:NAME_MAX_CHARS]!r}... is {len(value)} characters long; the limit is {NAME_MAX_CHARS}")
+    if not set(value) <= NAME_CHARACTERS or not value[0].isalnum():
+        why = "a path, not a name" if ("/" in value or "\\" in value or value in (".", "..")) else "not a valid name"
+        raise ValueError(
+            f"{kind} {value!r} is {why}: it becomes one folder under --out, so use letters, digits and . _ + = , @ - "
+            "only, starting with a letter or a digit"
+        )
+    return value
+
+
+def run_relative_dir(suite: str, env: str, algo: str, condition: str, seed: int) -> Path:
+    """``algo`` is the :func:`algo_label` (variant included)."""
+    return Path(suite) / env / algo / condition / f"seed-{seed}"
+
+
+def is_complete(run_dir: str | os.PathLike) -> bool:
+    return (Path(run_dir) / COMPLETE).is_file()
+
+
+# -- atomic files ---------------------------------------------------------------------------------
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: read once at import: setting the umask to read it is not thread-safe
+_UMASK = _read_umask()
+
+
+def atomic_write(path: str | os.PathLike, writer: Callable[[str], None]) -> Path:
+    """Call ``writer(tmp_path)``, flush it to disk, then move it onto ``path`` with ``os.replace``.
+
+    The temporary file lives in the target folder (same filesystem), so the replace is atomic; on
+    any error it is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes it private; results are meant to be shared
+        writer(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+    return atomic_write(path, write)
+
+
+def atomic_write_json(path: str | os.PathLike, data: Any) -> Path:
+    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def atomic_write_rows(path: str | os.PathLike, columns: Iterable[Column], rows: Iterable[Mapping[str, Any]]) -> Path:
+    """A CSV with exactly ``columns`` (a missing key or a NaN is an empty cell)."""
+    names = column_names(columns)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(row.get(k)) for k in names})
+    return atomic_write_text(path, buffer.getvalue())
+
+
+def _cell(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return value
+
+
+def markdown_table(columns: Iterable[Column]) -> str:
+    """The columns as the Markdown table that ``runs/README.md`` shows (a test keeps them equal)."""
+    lines = ["| column | meaning |", "|---|---|"]
+    lines += [f"| `{c.name}` | {c.meaning.replace('|', chr(92) + '|')} |" for c in columns]
+    return "\n".join(lines)
+
+
+# -- integrity of complete runs -------------------------------------------------------------------
+# Every file a result depends on is covered by one chain of records, written at completion:
+#   COMPLETE (written last)  records the size and sha256 of summary.json (COMPLETE_FILES);
+#   summary.json             records those of config.json, progress.csv and eval.csv (SUMMARY_FILES).
+# COMPLETE itself holds no result (its finish time and that record): editing it can only break
+# the chain. tb/ is not covered: analysis does not read it. The checksums catch any edit, cut or
+# swap of a file; they are not a signature (whoever recomputes every record can forge a run).
+
+#: the files whose size and sha256 ``summary.json`` records at completion, under :data:`SUMMARY_FILES`
+CHECKED_FILES: tuple[str, ...] = (CONFIG_FILE, PROGRESS_FILE, EVAL_FILE)
+#: summary.json key: ``{file name: {"bytes": int, "sha256": hex}}`` for :data:`CHECKED_FILES`
+SUMMARY_FILES = "files"
+#: COMPLETE key: ``{"summary.json": {"bytes": int, "sha256": hex}}``
+COMPLETE_FILES = "files"
+#: summary.json key: why a run whose numbers stayed finite diverged anyway (null: it did not)
+SUMMARY_DIVERGED = "diverged"
+#: summary.json numbers that must be finite where present (``final_eval_return_mean`` always is)
+SUMMARY_NUMBERS: tuple[str, ...] = (
+    "final_eval_return_mean", "final_eval_return_std", "eval_episodes", "timesteps", "updates", "wall_time_s",
+)
+#: the first :data:`RUN_FORMAT` with the integrity records above; a complete run of an older
+#: format has none, so it is damaged: the bench redoes it, analysis names it and leaves it out
+INTEGRITY_FORMAT = 3
+
+
+def file_record(path: str | os.PathLike) -> dict[str, Any]:
+    """``{"bytes": size, "sha256": hex digest}`` of a file."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+            size += len(block)
+    return {"bytes": size, "sha256": digest.hexdigest()}
+
+
+def file_records(run_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """:func:`file_record` of each of :data:`CHECKED_FILES` in ``run_dir`` (to record at completion)."""
+    return {name: file_record(Path(run_dir) / name) for name in CHECKED_FILES}
+
+
+def sealed_summary(run_dir: str | os.PathLike, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary`` with the records of the run's :data:`CHECKED_FILES` (:data:`SUMMARY_FILES`),
+    to be written as its ``summary.json`` once those files are final."""
+    return {**summary, SUMMARY_FILES: file_records(run_dir)}
+
+
+def complete_marker(run_dir: str | os.PathLike, finished_at: str) -> dict[str, Any]:
+    """The content of ``COMPLETE`` for a run whose ``summary.json`` is written: the finish time
+    (ISO 8601) and the summary's record (:data:`COMPLETE_FILES`)."""
+    return {"finished_at": finished_at, COMPLETE_FILES: {SUMMARY_FILE: file_record(Path(run_dir) / SUMMARY_FILE)}}
+
+
+def write_completion(run_dir: str | os.PathLike, summary: Mapping[str, Any], finished_at: str) -> dict[str, Any]:
+    """Complete a run whose ``config.json``, ``progress.csv`` and ``eval.csv`` are final: write
+    ``summary.json`` (:func:`sealed_summary`), then ``COMPLETE`` (:func:`complete_marker`), each
+    atomically. Returns the summary as written."""
+    run_dir = Path(run_dir)
+    sealed = sealed_summary(run_dir, summary)
+    atomic_write_json(run_dir / SUMMARY_FILE, sealed)
+    atomic_write_json(run_dir / COMPLETE, complete_marker(run_dir, finished_at))
+    return sealed
+
+
+def _read_rows(path: Path, columns: Iterable[Column], check_schema: bool) -> tuple[list[str], list[list[str]], str | None]:
+    """(header, data rows, problem or None): the file ends with a newline and every row has as many
+    cells as the header; the required-and-always cells present are finite numbers (with
+    ``check_schema``, the header must also have the required columns, and a cell that is no
+    number is a problem too)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return [], [], f"{path.name} is missing"
+    except (OSError, UnicodeDecodeError) as err:
+        return [], [], f"{path.name} cannot be read ({err})"
+    if not text.endswith("\n"):
+        return [], [], f"{path.name} is cut short (no final newline)"
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return [], [], f"{path.name} is empty"
+    header = [name.strip() for name in rows[0]]
+    missing = [c.name for c in columns if c.required and c.name not in header] if check_schema else []
+    if missing:
+        return [], [], f"{path.name} lacks the column(s) {missing} (a cut or damaged header)"
+    numeric = [header.index(c.name) for c in columns if c.required and c.always and c.name in header]
+    for number, row in enumerate(rows[1:], start=1):
+        if len(row) != len(header):
+            return [], [], f"{path.name} row {number} has {len(row)} cells, the header {len(header)} (a cut or damaged row)"
+        for i in numeric:
+            try:
+                value = float(row[i])
+            except ValueError:
+                if check_schema:
+                    return [], [], f"{path.name} row {number}: {header[i]} = {row[i]!r} is not a number"
+                continue  # analysis reads the columns itself and names a malformed cell
+            if not math.isfinite(value):
+                return [], [], f"{path.name} row {number}: {header[i]} = {row[i]!r} is not a finite number"
+    return header, rows[1:], None
+
+
+def _check_record(run_dir: Path, name: str, expected: Any, recorded_in: str) -> str | None:
+    """Why ``name`` in ``run_dir`` differs from its record in ``recorded_in``, or None."""
+    if not isinstance(expected, dict):
+        return f"{recorded_in} records no size and checksum for {name}"
+    try:
+        actual = file_record(run_dir / name)
+    except FileNotFoundError:
+        return f"{name} is missing"
+    except OSError as err:
+        return f"{name} cannot be read ({err})"
+    if actual["bytes"] != expected.get("bytes"):
+        return f"{name} has {actual['bytes']} bytes, {expected.get('bytes')} at completion"
+    if actual["sha256"] != expected.get("sha256"):
+        return f"{name} differs from the file recorded at completion (sha256)"
+    return None
+
+
+def _read_object(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the JSON object in ``path``, None) or (None, why it cannot be read)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, f"{path.name} is missing"
+    except (OSError, ValueError) as err:
+        return None, f"{path.name} cannot be read ({err})"
+    if not isinstance(data, dict):
+        return None, f"{path.name} is not a JSON object"
+    return data, None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _no_record(run_dir: Path, what: str) -> str:
+    """The problem of a complete run without an integrity record, naming an older run format."""
+    config, _ = _read_object(run_dir / CONFIG_FILE)
+    written = config.get("run_format") if config else None
+    if _is_number(written) and written < INTEGRITY_FORMAT:
+        return (f"no integrity record ({what}): written by run format {written:g}, before format "
+                f"{INTEGRITY_FORMAT} added it (a rerun of the bench redoes it)")
+    return f"no integrity record ({what})"
+
+
+def verify_complete_run(run_dir: str | os.PathLike, check_schema: bool = True) -> str | None:
+    """Why the complete run in ``run_dir`` cannot be trusted, or None if it can.
+
+    A run is trusted when it has ``COMPLETE`` and no ``FAILED``; the chain of records holds
+    (``COMPLETE`` records ``summary.json``'s size and sha256, ``summary.json`` those of
+    ``config.json``, ``progress.csv`` and ``eval.csv``, and every file still matches: a run without
+    the records, e.g. one of a run format before :data:`INTEGRITY_FORMAT`, is not trusted);
+    ``summary.json``'s numbers (:data:`SUMMARY_NUMBERS`) and ``config.json``'s top-level numbers are
+    finite; both CSV files parse (:func:`_read_rows`); ``progress.csv`` has one row per update of
+    ``summary.json``'s ``updates``; and ``eval.csv``'s last row, the final evaluation, has the
+    ``final_eval_return_mean`` of ``summary.json``.
+    The bench redoes a run that fails this; analysis leaves it out and names it. Analysis passes
+    ``check_schema=False`` (integrity only): it reads the columns itself and names a malformed
+    file in an error of its own.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / COMPLETE).is_file():
+        return "no COMPLETE marker"
+    if (run_dir / FAILED).exists():
+        return "both COMPLETE and FAILED markers (two attempts wrote into one folder)"
+    marker, problem = _read_object(run_dir / COMPLETE)
+    if problem:
+        return problem
+    records = marker.get(COMPLETE_FILES)
+    if not isinstance(records, dict) or SUMMARY_FILE not in records:
+        return _no_record(run_dir, f"{COMPLETE} records no checksum of {SUMMARY_FILE}")
+    problem = _check_record(run_dir, SUMMARY_FILE, records[SUMMARY_FILE], COMPLETE)
+    if problem:
+        return problem
+    summary, problem = _read_object(run_dir / SUMMARY_FILE)
+    if problem:
+        return problem
+    recorded = summary.get(SUMMARY_FILES)
+    if not isinstance(recorded, dict):
+        return _no_record(run_dir, f"{SUMMARY_FILE} has no {SUMMARY_FILES!r}")
+    for name in CHECKED_FILES:
+        problem = _check_record(run_dir, name, recorded.get(name), SUMMARY_FILE)
+        if problem:
+            return problem
+    final = summary.get("final_eval_return_mean")
+    if not _is_number(final):
+        return f"{SUMMARY_FILE}: final_eval_return_mean = {final!r} is not a number"
+    for key in SUMMARY_NUMBERS:
+        value = summary.get(key)
+        if _is_number(value) and not math.isfinite(value):
+            return f"{SUMMARY_FILE}: {key} = {value!r} is not a finite number"
+    config, problem = _read_object(run_dir / CONFIG_FILE)
+    if problem:
+        return problem
+    for key, value in config.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{CONFIG_FILE}: {key} = {value!r} is not a finite number"
+    _, progress_rows, problem = _read_rows(run_dir / PROGRESS_FILE, PROGRESS_COLUMNS, check_schema)
+    if problem:
+        return problem
+    eval_header, eval_rows, problem = _read_rows(run_dir / EVAL_FILE, EVAL_COLUMNS, check_schema)
+    if problem:
+        return problem
+    if not eval_rows:
+        return f"{EVAL_FILE} has no evaluation"
+    updates = summary.get("updates")
+    if not _is_number(updates):
+        return f"{SUMMARY_FILE} has no number of updates"
+    if len(progress_rows) != updates:
+        return f"{PROGRESS_FILE} has {len(progress_rows)} rows, {SUMMARY_FILE} says {updates:g} updates"
+    if "eval_return_mean" in eval_header:
+        cell = eval_rows[-1][eval_header.index("eval_return_mean")]
+        try:
+            last = float(cell)
+        except ValueError:
+            last = None
+        if last is not None and not math.isclose(last, final, rel_tol=1e-12, abs_tol=1e-12):
+            return (f"{SUMMARY_FILE}: final_eval_return_mean = {final!r}, but the final evaluation "
+                    f"(the last row of {EVAL_FILE}) has {cell}")
+    return None

@@ -1,0 +1,110 @@
+"""The data dials: how a run's data is produced, in one frozen dataclass.
+
+:class:`DataDials` owns the six dials (policy lag, action noise, replay, behaviour recording,
+sampler temperature, sampler precision): their names, defaults, validation and the folder name of
+a data condition. It sits at the bottom of the package: it imports nothing of adaptive_po (and no
+torch), and the collector, the population engine, the bench's run specs and grid, the command line
+and analysis all take their dials from here. One ``DataDials`` object travels from the command
+line to the collector.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+#: how the behaviour log-probability is recorded: the distribution actually sampled from, or the
+#: learner's clean float32 policy at T = 1
+BEHAVIOUR_RECORDINGS: tuple[str, ...] = ("actual", "policy")
+#: the sampler's number formats; ``fp32`` is the learner's own (no mismatch)
+SAMPLER_PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataDials:
+    """How the data of a run is produced: the one owner of the six data dials, their defaults and
+    their validation (the collector, the population engine's members, the harness's run specs,
+    folder names and analysis all use this class).
+
+    :param policy_lag: the actor acts with the learner's parameters from this many updates ago.
+    :param action_noise: std of the Gaussian noise added to the actor's logits / means.
+    :param replay: each update also trains on this many previous rollout batches.
+    :param behaviour_log_prob: ``"actual"`` (record the distribution sampled from) or ``"policy"``
+        (the learner's clean distribution).
+    :param sampler_temperature: the sampler's temperature T (logits / T, or the std x T).
+    :param sampler_precision: the sampler's number format, one of :data:`SAMPLER_PRECISIONS`.
+
+    Construction raises ``ValueError`` naming the first bad dial.
+    """
+
+    policy_lag: int = 0
+    action_noise: float = 0.0
+    replay: int = 0
+    behaviour_log_prob: str = "actual"
+    sampler_temperature: float = 1.0
+    sampler_precision: str = "fp32"
+
+    def __post_init__(self) -> None:
+        for name in ("policy_lag", "replay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        noise = self.action_noise
+        if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not noise >= 0:
+            raise ValueError(f"action_noise must be a number >= 0, got {noise!r}")
+        if noise == float("inf"):
+            raise ValueError(f"action_noise must be finite, got {noise!r}")
+        if self.behaviour_log_prob not in BEHAVIOUR_RECORDINGS:
+            raise ValueError(f"behaviour_log_prob must be one of {BEHAVIOUR_RECORDINGS}, got {self.behaviour_log_prob!r}")
+        temperature = self.sampler_temperature
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (0 < temperature < math.inf):
+            raise ValueError(f"sampler temperature must be a finite number > 0, got {temperature!r}")
+        if self.sampler_precision not in SAMPLER_PRECISIONS:
+            raise ValueError(f"sampler precision must be one of {SAMPLER_PRECISIONS}, got {self.sampler_precision!r}")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "DataDials":
+        """The dials named in ``values`` (a config.json, a RunSpec's dict, a DataFrame row), the
+        defaults for those it lacks (older run folders); other keys are ignored."""
+        return cls(**{name: values[name] for name in DIAL_NAMES if name in values and values[name] is not None})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in DIAL_NAMES}
+
+    @property
+    def condition(self) -> str:
+        """The folder name of this data condition (:func:`condition_name`)."""
+        return condition_name(**self.to_dict())
+
+    @property
+    def is_fresh(self) -> bool:
+        """Fresh on-policy data: every dial at its default."""
+        return self == DataDials()
+
+
+#: the dials' names, in their order (the condition keys of a run)
+DIAL_NAMES: tuple[str, ...] = (
+    "policy_lag", "action_noise", "replay", "behaviour_log_prob", "sampler_temperature", "sampler_precision",
+)
+#: every dial's default value
+DIAL_DEFAULTS: dict[str, Any] = dict(zip(DIAL_NAMES, (0, 0.0, 0, "actual", 1.0, "fp32")))
+
+
+def condition_name(
+    policy_lag: int,
+    action_noise: float,
+    replay: int,
+    behaviour_log_prob: str = DIAL_DEFAULTS["behaviour_log_prob"],
+    sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"],
+    sampler_precision: str = DIAL_DEFAULTS["sampler_precision"],
+) -> str:
+    """The folder name of a data condition: ``lag4_noise0.5_replay0``, plus ``_T1.2`` for a sampler
+    temperature other than 1, ``_fp8-e4m3`` for a sampler precision other than fp32, and
+    ``_blp-policy`` when the behaviour log-probability was recorded from the clean policy."""
+    name = f"lag{int(policy_lag)}_noise{format(float(action_noise), 'g')}_replay{int(replay)}"
+    if float(sampler_temperature) != 1.0:
+        name += f"_T{format(float(sampler_temperature), 'g')}"
+    if sampler_precision != "fp32":
+        name += f"_{sampler_precision}"
+    return name if behaviour_log_prob == "actual" else f"{name}_blp-{behaviour_log_prob}"
