@@ -20,6 +20,7 @@ surrogate against the behaviour policy), :class:`DecoupledPPO` and :class:`Trunc
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any, Callable, ClassVar, TypeVar
 
@@ -49,10 +50,10 @@ from adaptive_po.collector import (
     distribution_params,
     env_actions,
     truncations,
-    validate_off_policy_settings,
     validate_policy_settings,
 )
-from adaptive_po.dials import DIAL_DEFAULTS
+from adaptive_po.dials import DIAL_DEFAULTS, DataDials, dials_from_arguments
+from adaptive_po.hyperparams import SB3_DEFAULTS as _D
 from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
 from adaptive_po.objectives import KL_FORMS, get_objective
 from adaptive_po.update import (
@@ -177,6 +178,8 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
     :param sampler_temperature: the sampler's temperature T (logits / T, or std x T).
     :param sampler_precision: the sampler's number format, one of
         :data:`adaptive_po.sampler.PRECISIONS` (``"fp32"``: the learner's own).
+    :param dials: the six data dials above as one :class:`~adaptive_po.dials.DataDials` (what the
+        bench passes); give either ``dials`` or the keywords, not both. ``model.dials`` holds them.
     :param advantage_estimator: ``"gae"`` or ``"vtrace"`` (V-trace targets and policy-gradient
         advantages, rho_bar = c_bar = 1); ``None``: the objective's registry entry decides.
     :param use_sde: generalized state-dependent exploration (gSDE), as in SB3: the actor's noise is
@@ -212,16 +215,16 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         self,
         policy: str | type[ActorCriticPolicy],
         env: GymEnv | str,
-        learning_rate: float | Schedule = 3e-4,
-        n_steps: int = 2048,
-        batch_size: int = 64,
-        n_epochs: int = 10,
-        gamma: float = 0.99,
-        gae_lambda: float = 0.95,
-        normalize_advantage: bool = True,
-        ent_coef: float = 0.0,
-        vf_coef: float = 0.5,
-        max_grad_norm: float = 0.5,
+        learning_rate: float | Schedule = _D.learning_rate,
+        n_steps: int = _D.n_steps,
+        batch_size: int = _D.batch_size,
+        n_epochs: int = _D.n_epochs,
+        gamma: float = _D.gamma,
+        gae_lambda: float = _D.gae_lambda,
+        normalize_advantage: bool = _D.normalize_advantage,
+        ent_coef: float = _D.ent_coef,
+        vf_coef: float = _D.vf_coef,
+        max_grad_norm: float = _D.max_grad_norm,
         objective: str | None = None,
         objective_kwargs: dict[str, Any] | None = None,
         policy_lag: int = DIAL_DEFAULTS["policy_lag"],
@@ -230,6 +233,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         behaviour_log_prob: BehaviourRecording = DIAL_DEFAULTS["behaviour_log_prob"],
         sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"],
         sampler_precision: str = DIAL_DEFAULTS["sampler_precision"],
+        dials: DataDials | None = None,
         advantage_estimator: str | None = None,
         use_sde: bool = False,
         sde_sample_freq: int = -1,
@@ -255,16 +259,17 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             self.objective_spec, batch_size=batch_size, normalize_advantage=normalize_advantage,
             advantage_estimator=advantage_estimator, clip_range_vf=clip_range_vf, target_kl=target_kl,
         )
-        # plain settings are saved with the model; the collector is built from them in _setup_model
-        dials = validate_off_policy_settings(
-            policy_lag, replay, action_noise, behaviour_log_prob, sampler_temperature, sampler_precision
+        # the dials are saved with the model; the collector is built from them in _setup_model
+        dials = dials_from_arguments(
+            dials, policy_lag=policy_lag, replay=replay, action_noise=action_noise, behaviour_log_prob=behaviour_log_prob,
+            sampler_temperature=sampler_temperature, sampler_precision=sampler_precision,
         )
         check_hyperparams(use_sde=use_sde, sde_sample_freq=sde_sample_freq)
-        validate_policy_settings(use_sde, sampler_precision, policy_kwargs)
+        validate_policy_settings(use_sde, dials.sampler_precision, policy_kwargs)
         self.clip_range_vf = clip_range_vf
         self.target_kl = target_kl
         # an algorithm that replays by design (P3O) does so unless the run sets its own depth
-        self.collector_settings = {**dials.to_dict(), "replay": replay or self.objective_spec.replay}
+        self.dials = dataclasses.replace(dials, replay=dials.replay or self.objective_spec.replay)
         self.objective_state = {k: th.tensor(float(v)) for k, v in self.objective_spec.state.items()}
         super().__init__(
             policy,
@@ -341,7 +346,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         if self.clip_range_vf is not None:  # SB3's type, after construction and after load
             self.clip_range_vf = KnobSchedule(self.clip_range_vf)
         self._objective_schedules = objective_schedules(self.objective_kwargs)
-        self.collector = Collector(**self.collector_settings, seed=self.seed)
+        self.collector = Collector(self.dials, seed=self.seed)
         self.collector.attach(self.policy)
 
     def _excluded_save_params(self) -> list[str]:
@@ -520,7 +525,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         schedule_values = self._objective_arguments()
         arguments = {**schedule_values, **self.objective_state}
 
-        current = self.rollout_buffer.freeze(copy=self.collector.replay > 0)
+        current = self.rollout_buffer.freeze(copy=self.dials.replay > 0)
         data = self._training_data(self.collector.training_batches(current))
         data["proximal_log_prob"] = self._log_prob(data)  # the learner before this update
         n_samples = len(data["advantages"])
@@ -586,7 +591,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         if hasattr(self.policy, "log_std"):
             self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-        self.logger.record("train/policy_lag", self.collector.policy_lag)
+        self.logger.record("train/policy_lag", self.dials.policy_lag)
         stats["n_samples"] = int(n_samples)
         stats["acting_update"] = self.collector.acting_snapshot_update
         self.last_update_stats = stats
@@ -655,16 +660,16 @@ class ESSPO(BatchPolicyOptimization):
         self,
         policy: str | type[ActorCriticPolicy],
         env: GymEnv | str,
-        learning_rate: float | Schedule = 3e-4,
-        n_steps: int = 2048,
-        batch_size: int = 64,
-        n_epochs: int = 10,
-        gamma: float = 0.99,
-        gae_lambda: float = 0.95,
-        normalize_advantage: bool = True,
-        ent_coef: float = 0.0,
-        vf_coef: float = 0.5,
-        max_grad_norm: float = 0.5,
+        learning_rate: float | Schedule = _D.learning_rate,
+        n_steps: int = _D.n_steps,
+        batch_size: int = _D.batch_size,
+        n_epochs: int = _D.n_epochs,
+        gamma: float = _D.gamma,
+        gae_lambda: float = _D.gae_lambda,
+        normalize_advantage: bool = _D.normalize_advantage,
+        ent_coef: float = _D.ent_coef,
+        vf_coef: float = _D.vf_coef,
+        max_grad_norm: float = _D.max_grad_norm,
         use_sde: bool = False,
         sde_sample_freq: int = -1,
         kl: str = "analytic",
@@ -676,6 +681,7 @@ class ESSPO(BatchPolicyOptimization):
         behaviour_log_prob: BehaviourRecording = DIAL_DEFAULTS["behaviour_log_prob"],
         sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"],
         sampler_precision: str = DIAL_DEFAULTS["sampler_precision"],
+        dials: DataDials | None = None,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -718,6 +724,7 @@ class ESSPO(BatchPolicyOptimization):
             behaviour_log_prob=behaviour_log_prob,
             sampler_temperature=sampler_temperature,
             sampler_precision=sampler_precision,
+            dials=dials,
             stats_window_size=stats_window_size,
             tensorboard_log=tensorboard_log,
             policy_kwargs=policy_kwargs,
@@ -731,7 +738,7 @@ class ESSPO(BatchPolicyOptimization):
 class _ClippedBase(BatchPolicyOptimization):
     """Shared constructor of the clipped baselines (``clip_range`` may be a schedule)."""
 
-    def __init__(self, policy, env, *, clip_range: float | Schedule = 0.2, objective: str, extra: dict[str, Any] | None = None, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, policy, env, *, clip_range: float | Schedule = _D.clip_range, objective: str, extra: dict[str, Any] | None = None, **kwargs) -> None:  # type: ignore[no-untyped-def]
         check_hyperparams(clip_range=clip_range)
         self.clip_range = clip_range
         super().__init__(policy, env, objective=objective, objective_kwargs={"clip_range": clip_range, **(extra or {})}, **kwargs)
@@ -756,7 +763,7 @@ class PPO(_ClippedBase):
     ``rollout_buffer_kwargs`` are not taken: the buffer must store behaviour distributions.
     """
 
-    def __init__(self, policy, env, learning_rate=3e-4, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.99, gae_lambda=0.95, clip_range=0.2, clip_range_vf=None, normalize_advantage=True, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, use_sde=False, sde_sample_freq=-1, target_kl=None, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, policy, env, learning_rate=_D.learning_rate, n_steps=_D.n_steps, batch_size=_D.batch_size, n_epochs=_D.n_epochs, gamma=_D.gamma, gae_lambda=_D.gae_lambda, clip_range=_D.clip_range, clip_range_vf=None, normalize_advantage=_D.normalize_advantage, ent_coef=_D.ent_coef, vf_coef=_D.vf_coef, max_grad_norm=_D.max_grad_norm, use_sde=False, sde_sample_freq=-1, target_kl=None, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(
             policy, env, clip_range=clip_range, objective="ppo", learning_rate=learning_rate, n_steps=n_steps,
             batch_size=batch_size, n_epochs=n_epochs, gamma=gamma, gae_lambda=gae_lambda,
@@ -773,7 +780,7 @@ class DecoupledPPO(_ClippedBase):
     :param is_truncation: the importance weight pi_prox/pi_b is truncated at this value.
     """
 
-    def __init__(self, policy, env, learning_rate=3e-4, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.99, gae_lambda=0.95, clip_range=0.2, is_truncation: float = 1.0, normalize_advantage=True, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, policy, env, learning_rate=_D.learning_rate, n_steps=_D.n_steps, batch_size=_D.batch_size, n_epochs=_D.n_epochs, gamma=_D.gamma, gae_lambda=_D.gae_lambda, clip_range=_D.clip_range, is_truncation: float = 1.0, normalize_advantage=_D.normalize_advantage, ent_coef=_D.ent_coef, vf_coef=_D.vf_coef, max_grad_norm=_D.max_grad_norm, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(
             policy, env, clip_range=clip_range, objective="decoupled-ppo", extra={"is_truncation": is_truncation},
             learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs, gamma=gamma,

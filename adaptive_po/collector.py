@@ -59,25 +59,9 @@ from torch.distributions import Bernoulli, Categorical, Normal
 from adaptive_po import distributions as D
 from adaptive_po import sampler as S
 from adaptive_po.buffers import StoredRollout
-from adaptive_po.dials import BEHAVIOUR_RECORDINGS, DIAL_DEFAULTS, DataDials  # noqa: F401 - re-exported
+from adaptive_po.dials import BEHAVIOUR_RECORDINGS, DataDials, dials_from_arguments  # noqa: F401 - re-exported
 
 BehaviourRecording = Literal["actual", "policy"]
-
-
-def validate_off_policy_settings(
-    policy_lag: int,
-    replay: int,
-    action_noise: float,
-    behaviour_log_prob: str,
-    sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"],
-    sampler_precision: str = DIAL_DEFAULTS["sampler_precision"],
-) -> DataDials:
-    """The settings as :class:`~adaptive_po.dials.DataDials` (the one owner of their
-    validation): ``ValueError`` naming the first bad setting."""
-    return DataDials(
-        policy_lag=policy_lag, replay=replay, action_noise=action_noise, behaviour_log_prob=behaviour_log_prob,
-        sampler_temperature=sampler_temperature, sampler_precision=sampler_precision,
-    )
 
 
 def validate_policy_settings(use_sde: bool, sampler_precision: str, policy_kwargs: dict[str, Any] | None) -> None:
@@ -215,35 +199,17 @@ class ActorStep:
 class Collector:
     """Produces data with controllable staleness and mismatch for any on-policy learner.
 
-    :param policy_lag: k >= 0, see the module docstring.
-    :param replay: m >= 0 older batches trained on at each update.
-    :param action_noise: sigma >= 0 of the Gaussian perturbation of logits / means.
-    :param behaviour_log_prob: ``"actual"`` or ``"policy"``.
-    :param sampler_temperature: T > 0 of the sampler.
-    :param sampler_precision: one of :data:`adaptive_po.sampler.PRECISIONS`.
+    :param dials: the data dials (:class:`~adaptive_po.dials.DataDials`): policy lag k >= 0 (see
+        the module docstring), replay m >= 0 older batches trained on at each update, action noise
+        sigma >= 0 on the logits / means, the behaviour recording (``"actual"`` or ``"policy"``),
+        the sampler's temperature T > 0 and precision. The six may also be given as keywords.
     :param seed: seeds the noise generator (kept apart from the action-sampling RNG, so that
         sigma = 0 consumes exactly the random numbers an ordinary rollout does).
     """
 
-    def __init__(
-        self,
-        policy_lag: int = DIAL_DEFAULTS["policy_lag"],
-        replay: int = DIAL_DEFAULTS["replay"],
-        action_noise: float = DIAL_DEFAULTS["action_noise"],
-        behaviour_log_prob: BehaviourRecording = DIAL_DEFAULTS["behaviour_log_prob"],
-        seed: int | None = None,
-        sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"],
-        sampler_precision: str = DIAL_DEFAULTS["sampler_precision"],
-    ) -> None:
-        self.dials = validate_off_policy_settings(
-            policy_lag, replay, action_noise, behaviour_log_prob, sampler_temperature, sampler_precision
-        )
-        self.policy_lag = policy_lag
-        self.replay = replay
-        self.action_noise = float(action_noise)
-        self.behaviour_log_prob = behaviour_log_prob
-        self.sampler_temperature = float(sampler_temperature)
-        self.sampler_precision = sampler_precision
+    def __init__(self, dials: DataDials | None = None, seed: int | None = None, **dial_keywords: Any) -> None:
+        self.dials = dials_from_arguments(dials, **dial_keywords)
+        policy_lag, replay = self.dials.policy_lag, self.dials.replay
         self._sampler: SamplerActor | None = None
         self.seed = seed
         self._snapshots: deque[dict[str, th.Tensor]] = deque(maxlen=policy_lag + 1)
@@ -260,17 +226,17 @@ class Collector:
         self._snapshots.clear()
         self._replay.clear()
         self.updates_seen = 0
-        if self.policy_lag > 0:
+        if self.dials.policy_lag > 0:
             self._actor = frozen_copy(policy)
             self._snapshots.append(self._snapshot(policy))
         else:
             self._actor = None
-        if self.action_noise > 0:
+        if self.dials.action_noise > 0:
             self._noise_generator = th.Generator(device=policy.device)
             self._noise_generator.manual_seed(0 if self.seed is None else int(self.seed) + 7919)
-        if self.sampler_precision != "fp32":
+        if self.dials.sampler_precision != "fp32":
             module = frozen_copy(policy)
-            self._sampler = SamplerActor(module, D.kind_of_space(policy.action_space), self.sampler_precision)
+            self._sampler = SamplerActor(module, D.kind_of_space(policy.action_space), self.dials.sampler_precision)
             self._refresh_sampler()
 
     def _refresh_sampler(self) -> None:
@@ -279,7 +245,7 @@ class Collector:
             return
         source = dict(self.acting_policy.named_parameters())
         for name, p in self._sampler.policy.named_parameters():
-            p.data = S.quantize(source[name].detach(), self.sampler_precision)
+            p.data = S.quantize(source[name].detach(), self.dials.sampler_precision)
 
     @staticmethod
     def _snapshot(policy: ActorCriticPolicy) -> dict[str, th.Tensor]:
@@ -295,7 +261,7 @@ class Collector:
     @property
     def acting_snapshot_update(self) -> int:
         """Index of the update whose parameters act now (0 = initial parameters)."""
-        return max(0, self.updates_seen - self.policy_lag)
+        return max(0, self.updates_seen - self.dials.policy_lag)
 
     def reset_noise(self, n_envs: int) -> None:
         """gSDE: a new exploration matrix per environment for the acting parameters (the learner
@@ -308,24 +274,25 @@ class Collector:
         """Sample actions for a batch of observations and record the behaviour distribution."""
         policy = self.acting_policy
         distribution = policy.get_distribution(obs)
-        if self.action_noise == 0.0 and self.sampler_temperature == 1.0 and self._sampler is None:
+        if self.dials.action_noise == 0.0 and self.dials.sampler_temperature == 1.0 and self._sampler is None:
             actions = distribution.get_actions(deterministic=False)
             return ActorStep(actions, distribution.log_prob(actions), distribution_params(distribution))
 
         clean_params = distribution_params(distribution)
         kind = distribution_kind(distribution)
-        # the dials, shared with the population engine: precision, then noise, then temperature
-        perturbed = clean_params if self._sampler is None else self._sampler(obs)
-        if self.action_noise > 0.0:
+        noise = None
+        if self.dials.action_noise > 0.0:
             noise_shape = D.sampling_noise_shape(kind, clean_params.shape)
             noise = th.randn(noise_shape, generator=self._noise_generator, device=clean_params.device)
-            perturbed = D.perturb(kind, perturbed, self.action_noise, noise)
-        if self.sampler_temperature != 1.0:
-            perturbed = S.temper(kind, perturbed, self.sampler_temperature)
+        perturbed = S.behaviour_params(
+            kind, clean_params if self._sampler is None else self._sampler(obs),
+            sigma=self.dials.action_noise if noise is not None else None, standard_normal=noise,
+            temperature=self.dials.sampler_temperature if self.dials.sampler_temperature != 1.0 else None,
+        )
         if kind == "categorical":
             sampler = Categorical(logits=perturbed)
             actions = sampler.sample()
-            if self.behaviour_log_prob == "actual":
+            if self.dials.behaviour_log_prob == "actual":
                 return ActorStep(actions, sampler.log_prob(actions), sampler.logits)
             return ActorStep(actions, distribution.log_prob(actions), clean_params)
         if kind != "gaussian":  # multicategorical, bernoulli: sampled as SB3 samples them
@@ -334,7 +301,7 @@ class Collector:
             else:
                 components = th.split(perturbed, kind.sizes, dim=-1)  # type: ignore[union-attr]
                 actions = th.stack([Categorical(logits=logits).sample() for logits in components], dim=1)
-            if self.behaviour_log_prob == "actual":
+            if self.dials.behaviour_log_prob == "actual":
                 return ActorStep(actions, D.log_prob(kind, perturbed, actions), perturbed)
             return ActorStep(actions, distribution.log_prob(actions), clean_params)
 
@@ -342,22 +309,22 @@ class Collector:
         sampler = Normal(mean, log_std.exp())
         if isinstance(distribution, StateDependentNoiseDistribution):
             # gSDE's own exploration noise latent_sde @ W, scaled by the temperature, around the moved mean
-            actions = mean + self.sampler_temperature * distribution.get_noise(distribution._latent_sde)
+            actions = mean + self.dials.sampler_temperature * distribution.get_noise(distribution._latent_sde)
         else:
             actions = sampler.sample()
-        if self.behaviour_log_prob == "actual":
+        if self.dials.behaviour_log_prob == "actual":
             return ActorStep(actions, sampler.log_prob(actions).sum(-1), perturbed)
         return ActorStep(actions, distribution.log_prob(actions), clean_params)
 
     # -- after each update ------------------------------------------------------------------------
     def training_batches(self, current: StoredRollout) -> list[StoredRollout]:
         """The batches the next update trains on: the current one, then up to m older ones."""
-        return [current, *reversed(self._replay)] if self.replay > 0 else [current]
+        return [current, *reversed(self._replay)] if self.dials.replay > 0 else [current]
 
     def after_update(self, policy: ActorCriticPolicy, trained_on: StoredRollout) -> None:
         """Advance the snapshot queue and keep ``trained_on`` for replay."""
         self.updates_seen += 1
-        if self.replay > 0:
+        if self.dials.replay > 0:
             self._replay.append(trained_on)
         if self._actor is not None:
             self._snapshots.append(self._snapshot(policy))

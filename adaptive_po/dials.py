@@ -108,3 +108,20 @@ def condition_name(
     if sampler_precision != "fp32":
         name += f"_{sampler_precision}"
     return name if behaviour_log_prob == "actual" else f"{name}_blp-{behaviour_log_prob}"
+
+
+def dials_from_arguments(dials: DataDials | None, **keywords: Any) -> DataDials:
+    """The dials of a constructor that takes either one :class:`DataDials` or the six dials as
+    keywords (the SB3-style ``ESSPO(..., policy_lag=4)``). Keywords at their defaults are ignored
+    when ``dials`` is given; a keyword set besides ``dials`` is refused (``ValueError`` naming it)."""
+    unknown = sorted(set(keywords) - set(DIAL_NAMES))
+    if unknown:
+        raise TypeError(f"unknown data dial(s) {unknown}; the dials are {list(DIAL_NAMES)}")
+    if dials is None:
+        return DataDials(**keywords)
+    if not isinstance(dials, DataDials):
+        raise TypeError(f"dials must be a DataDials, got {type(dials).__name__}")
+    both = sorted(name for name, value in keywords.items() if value != DIAL_DEFAULTS[name])
+    if both:
+        raise ValueError(f"the data dials come either as dials=DataDials(...) or as keywords, not both: {both} given beside dials")
+    return dials

@@ -28,6 +28,28 @@ class LinearSchedule:
         return f"lin_{self.initial:g}"
 
 
+@dataclass(frozen=True)
+class _SB3Defaults:
+    """SB3's PPO defaults: the one home of these numbers. The SB3-style classes take their
+    signature defaults from here and :class:`Hyperparams` its optional fields."""
+
+    learning_rate: float = 3e-4
+    n_steps: int = 2048
+    batch_size: int = 64
+    n_epochs: int = 10
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    normalize_advantage: bool = True
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+
+
+#: SB3's PPO defaults (``SB3_DEFAULTS.learning_rate`` = 3e-4, ...)
+SB3_DEFAULTS = _SB3Defaults()
+
+
 class HyperparameterError(ValueError, AssertionError):
     """A bad hyper-parameter value; the message names the argument and the value.
 
@@ -279,15 +301,15 @@ class Hyperparams:
     n_steps: int = _field(positive_int, "steps per environment per rollout (a rollout is n_envs * n_steps transitions)")
     batch_size: int = _field(positive_int, "minibatch size (transitions)")
     learning_rate: float | Schedule = _field(schedule, "Adam step size, constant or linearly decayed to 0")
-    n_epochs: int = _field(positive_int, "passes over each update's data", default=10)
-    gamma: float = _field(unit_interval, "discount factor", default=0.99)
-    gae_lambda: float = _field(unit_interval, "GAE lambda", default=0.95)
-    ent_coef: float = _field(non_negative, "entropy bonus coefficient", default=0.0)
-    vf_coef: float = _field(non_negative, "value loss coefficient", default=0.5)
-    max_grad_norm: float = _field(non_negative, "global gradient-norm clip", default=0.5)
-    normalize_advantage: bool = _field(flag, "normalize advantages per minibatch", default=True)
+    n_epochs: int = _field(positive_int, "passes over each update's data", default=SB3_DEFAULTS.n_epochs)
+    gamma: float = _field(unit_interval, "discount factor", default=SB3_DEFAULTS.gamma)
+    gae_lambda: float = _field(unit_interval, "GAE lambda", default=SB3_DEFAULTS.gae_lambda)
+    ent_coef: float = _field(non_negative, "entropy bonus coefficient", default=SB3_DEFAULTS.ent_coef)
+    vf_coef: float = _field(non_negative, "value loss coefficient", default=SB3_DEFAULTS.vf_coef)
+    max_grad_norm: float = _field(non_negative, "global gradient-norm clip", default=SB3_DEFAULTS.max_grad_norm)
+    normalize_advantage: bool = _field(flag, "normalize advantages per minibatch", default=SB3_DEFAULTS.normalize_advantage)
     policy_kwargs: dict[str, Any] = _field(policy_keywords, "SB3 policy keyword arguments (net_arch, ortho_init, ...), checked against the policy class", default_factory=dict)
-    clip_range: float | Schedule = _field(schedule, "PPO-style clip range (a tuned knob: only objectives that declare it get it)", default=0.2, role="tuned")
+    clip_range: float | Schedule = _field(schedule, "PPO-style clip range (a tuned knob: only objectives that declare it get it)", default=SB3_DEFAULTS.clip_range, role="tuned")
     use_sde: bool = _field(flag, "gSDE exploration (the process engine runs it; the population engine does not)", default=False, quiet_default=True)
     sde_sample_freq: int = _field(sample_frequency, "with gSDE, steps between new exploration matrices (-1: once per rollout)", default=-1, quiet_default=True)
 

@@ -338,18 +338,20 @@ class PopulationLearner:
         that record ``behaviour_log_prob="policy"``."""
         clean, _ = self.forward(self._acting, obs)
         noise_shape = D.sampling_noise_shape(self.kind, clean.shape[1:])
-        # the dials in the collector's order: precision, then noise, then temperature
-        sampler = self._sampler_forward(clean, obs) if self.precisions else clean
+        shape = (self.k, *([1] * (clean.dim() - 1)))
+        z = None
         if bool((self.noise > 0).any()):
             z = torch.stack([torch.randn(noise_shape, generator=g, device=self.device) for g in self.noise_generators])
-            sigma = self.noise.view(self.k, *([1] * (z.dim() - 1)))
-            sampler = D.perturb(self.kind, sampler, sigma, z)
-        if bool((self.temperature != 1.0).any()):
-            sampler = S.temper(self.kind, sampler, self.temperature.view(self.k, *([1] * (clean.dim() - 1))))
+        tempered = bool((self.temperature != 1.0).any())
+        sampler = S.behaviour_params(
+            self.kind, self._sampler_forward(clean, obs) if self.precisions else clean,
+            sigma=self.noise.view(self.k, *([1] * (z.dim() - 1))) if z is not None else None, standard_normal=z,
+            temperature=self.temperature.view(shape) if tempered else None,
+        )
         draw = torch.rand if self.kind == "categorical" else torch.randn
         u = torch.stack([draw(noise_shape, generator=g, device=self.device) for g in self.action_generators])
         actions = D.sample(self.kind, sampler, u)
-        actual = self.record_actual.view(self.k, *([1] * (clean.dim() - 1)))
+        actual = self.record_actual.view(shape)
         recorded = torch.where(actual, sampler, clean)
         return actions, D.log_prob(self.kind, recorded, actions), recorded
 

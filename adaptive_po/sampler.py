@@ -30,6 +30,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from adaptive_po import distributions as D
 from adaptive_po.distributions import Kind
 from adaptive_po.dials import SAMPLER_PRECISIONS, DataDials
 
@@ -84,3 +85,25 @@ def temper(kind: Kind, params: Tensor, temperature: Tensor | float) -> Tensor:
     d = params.shape[-1] // 2
     t = torch.as_tensor(temperature, dtype=params.dtype, device=params.device)
     return torch.cat([params[..., :d], params[..., d:] + torch.log(t)], dim=-1)
+
+
+def behaviour_params(
+    kind: Kind,
+    sampler_params: Tensor,
+    *,
+    sigma: Tensor | float | None = None,
+    standard_normal: Tensor | None = None,
+    temperature: Tensor | float | None = None,
+) -> Tensor:
+    """The distribution the actor samples from, as flat parameters: the dials applied in their one
+    order (the collector and the population engine both call this). ``sampler_params`` are the
+    sampler's own parameters: the learner's (fp32) or its low-precision copy's (the precision dial
+    comes first); then the action noise ``sigma * standard_normal`` on the logits / mean (skipped
+    when ``sigma`` is None); then the temperature (skipped when None). ``sigma`` and
+    ``temperature`` may be per-member tensors broadcast against the parameters."""
+    params = sampler_params
+    if sigma is not None:
+        params = D.perturb(kind, params, sigma, standard_normal)
+    if temperature is not None:
+        params = temper(kind, params, temperature)
+    return params

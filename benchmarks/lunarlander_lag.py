@@ -53,7 +53,8 @@ sys.path.insert(0, str(ROOT))
 from adaptive_po import distributions as D  # noqa: E402
 from adaptive_po import contract  # noqa: E402
 from adaptive_po.bench import population_runner as harness_population  # noqa: E402
-from adaptive_po.bench.runner import RunSpec  # noqa: E402
+from adaptive_po.bench.runner import RunSpec
+from adaptive_po.dials import DataDials  # noqa: E402
 from adaptive_po.population import PopulationLearner  # noqa: E402
 
 ENV = "LunarLander-v3"
@@ -196,7 +197,7 @@ def _variant_envs(out: Path, name: str, **overrides: Any) -> str:
 
 def populations(part: str, out: Path, seeds: int, long_seeds: int) -> list[list[RunSpec]]:
     def spec(suite: str, seed: int, total: int, envs_dir: str | None = None, **dials: Any) -> RunSpec:
-        return RunSpec(suite, ENV, "ppo", seed, total, out=str(out), envs_dir=envs_dir, tensorboard=False, **dials)
+        return RunSpec(suite, ENV, "ppo", seed, total, out=str(out), envs_dir=envs_dir, tensorboard=False, dials=DataDials(**dials))
 
     if part == "main":
         members = [spec("main", s, 200_000, policy_lag=lag) for lag in (0, 1, 2, 4) for s in range(seeds)]

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> float:
         model.save(path)
         loaded = Agent.load(path, device="cpu")
     mean_return, std_return = evaluate_policy(loaded, Monitor(Corridor()), n_eval_episodes=20, deterministic=True)
-    print(f"{type(loaded).__name__} with policy_lag={loaded.collector_settings['policy_lag']} after {args.timesteps} steps: "
+    print(f"{type(loaded).__name__} with policy_lag={loaded.dials.policy_lag} after {args.timesteps} steps: "
           f"return {mean_return:.2f} +/- {std_return:.2f} (untrained: {random_return:.2f}; best possible: "
           f"{1.0 - 0.05 * (Corridor().length - 1):.2f})")
     return float(mean_return)

@@ -7,6 +7,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
+from adaptive_po.dials import DataDials
 from adaptive_po import ESSPO, PPO, DecoupledPPO
 from adaptive_po.contract import UPDATE_STATISTICS
 
@@ -29,7 +30,7 @@ def test_learn_predict_save_load_round_trip(tmp_path, env_id):
     for p, q in zip(model.policy.parameters(), loaded.policy.parameters()):
         assert torch.equal(p, q)
     # the data dial and the objective switches survive the round trip
-    assert loaded.collector.policy_lag == 1 and loaded.collector.action_noise == 0.1
+    assert loaded.collector.dials == loaded.dials == DataDials(policy_lag=1, action_noise=0.1)
     assert (loaded.kl, loaded.ess_cap, loaded.ess_regularizer) == ("analytic", True, True)
     before = [p.detach().clone() for p in loaded.policy.parameters()]
     loaded.learn(128)  # and training continues: one more rollout and update

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from adaptive_po.dials import DataDials
 from adaptive_po.bench.sweep import Grid, expand_grid, run_sweep, seeds_from
 from adaptive_po.bench.config import DEFAULT_ENVS_DIR, ConfigError, available_envs, get_env_config, load_env_config
 from adaptive_po import contract
@@ -190,7 +191,7 @@ def test_same_seed_same_curve(tmp_path):
 def test_diverging_run_is_recorded_as_failed(tmp_path):
     envs_dir = tmp_path / "envs"
     write_env(envs_dir, "Diverge-v1", hyperparams__learning_rate=1e30, hyperparams__max_grad_norm=1e30)
-    spec = tiny_spec(tmp_path, env="Diverge-v1", envs_dir=str(envs_dir), total_timesteps=2048, policy_lag=0)
+    spec = tiny_spec(tmp_path, env="Diverge-v1", envs_dir=str(envs_dir), total_timesteps=2048)
     outcome = execute_run(spec)
     assert outcome["status"] == "failed"
     text = (spec.run_dir / FAILED).read_text()
@@ -291,7 +292,7 @@ def test_atari_smoke_run_on_cpu(tmp_path):
     envs_dir = tmp_path / "envs"
     # one epoch per update instead of four: the CnnPolicy pipeline end to end, in half the time
     write_env(envs_dir, "Pong-v5", base="Pong-v5", evaluation={"episodes": 1, "every": 100000}, budget={"atari": 2048}, hyperparams__n_epochs=1)
-    spec = RunSpec(suite="atari", env="Pong-v5", algo="esspo", seed=0, total_timesteps=2048, out=str(tmp_path / "runs"), device="cpu", envs_dir=str(envs_dir), policy_lag=1)
+    spec = RunSpec(suite="atari", env="Pong-v5", algo="esspo", seed=0, total_timesteps=2048, out=str(tmp_path / "runs"), device="cpu", envs_dir=str(envs_dir), dials=DataDials(policy_lag=1))
     outcome = execute_run(spec)
     assert outcome["status"] == "complete", outcome.get("traceback")
     config = json.loads((spec.run_dir / "config.json").read_text())

@@ -23,6 +23,7 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
+from adaptive_po.dials import DataDials
 from adaptive_po import ESSPO, PPO
 from adaptive_po.collector import Collector
 from adaptive_po import contract
@@ -38,7 +39,7 @@ class SnapshotActorAtLagZero(Collector):
 
     def attach(self, policy):  # type: ignore[no-untyped-def]
         super().attach(policy)
-        assert self.policy_lag == 0 and self._actor is None
+        assert self.dials.policy_lag == 0 and self._actor is None
         self._actor = copy.deepcopy(policy)
         self._actor.set_training_mode(False)
         for p in self._actor.parameters():
@@ -79,7 +80,7 @@ def _sb3_run(algo_class, collector_class=None, policy_lag=0, n_updates=5):  # ty
         seed=3, device="cpu", policy_lag=policy_lag,
     )
     if collector_class is not None:
-        model.collector = collector_class(**model.collector_settings, seed=model.seed)
+        model.collector = collector_class(model.dials, seed=model.seed)
         model.collector.attach(model.policy)
     recorder = Recorder()
     model.learn(32 * 4 * n_updates, callback=recorder)
@@ -183,7 +184,7 @@ def test_population_actor_is_the_learner_of_exactly_k_updates_before():
 
 def _member_rows(tmp_path, lags):  # type: ignore[no-untyped-def]
     specs = [
-        RunSpec("lagpath", "CartPole-v1", "ppo", seed, 4 * 256, policy_lag=lag, out=str(tmp_path), tensorboard=False)
+        RunSpec("lagpath", "CartPole-v1", "ppo", seed, 4 * 256, dials=DataDials(policy_lag=lag), out=str(tmp_path), tensorboard=False)
         for seed, lag in enumerate(lags)
     ]
     results = execute_population(specs)

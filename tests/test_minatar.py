@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from adaptive_po.dials import DataDials
 from adaptive_po import BatchPolicyOptimization
 from adaptive_po.environments import MINATAR_GAMES, make_vec_env
 from adaptive_po.environments import minatar as minatar_backend
@@ -115,7 +116,7 @@ def test_a_minatar_population_trains_end_to_end_on_uint8_rollouts(tmp_path, monk
 
     monkeypatch.setattr(population.PopulationLearner, "update", spy)
     specs = [
-        RunSpec("minatar", "Breakout-MinAtar", "esspo", seed, 2 * 64 * 128, policy_lag=lag, out=str(tmp_path), device="cpu")
+        RunSpec("minatar", "Breakout-MinAtar", "esspo", seed, 2 * 64 * 128, dials=DataDials(policy_lag=lag), out=str(tmp_path), device="cpu")
         for seed, lag in ((0, 0), (1, 4))
     ]
     results = execute_population(specs)

@@ -18,6 +18,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
 
 import adaptive_po.analysis as analysis
+from adaptive_po.dials import DataDials
 from adaptive_po import BatchPolicyOptimization
 from adaptive_po import contract
 from adaptive_po.bench.population_runner import execute_population, group_populations, population_key
@@ -221,7 +222,7 @@ def test_the_noise_dial_gives_each_member_its_own_noise_and_recording():
 
 
 def test_grouping_keeps_only_compatible_runs_together(tmp_path):
-    specs = [RunSpec("s", "CartPole-v1", algo, seed, 512, policy_lag=lag, out=str(tmp_path)) for algo in ("esspo", "ppo") for seed in range(3) for lag in (0, 4)]
+    specs = [RunSpec("s", "CartPole-v1", algo, seed, 512, dials=DataDials(policy_lag=lag), out=str(tmp_path)) for algo in ("esspo", "ppo") for seed in range(3) for lag in (0, 4)]
     groups = group_populations(specs, max_members=4)
     assert sorted(len(g) for g in groups) == [2, 2, 4, 4]
     for group in groups:
@@ -234,10 +235,10 @@ def _spec(tmp_path, **kw):
 
 
 def test_population_run_folders_are_the_runners(tmp_path):
-    pop = [_spec(tmp_path / "pop", seed=s, policy_lag=lag) for s, lag in ((0, 0), (1, 2))]
+    pop = [_spec(tmp_path / "pop", seed=s, dials=DataDials(policy_lag=lag)) for s, lag in ((0, 0), (1, 2))]
     results = execute_population(pop)
     assert [r["status"] for r in results] == ["complete", "complete"], results
-    single = _spec(tmp_path / "proc", seed=1, policy_lag=2)
+    single = _spec(tmp_path / "proc", seed=1, dials=DataDials(policy_lag=2))
     assert execute_run(single)["status"] == "complete"
     a, b = pop[1].run_dir, single.run_dir
     assert sorted(p.name for p in a.iterdir()) == sorted(p.name for p in b.iterdir())

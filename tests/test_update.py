@@ -7,6 +7,7 @@ dials have one owner.
 """
 
 import dataclasses
+import json
 
 import gymnasium as gym
 import numpy as np
@@ -14,7 +15,8 @@ import pytest
 import torch
 from stable_baselines3.common.logger import configure
 
-from adaptive_po import BatchPolicyOptimization, update
+from adaptive_po import ESSPO, BatchPolicyOptimization, update
+from adaptive_po.collector import Collector
 from adaptive_po.buffers import compute_gae
 from adaptive_po import contract, dials
 from adaptive_po.bench.runner import RunSpec
@@ -226,9 +228,28 @@ def test_every_face_refuses_a_bad_dial_with_the_same_message(bad, named):
         dials.DataDials(**bad)
     with pytest.raises(ValueError) as member:
         Member(0, **bad)
-    with pytest.raises(ValueError) as spec:
-        RunSpec("s", "CartPole-v1", "esspo", 0, 1000, **bad)
-    assert str(member.value) == str(spec.value) == str(own.value)
+    with pytest.raises(ValueError) as model:
+        ESSPO("MlpPolicy", "CartPole-v1", **bad)
+    with pytest.raises(ValueError) as collector:
+        Collector(**bad)
+    assert str(member.value) == str(model.value) == str(collector.value) == str(own.value)
+
+
+def test_one_dials_object_travels_from_the_grid_to_the_collector(tmp_path):
+    """The bench hands the collector the very DataDials its grid expanded: no flat copies."""
+    from adaptive_po.bench.runner import build_training
+
+    condition = dials.DataDials(policy_lag=2, action_noise=0.25)
+    spec = RunSpec("s", "CartPole-v1", "ppo", 0, 1024, dials=condition, out=str(tmp_path))
+    assert RunSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    model, train_env, eval_env, *_ = build_training(spec)
+    try:
+        assert model.dials == condition and model.collector.dials == condition
+    finally:
+        train_env.close()
+        eval_env.close()
+    with pytest.raises(ValueError, match="not both"):
+        ESSPO("MlpPolicy", "CartPole-v1", dials=condition, policy_lag=1)
 
 
 def test_the_dials_name_the_condition_and_fill_defaults_for_older_folders():
@@ -241,7 +262,7 @@ def test_the_dials_name_the_condition_and_fill_defaults_for_older_folders():
     assert old.sampler_temperature == 1.0 and old.sampler_precision == "fp32" and old.policy_lag == 2
     assert dials.DIAL_NAMES == tuple(f.name for f in dataclasses.fields(dials.DataDials))
     assert dials.DIAL_DEFAULTS == dials.DataDials().to_dict()
-    spec = RunSpec("s", "CartPole-v1", "esspo", 0, 1000, policy_lag=3, sampler_temperature=1.2)
+    spec = RunSpec("s", "CartPole-v1", "esspo", 0, 1000, dials=dials.DataDials(policy_lag=3, sampler_temperature=1.2))
     assert spec.dials == dials.DataDials(policy_lag=3, sampler_temperature=1.2)
     assert spec.condition == "lag3_noise0_replay0_T1.2"
     assert Member(7, policy_lag=3).seed == 7

@@ -82,7 +82,7 @@ def test_a_registry_class_saves_and_loads_with_its_knob(tmp_path: Path) -> None:
     model.save(tmp_path / "cispo")
     loaded = cispo.load(tmp_path / "cispo", device="cpu")
     assert loaded.objective_name == "cispo" and loaded.objective_kwargs["eps_high"] == 2.0
-    assert loaded.collector_settings["policy_lag"] == 1
+    assert loaded.dials.policy_lag == 1
 
 
 def _zoo(tmp_path: Path, *args: str, timeout: int = 600) -> str:
@@ -103,7 +103,7 @@ def test_zoo_train_enjoy_video_and_plots_through_the_entry_point(tmp_path: Path)
     assert "generated from the environment files" in out and (run / "CartPole-v1.zip").is_file()
     config = yaml.load((run / "CartPole-v1" / "config.yml").read_text(), Loader=yaml.UnsafeLoader)
     assert dict(config)["policy_lag"] == 2
-    assert ESSPO.load(run / "CartPole-v1.zip", device="cpu").collector_settings["policy_lag"] == 2
+    assert ESSPO.load(run / "CartPole-v1.zip", device="cpu").dials.policy_lag == 2
 
     out = _zoo(tmp_path, "enjoy", "--algo", "esspo", "--env", "CartPole-v1", "-f", "logs", "--no-render", "-n", "300")
     assert "Mean reward" in out or "Episode Reward" in out

@@ -50,7 +50,7 @@ def population_key(spec: RunSpec) -> tuple[Any, ...]:
     precision) must agree, the variant's knobs included. Replay changes the amount of data per
     update, so it is shared too."""
     return (
-        spec.suite, spec.env, spec.algo, spec.variant, spec.total_timesteps, spec.replay, spec.device, spec.backend,
+        spec.suite, spec.env, spec.algo, spec.variant, spec.total_timesteps, spec.dials.replay, spec.device, spec.backend,
         spec.out, spec.envs_dir,
     )
 

@@ -15,10 +15,10 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from adaptive_po import contract, dials
-from adaptive_po.dials import DIAL_DEFAULTS, DIAL_NAMES, DataDials
+from adaptive_po import contract
+from adaptive_po.dials import DataDials
 from adaptive_po.contract import FAILED, STATUS_FILE
 from adaptive_po.contract import atomic_write_json, is_complete
 from adaptive_po.bench.divergence import check_finite, compact_traceback, divergence_of_file, error_line
@@ -37,14 +37,8 @@ class RunSpec:
     algo: str
     seed: int
     total_timesteps: int
-    # the data dials, flat (a RunSpec travels as JSON to its worker); their owner, defaults and
-    # validation are dials.DataDials (:attr:`dials`)
-    policy_lag: int = DIAL_DEFAULTS["policy_lag"]
-    replay: int = DIAL_DEFAULTS["replay"]
-    action_noise: float = DIAL_DEFAULTS["action_noise"]
-    behaviour_log_prob: str = DIAL_DEFAULTS["behaviour_log_prob"]
-    sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"]
-    sampler_precision: str = DIAL_DEFAULTS["sampler_precision"]
+    #: how the run's data is produced (validated on construction: ValueError naming the bad dial)
+    dials: DataDials = field(default_factory=DataDials)
     #: knob values other than the defaults (adaptive_po.bench.variants); "" = the defaults
     variant: str = ""
     device: str = "cpu"
@@ -56,11 +50,8 @@ class RunSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.dials  # noqa: B018 - validates the dials (ValueError naming the bad one)
-
-    @property
-    def dials(self) -> DataDials:
-        return DataDials(**{name: getattr(self, name) for name in DIAL_NAMES})
+        if not isinstance(self.dials, DataDials):
+            raise TypeError(f"RunSpec.dials must be a DataDials, got {type(self.dials).__name__}")
 
     @property
     def condition(self) -> str:
@@ -83,7 +74,8 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
-        return cls(**data)
+        """The inverse of :meth:`to_dict` (a spec travels to its worker as JSON)."""
+        return cls(**{**data, "dials": DataDials.from_mapping(data.get("dials", {}))})
 
 
 def _versions() -> dict[str, str]:
@@ -126,7 +118,9 @@ def config_for(spec: RunSpec) -> dict[str, Any]:
         "solved_threshold": env_cfg.solved_threshold,
         "eval_episodes": env_cfg.eval_episodes,
         "eval_freq": env_cfg.eval_every,
-        "hyperparams": hp.to_json(),
+        # the environment's tuned knobs the objective does not take (ESSPO has no clip range) are
+        # not recorded: they play no part in the run
+        "hyperparams": {k: v for k, v in hp.to_json().items() if k not in unused_tuned_knobs(spec.algo)},
         "objective_kwargs": _json_friendly({**objective.kwargs, **objective_kwargs}),
         "advantage_estimator": objective.advantage_estimator,
         "algo_description": objective.description,
@@ -142,8 +136,44 @@ def run_settings(spec: RunSpec, hp: Any) -> tuple[Any, dict[str, Any]]:
     return apply_variant(spec.algo, spec.variant, hp, hp.tuned_values(get_objective(spec.algo).tuned))
 
 
+def unused_tuned_knobs(algo: str) -> frozenset[str]:
+    """The environment-tuned hyper-parameters (``Hyperparams`` fields of role ``tuned``, such as
+    ``clip_range``) that the objective ``algo`` does not declare (``ObjectiveSpec.tuned``): never
+    passed to it, so neither recorded in ``config.json`` nor compared on resume."""
+    import dataclasses
+
+    from adaptive_po.hyperparams import Hyperparams
+    from adaptive_po.objectives import get_objective
+
+    tuned = {f.name for f in dataclasses.fields(Hyperparams) if f.metadata.get("role") == "tuned"}
+    return frozenset(tuned - set(get_objective(algo).tuned))
+
+
+def _comparable_config(config: dict[str, Any], algo: str) -> dict[str, Any]:
+    """``config`` without the tuned knobs ``algo`` does not use: a run recorded before they were
+    left out (ESSPO's ``config.json`` with ``hyperparams.clip_range``) is the same configuration."""
+    hyperparams = config.get("hyperparams")
+    unused = unused_tuned_knobs(algo)
+    if not isinstance(hyperparams, dict) or not unused & set(hyperparams):
+        return config
+    return {**config, "hyperparams": {k: v for k, v in hyperparams.items() if k not in unused}}
+
+
 def _json_friendly(values: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(values, default=repr))
+
+
+#: the live progress of runs on the process engine (the ``train`` command's progress bar): each
+#: listener is called as ``listener(timesteps, updates, last_eval_return)`` after every update and
+#: every evaluation of a run trained in this process (``last_eval_return``: None before the first)
+PROGRESS_LISTENERS: list[Callable[[int, int, float | None], None]] = []
+
+
+def _report_progress(recorder: RunRecorder, timesteps: int) -> None:
+    if PROGRESS_LISTENERS:
+        last = recorder.evaluations[-1]["eval_return_mean"] if recorder.evaluations else None
+        for listener in list(PROGRESS_LISTENERS):
+            listener(int(timesteps), len(recorder.progress), last)
 
 
 def _make_callback(model, recorder: RunRecorder, evaluate):  # type: ignore[no-untyped-def]
@@ -175,6 +205,7 @@ def _make_callback(model, recorder: RunRecorder, evaluate):  # type: ignore[no-u
             stats, timesteps=model.num_timesteps, episodes=callback.episodes,
             returns=[e["r"] for e in buffer], lengths=[e["l"] for e in buffer],
         )
+        _report_progress(recorder, model.num_timesteps)
 
     model.add_update_listener(on_update)
     return callback
@@ -213,7 +244,7 @@ def build_training(spec: RunSpec) -> tuple[Any, Any, Any, Any, str, str]:
             objective_kwargs=objective_kwargs,
             seed=spec.seed,
             device=device,
-            **spec.dials.to_dict(),
+            dials=spec.dials,
             verbose=0,
             **hp.algorithm_kwargs(),
         )
@@ -243,6 +274,7 @@ def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, An
             )
             row = recorder.add_evaluation(timesteps, returns)
             model.logger.record("eval/mean_reward", row["eval_return_mean"])
+            _report_progress(recorder, timesteps)
             return row
 
         callback = _make_callback(model, recorder, evaluate)
@@ -340,7 +372,8 @@ def run_folder_state(spec: RunSpec, config: dict[str, Any] | None = None) -> Run
         return RunFolderState(RUN_DAMAGED, reasons=(f"{contract.CONFIG_FILE} or {contract.SUMMARY_FILE} cannot be read ({err})",))
     if not isinstance(previous, dict) or not isinstance(summary, dict):
         return RunFolderState(RUN_DAMAGED, reasons=(f"{contract.CONFIG_FILE} or {contract.SUMMARY_FILE} is not a JSON object",))
-    changes = config_differences(previous, json.loads(json.dumps(config, default=str)))
+    requested = _comparable_config(json.loads(json.dumps(config, default=str)), spec.algo)
+    changes = config_differences(_comparable_config(previous, spec.algo), requested)
     if changes:
         return RunFolderState(RUN_CHANGED, summary=summary, reasons=tuple(changes))
     return RunFolderState(RUN_SAME, summary=summary)

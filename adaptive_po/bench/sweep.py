@@ -160,7 +160,7 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
                     algo=algo,
                     seed=seed,
                     total_timesteps=total,
-                    **condition.to_dict(),
+                    dials=condition,
                     variant=variant,
                     device=device,
                     backend=grid.backend,
@@ -314,11 +314,13 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
     runs would be redone and why (damaged, or made with another configuration: the differing keys,
     old -> new), and a cost estimate (steps x the measured speed of ``engine``; runs the
     population engine does not support count at the process engine's speed; complete runs count
-    too)."""
+    too). A summary, never a line per run: the dry run lists the run folders with ``--list-runs``."""
+    from adaptive_po.bench.config import budget_notes
     from adaptive_po.bench.population_runner import supports_population
 
     check_engine(engine)
-    lines = [f"{len(specs)} runs"]
+    lines = [f"{len(specs)} runs, {sum(s.total_timesteps for s in specs):,} environment steps in all"]
+    notes: list[str] = []
     by_env: dict[str, list[RunSpec]] = {}
     for spec in specs:
         by_env.setdefault(spec.env, []).append(spec)
@@ -349,6 +351,14 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
             f"  {env}: {len(runs)} runs = {len(algos)} algos {algos}{variants} x {len(conditions)} conditions x "
             f"{len(seeds)} seeds, {runs[0].total_timesteps:,} steps each"
         )
+        for budget in sorted({r.total_timesteps for r in runs}):
+            notes += [f"  {note}" for note in budget_notes(get_env_config(env, runs[0].envs_dir), budget)]
+    for axis, key in (("algorithms", lambda s: s.algo), ("conditions", lambda s: s.condition)):
+        counts: dict[str, int] = {}
+        for spec in specs:
+            counts[key(spec)] = counts.get(key(spec), 0) + 1
+        lines.append(f"  runs per {axis[:-1]}: " + ", ".join(f"{name} {n}" for name, n in counts.items()))
+    lines += notes
     plan = plan_resume(specs)
     changed, damaged = plan.of(RUN_CHANGED), plan.of(RUN_DAMAGED)
     lines.append(f"  already complete: {len(plan.of(RUN_SAME))}; to run: {len(plan.todo(redo_changed))}")

@@ -171,7 +171,7 @@ def run_trace(spec: TraceSpec) -> Path:
 
     run = RunSpec(
         suite="trace", env=spec.env, algo=spec.algo, seed=spec.seed, total_timesteps=spec.total_timesteps,
-        policy_lag=spec.policy_lag, envs_dir=spec.envs_dir, tensorboard=False,
+        dials=DataDials(policy_lag=spec.policy_lag), envs_dir=spec.envs_dir, tensorboard=False,
     )
     model, train_env, eval_env, *_ = build_training(run)
     try:
@@ -225,13 +225,14 @@ def plan(
 
 
 def add_trace_arguments(parser: Any) -> None:
-    """The options of ``adaptive-po trace`` (and ``python -m adaptive_po.bench.trace``)."""
-    parser.add_argument("--envs", default="Pendulum-v1", help="comma-separated environment names")
-    parser.add_argument("--algos", default="esspo,ppo", help="comma-separated algorithm names")
-    parser.add_argument("--lags", default="0,16", help="comma-separated policy lags")
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
-    parser.add_argument("--timesteps", type=int, required=True, help="environment steps per run")
-    parser.add_argument("--every", type=int, default=1, help="trace every n-th update (default: every one)")
+    """The options of ``adaptive-po trace`` (and ``python -m adaptive_po.bench.trace``), each help
+    naming its default."""
+    parser.add_argument("--envs", default="Pendulum-v1", help="comma-separated environment names (default: Pendulum-v1)")
+    parser.add_argument("--algos", default="esspo,ppo", help="comma-separated algorithm names (default: esspo,ppo)")
+    parser.add_argument("--lags", default="0,16", help="comma-separated policy lags (default: 0,16)")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: 0,1,2)")
+    parser.add_argument("--timesteps", type=int, required=True, help="environment steps per run (required)")
+    parser.add_argument("--every", type=int, default=1, help="trace every n-th update (default: 1, every update)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="runs at a time (default: one per core)")
     parser.add_argument("--out", default="runs/trace", help="where the traces go (default: runs/trace)")
 
@@ -257,7 +258,10 @@ def run_from_arguments(args: Any) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m adaptive_po.bench.trace", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m adaptive_po.bench.trace",
+        description="Per-epoch traces inside updates: what the objective saw, epoch by epoch (the same as `adaptive-po trace`).",
+    )
     add_trace_arguments(parser)
     return run_from_arguments(parser.parse_args(argv))
 
