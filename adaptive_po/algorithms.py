@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, Callable, ClassVar, TypeVar
+from typing import Any, Callable, ClassVar, Iterator, TypeVar
 
 import numpy as np
 import torch as th
@@ -56,16 +56,7 @@ from adaptive_po.dials import DIAL_DEFAULTS, DataDials, dials_from_arguments
 from adaptive_po.hyperparams import SB3_DEFAULTS as _D
 from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
 from adaptive_po.objectives import KL_FORMS, get_objective
-from adaptive_po.update import (
-    advantages_and_returns,
-    approx_kl,
-    check_update_settings,
-    mean_reverse_kl,
-    minibatch_loss,
-    reduce_statistics,
-    replay_information,
-    whole_batch_ess,
-)
+from adaptive_po.update import MINIBATCH_KEYS, advantages_and_returns, check_update_settings, minibatch_loss, run_update
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
 
@@ -152,13 +143,6 @@ def policy_heads(policy: ActorCriticPolicy, kind: D.Kind, observations: Any) -> 
         if kind == "gaussian":
             params = th.cat([params, policy.log_std.expand_as(params)], dim=-1)
     return params, policy.value_net(latent_vf).squeeze(-1)
-
-
-#: the per-transition columns of an update's data that a minibatch takes (observations are
-#: selected separately: they may be a dict)
-MINIBATCH_KEYS: tuple[str, ...] = (
-    "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values", "proximal_log_prob", "fresh",
-)
 
 
 class BatchPolicyOptimization(OnPolicyAlgorithm):
@@ -477,25 +461,6 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         }
         return self._log_prob(data).cpu().numpy().reshape(n_steps, n_envs)
 
-    def _training_data(self, batches: list[StoredRollout]) -> dict[str, Any]:
-        """Flatten the batches of one update into tensors on the device, env-major as SB3's own
-        buffer yields them (``observations``: a dict of tensors for Dict observation spaces)."""
-        columns: dict[str, list[np.ndarray]] = {
-            k: [] for k in ("observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values")
-        }
-        flat = RolloutBuffer.swap_and_flatten
-        for batch in batches:
-            values, advantages, returns = self._advantages(batch)
-            columns["observations"].append(map_observations(flat, batch.observations))
-            columns["actions"].append(self._flat_actions(flat(batch.actions)))
-            columns["behaviour_log_prob"].append(flat(batch.behaviour_log_prob).reshape(-1))
-            columns["behaviour_params"].append(flat(batch.behaviour_params))
-            columns["advantages"].append(flat(advantages).reshape(-1))
-            columns["returns"].append(flat(returns).reshape(-1))
-            columns["values"].append(flat(values).reshape(-1))
-        as_tensor = lambda *parts: th.as_tensor(np.concatenate(parts), device=self.device)  # noqa: E731
-        return {k: map_observations(as_tensor, *v) for k, v in columns.items()}
-
     @th.no_grad()
     def _dist_params(self, data: dict[str, Any]) -> th.Tensor:
         """``(N, P)`` flat distribution parameters of every stored transition under the current
@@ -513,71 +478,28 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         return objective_arguments(self._objective_schedules, self._current_progress_remaining)
 
     def train(self) -> None:
-        """One update: recompute advantages, then ``n_epochs`` passes of minibatch gradient steps.
-
-        The maths is :mod:`adaptive_po.update`'s (shared with the population engine); this driver
-        owns SB3's optimizer, its minibatch order (NumPy's global stream), ``target_kl`` early
-        stopping and the logger.
-        """
+        """One update: :func:`adaptive_po.update.run_update` with SB3's optimizer, its minibatch
+        order (NumPy's global stream), ``target_kl`` early stopping and the logger (this class is
+        the update's face, see :class:`adaptive_po.update.UpdateFace`)."""
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
-        spec = self.objective_spec
         schedule_values = self._objective_arguments()
-        arguments = {**schedule_values, **self.objective_state}
-
         current = self.rollout_buffer.freeze(copy=self.dials.replay > 0)
-        data = self._training_data(self.collector.training_batches(current))
-        data["proximal_log_prob"] = self._log_prob(data)  # the learner before this update
-        n_samples = len(data["advantages"])
-        n_fresh = self.rollout_buffer.buffer_size * self.rollout_buffer.n_envs
-        data["fresh"], replay_ess = replay_information(data["proximal_log_prob"], data["behaviour_log_prob"], n_fresh)
         clip_range_vf = None if self.clip_range_vf is None else FloatSchedule(self.clip_range_vf)(self._current_progress_remaining)
-
-        rows: list[dict[str, th.Tensor]] = []
-        continue_training = True
-        for epoch in range(self.n_epochs):
-            epoch_start = len(rows)
-            permutation = th.as_tensor(np.random.permutation(n_samples), device=self.device)
-            for start in range(0, n_samples, self.batch_size):
-                idx = permutation[start : start + self.batch_size]
-                minibatch = {name: data[name][idx] for name in MINIBATCH_KEYS}
-                minibatch["replay_ess"] = replay_ess
-                if spec.needs_batch_ess:
-                    minibatch["batch_ess"] = whole_batch_ess(self._log_prob(data), data["behaviour_log_prob"])
-                dist_params, values = policy_heads(self.policy, self.kind, _rows(data["observations"], idx))
-                loss, stats = minibatch_loss(
-                    spec, self.kind, dist_params, values, minibatch, arguments, normalize_advantage=self.normalize_advantage,
-                    ent_coef=self.ent_coef, vf_coef=self.vf_coef, clip_range_vf=clip_range_vf,
-                )
-                rows.append(stats)
-                if self.target_kl is not None and float(stats["approx_kl"]) > 1.5 * self.target_kl:
-                    continue_training = False  # SB3's early stopping, before the gradient step
-                    if self.verbose >= 1:
-                        print(f"Early stopping at step {epoch} due to reaching max kl: {float(stats['approx_kl']):.2f}")
-                    break
-                self.policy.optimizer.zero_grad()
-                loss.backward()
-                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-                self.policy.optimizer.step()
-            self._n_updates += 1
-            for listener in self._epoch_listeners:
-                listener(epoch, rows[epoch_start:], data)
-            if not continue_training:
-                break
-
-        dist_params = self._dist_params(data)
-        final_kl = approx_kl(D.log_prob(self.kind, dist_params, data["actions"]) - data["proximal_log_prob"])
-        if spec.update_state is not None:
-            reverse_kl = mean_reverse_kl(self.kind, data["behaviour_params"], dist_params)
-            self.objective_state = spec.update_state(self.objective_state, reverse_kl, **schedule_values, **self.objective_state)
-            for key, value in self.objective_state.items():
-                self.logger.record(f"train/{key}", float(value))
-        self.collector.after_update(self.policy, current)
-        stats = reduce_statistics(
-            rows, approx_kl=final_kl, values=data["values"][:n_fresh], returns=data["returns"][:n_fresh],
-            learning_rate=self.policy.optimizer.param_groups[0]["lr"],
+        stats, data = run_update(
+            _SB3Face(self), self.objective_spec, self.kind, self.collector.training_batches(current),
+            n_fresh=self.rollout_buffer.buffer_size * self.rollout_buffer.n_envs, n_epochs=self.n_epochs,
+            schedule_values=schedule_values, objective_state=self.objective_state,
+            learning_rate=self.policy.optimizer.param_groups[0]["lr"], clip_range_vf=clip_range_vf,
+            epoch_listeners=[self._count_epoch, *self._epoch_listeners],
         )
-        self._record_update({name: float(value) for name, value in stats.items()}, schedule_values, n_samples)
+        for key, value in self.objective_state.items() if self.objective_spec.update_state is not None else ():
+            self.logger.record(f"train/{key}", float(value))
+        self.collector.after_update(self.policy, current)
+        self._record_update({name: float(value) for name, value in stats.items()}, schedule_values, len(data["advantages"]))
+
+    def _count_epoch(self, epoch: int, rows: list[dict[str, th.Tensor]], data: dict[str, Any]) -> None:
+        self._n_updates += 1  # SB3 counts gradient epochs as its n_updates
 
     def _record_update(self, stats: dict[str, float], objective_arguments: dict[str, Any], n_samples: int) -> None:
         """Log the update's statistics as ``train/<name>`` and tell the listeners. The names are
@@ -615,6 +537,63 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             reset_num_timesteps=reset_num_timesteps,
             progress_bar=progress_bar,
         )
+
+
+class _SB3Face:
+    """The SB3 class's side of :func:`adaptive_po.update.run_update`: one run, NumPy batches,
+    SB3's optimizer and gradient clipping, ``target_kl``."""
+
+    def __init__(self, model: BatchPolicyOptimization) -> None:
+        self.model = model
+
+    def advantages(self, batch: StoredRollout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.model._advantages(batch)
+
+    def flatten(self, column: str, values: Any) -> Any:
+        flat = RolloutBuffer.swap_and_flatten
+        if column == "observations":
+            return map_observations(flat, values)
+        if column == "actions":
+            return self.model._flat_actions(flat(values))
+        if column == "behaviour_params":
+            return flat(values)
+        return flat(values).reshape(-1)
+
+    def concatenate(self, parts: list[Any]) -> Any:
+        return map_observations(lambda *p: th.as_tensor(np.concatenate(p), device=self.model.device), *parts)
+
+    def dist_params(self, data: dict[str, Any]) -> th.Tensor:
+        return self.model._dist_params(data)
+
+    def minibatches(self, n_samples: int) -> Iterator[th.Tensor]:
+        permutation = th.as_tensor(np.random.permutation(n_samples), device=self.model.device)
+        for start in range(0, n_samples, self.model.batch_size):
+            yield permutation[start : start + self.model.batch_size]
+
+    def select(self, data: dict[str, Any], index: th.Tensor) -> dict[str, Any]:
+        return {"observations": _rows(data["observations"], index), **{name: data[name][index] for name in MINIBATCH_KEYS}}
+
+    def step(self, minibatch: dict[str, Any], arguments: dict[str, Any], clip_range_vf: float | None) -> tuple[dict[str, th.Tensor], bool]:
+        model = self.model
+        dist_params, values = policy_heads(model.policy, model.kind, minibatch["observations"])
+        loss, stats = minibatch_loss(
+            model.objective_spec, model.kind, dist_params, values, minibatch, arguments,
+            normalize_advantage=model.normalize_advantage, ent_coef=model.ent_coef, vf_coef=model.vf_coef,
+            clip_range_vf=clip_range_vf,
+        )
+        if model.target_kl is not None and float(stats["approx_kl"]) > 1.5 * model.target_kl:
+            if model.verbose >= 1:  # SB3's early stopping, before the gradient step
+                print(f"Early stopping due to reaching max kl: {float(stats['approx_kl']):.2f}")
+            return stats, True
+        model.policy.optimizer.zero_grad()
+        loss.backward()
+        th.nn.utils.clip_grad_norm_(model.policy.parameters(), model.max_grad_norm)
+        model.policy.optimizer.step()
+        return stats, False
+
+    def update_objective_state(self, reverse_kl: th.Tensor, schedule_values: dict[str, Any]) -> None:
+        model = self.model
+        model.objective_state = model.objective_spec.update_state(model.objective_state, reverse_kl, **schedule_values, **model.objective_state)
 
 
 #: SB3 PPO's trust-region arguments, and why ESSPO has none of them

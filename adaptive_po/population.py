@@ -30,7 +30,7 @@ import inspect
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -42,22 +42,20 @@ from torch.func import functional_call, grad, stack_module_state, vmap
 
 from adaptive_po import distributions as D
 from adaptive_po import sampler as S
-from adaptive_po.algorithms import MINIBATCH_KEYS, BatchPolicyOptimization, objective_arguments, objective_schedules, policy_heads
+from adaptive_po.algorithms import BatchPolicyOptimization, objective_arguments, objective_schedules, policy_heads
 from adaptive_po.collector import SamplerActor
 from adaptive_po.dials import DataDials
 from adaptive_po.hyperparams import check_hyperparams
 from adaptive_po.networks import resolve_policy_kwargs
 from adaptive_po.objectives import get_objective
 from adaptive_po.update import (
+    MINIBATCH_KEYS,
+    EpochListener,
     advantages_and_returns,
-    approx_kl,
     check_population_settings,
     check_update_settings,
-    mean_reverse_kl,
     minibatch_loss,
-    reduce_statistics,
-    replay_information,
-    whole_batch_ess,
+    run_update,
 )
 
 #: Adam's constants as SB3's actor-critics use them (eps = 1e-5), see algorithms._with_fused_adam
@@ -267,6 +265,9 @@ class PopulationLearner:
         self.action_generators = [self._generator(m.seed) for m in self.members]
         self.noise_generators = [self._generator(m.seed + 7919) for m in self.members]  # the Collector's offset
         self.permutation_rngs = [np.random.RandomState(m.seed) for m in self.members]
+        self._update_listeners: list[Callable[[StackedRollout, dict[str, Tensor]], None]] = []
+        self._start_listeners: list[Callable[[StackedRollout], None]] = []
+        self._epoch_listeners: list[EpochListener] = []
         self._refresh_sampler_params()
 
     def _generator(self, seed: int) -> torch.Generator:
@@ -296,6 +297,10 @@ class PopulationLearner:
     def acting_updates(self) -> list[int]:
         """For each member, the index of the update whose parameters act now (0 = initial)."""
         return [max(0, self.updates_done - lag) for lag in self.lags]
+
+    def acting_parameters(self) -> dict[str, Tensor]:
+        """Each member's acting parameters now (``policy_lag`` updates old), stacked ``(K, ...)``."""
+        return self._acting
 
     def _refresh_acting_params(self) -> None:
         """Each member acts with the parameters of ``policy_lag`` updates ago (its own)."""
@@ -390,19 +395,6 @@ class PopulationLearner:
         back = lambda a: torch.as_tensor(a, device=self.device).reshape(t, k, e).permute(1, 0, 2)  # noqa: E731
         return values, back(advantages), back(returns)
 
-    def _training_data(self, batches: list[StackedRollout]) -> dict[str, Tensor]:
-        columns: dict[str, list[Tensor]] = {k: [] for k in ("observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values")}
-        for batch in batches:
-            values, advantages, returns = self._advantages(batch)
-            columns["observations"].append(self._flat(batch.observations))
-            columns["actions"].append(self._flat(batch.actions))
-            columns["behaviour_log_prob"].append(self._flat(batch.behaviour_log_prob))
-            columns["behaviour_params"].append(self._flat(batch.behaviour_params))
-            columns["advantages"].append(self._flat(advantages))
-            columns["returns"].append(self._flat(returns))
-            columns["values"].append(self._flat(values))
-        return {name: torch.cat(parts, dim=1) for name, parts in columns.items()}
-
     @torch.no_grad()
     def _log_prob(self, params: dict[str, Tensor], obs: Tensor, actions: Tensor) -> Tensor:
         return D.log_prob(self.kind, self.forward(params, obs)[0], actions)
@@ -439,52 +431,46 @@ class PopulationLearner:
         return objective_arguments(self._objective_schedules, progress_remaining)
 
     def update(self, rollout: StackedRollout, progress_remaining: float) -> dict[str, Tensor]:
-        """One update of every member on its rollout (plus its replayed ones).
+        """One update of every member on its rollout (plus its replayed ones):
+        :func:`adaptive_po.update.run_update` with the stacked ``vmap(grad(...))`` step and Adam.
 
         ``progress_remaining`` (1 -> 0) drives the learning-rate and objective schedules, as SB3's
         ``_current_progress_remaining`` does. Returns the update's statistics, ``(K,)`` tensors
-        keyed by the names of the run-folder contract's progress columns (plus ``loss``).
+        keyed by the names of the run-folder contract's progress columns (plus ``loss``); the
+        update listeners get them too.
         """
+        for listener in self._start_listeners:
+            listener(rollout)
         lr = self.lr_schedule(progress_remaining)
         schedule_values = self.objective_arguments(progress_remaining)
-        clip_range_vf = None if self.clip_range_vf is None else self.clip_range_vf(progress_remaining)
-        batches = [rollout, *reversed(self._replay)] if self.replay > 0 else [rollout]
-        data = self._training_data(batches)
-        data["proximal_log_prob"] = self._log_prob(self.params, data["observations"], data["actions"])
-        n_samples = data["advantages"].shape[1]
-        n_fresh = rollout.rewards.shape[1] * rollout.rewards.shape[2]
-        data["fresh"], replay_ess = replay_information(data["proximal_log_prob"], data["behaviour_log_prob"], n_fresh)
-        member_grad = grad(self._member_loss, has_aux=True)
-        per_member_grad = vmap(member_grad, in_dims=(0, 0, 0, 0, None, None))
-        rows: list[dict[str, Tensor]] = []
-        members = torch.arange(self.k, device=self.device)[:, None]
-        for _epoch in range(self.n_epochs):
-            order = torch.as_tensor(np.stack([rng.permutation(n_samples) for rng in self.permutation_rngs]), device=self.device)
-            for start in range(0, n_samples, self.batch_size):
-                idx = order[:, start : start + self.batch_size]
-                minibatch = {name: data[name][members, idx] for name in ("observations", *MINIBATCH_KEYS)}
-                minibatch["replay_ess"] = replay_ess
-                if self.objective_spec.needs_batch_ess:
-                    log_prob = self._log_prob(self.params, data["observations"], data["actions"])
-                    minibatch["batch_ess"] = whole_batch_ess(log_prob, data["behaviour_log_prob"])
-                grads, stats = per_member_grad(
-                    self.params, self.buffers, minibatch, self.objective_state, schedule_values, clip_range_vf
-                )
-                self._adam_step(grads, lr)
-                rows.append(stats)
-        with torch.no_grad():
-            dist_params = self.forward(self.params, data["observations"])[0]
-            final_kl = approx_kl(D.log_prob(self.kind, dist_params, data["actions"]) - data["proximal_log_prob"])
-            if self.objective_spec.update_state is not None:
-                reverse_kl = mean_reverse_kl(self.kind, data["behaviour_params"], dist_params)
-                update = vmap(lambda st, kl: self.objective_spec.update_state(st, kl, **schedule_values, **st))
-                new_state = update(self.objective_state, reverse_kl)
-                self.objective_state = {k: torch.where(self.alive, v, self.objective_state[k]) for k, v in new_state.items()}
+        stats, _ = run_update(
+            _StackedFace(self, lr), self.objective_spec, self.kind,
+            [rollout, *reversed(self._replay)] if self.replay > 0 else [rollout],
+            n_fresh=rollout.rewards.shape[1] * rollout.rewards.shape[2], n_epochs=self.n_epochs,
+            schedule_values=schedule_values, objective_state=self.objective_state, learning_rate=lr,
+            clip_range_vf=None if self.clip_range_vf is None else self.clip_range_vf(progress_remaining),
+            epoch_listeners=self._epoch_listeners,
+        )
         self.updates_done += 1
         self._after_update(rollout)
-        return reduce_statistics(
-            rows, approx_kl=final_kl, values=data["values"][:, :n_fresh], returns=data["returns"][:, :n_fresh], learning_rate=lr,
-        )
+        for listener in self._update_listeners:
+            listener(rollout, stats)
+        return stats
+
+    def add_update_listener(
+        self, listener: Callable[[StackedRollout, dict[str, Tensor]], None], *, at_start: Callable[[StackedRollout], None] | None = None
+    ) -> None:
+        """Call ``listener(rollout, statistics)`` after every update (diagnostics; the statistics
+        are the ``(K,)`` tensors :meth:`update` returns), and ``at_start(rollout)`` before it,
+        with the learner's parameters as they were when the rollout was collected."""
+        self._update_listeners.append(listener)
+        if at_start is not None:
+            self._start_listeners.append(at_start)
+
+    def add_epoch_listener(self, listener: EpochListener) -> None:
+        """Call ``listener(epoch, rows, data)`` after every epoch of every update, as the SB3 class
+        does: the epoch's minibatch statistics (``(K,)`` tensors) and the update's data."""
+        self._epoch_listeners.append(listener)
 
     def _after_update(self, rollout: StackedRollout) -> None:
         if self.replay > 0:
@@ -514,3 +500,49 @@ class PopulationLearner:
             for name in state:
                 state[name][member] = 0.0
         self._refresh_acting_params()
+
+
+class _StackedFace:
+    """The population engine's side of :func:`adaptive_po.update.run_update`: every member at
+    once, each with its own minibatch order, gradient clipping and Adam."""
+
+    def __init__(self, learner: PopulationLearner, lr: float) -> None:
+        self.learner, self.lr = learner, lr
+        self.members = torch.arange(learner.k, device=learner.device)[:, None]
+        self.per_member_grad = vmap(grad(learner._member_loss, has_aux=True), in_dims=(0, 0, 0, 0, None, None))
+
+    def advantages(self, batch: StackedRollout) -> tuple[Tensor, Tensor, Tensor]:
+        return self.learner._advantages(batch)
+
+    def flatten(self, column: str, values: Tensor) -> Tensor:
+        return self.learner._flat(values)
+
+    def concatenate(self, parts: list[Tensor]) -> Tensor:
+        return torch.cat(parts, dim=1)
+
+    @torch.no_grad()
+    def dist_params(self, data: dict[str, Tensor]) -> Tensor:
+        return self.learner.forward(self.learner.params, data["observations"])[0]
+
+    def minibatches(self, n_samples: int) -> Iterator[Tensor]:
+        learner = self.learner
+        order = torch.as_tensor(np.stack([rng.permutation(n_samples) for rng in learner.permutation_rngs]), device=learner.device)
+        for start in range(0, n_samples, learner.batch_size):
+            yield order[:, start : start + learner.batch_size]
+
+    def select(self, data: dict[str, Tensor], index: Tensor) -> dict[str, Tensor]:
+        return {name: data[name][self.members, index] for name in ("observations", *MINIBATCH_KEYS)}
+
+    def step(self, minibatch: dict[str, Tensor], arguments: dict[str, Any], clip_range_vf: float | None) -> tuple[dict[str, Tensor], bool]:
+        learner = self.learner
+        state = {k: arguments[k] for k in learner.objective_state}
+        shared = {k: v for k, v in arguments.items() if k not in learner.objective_state}
+        grads, stats = self.per_member_grad(learner.params, learner.buffers, minibatch, state, shared, clip_range_vf)
+        learner._adam_step(grads, self.lr)
+        return stats, False
+
+    def update_objective_state(self, reverse_kl: Tensor, schedule_values: dict[str, Any]) -> None:
+        learner = self.learner
+        update = vmap(lambda st, kl: learner.objective_spec.update_state(st, kl, **schedule_values, **st))
+        new_state = update(learner.objective_state, reverse_kl)
+        learner.objective_state = {k: torch.where(learner.alive, v, learner.objective_state[k]) for k, v in new_state.items()}

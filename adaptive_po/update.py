@@ -28,7 +28,7 @@ runs them per member under :func:`torch.func.vmap`.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -224,6 +224,131 @@ def minibatch_loss(
     stats["loss"] = loss.detach().to(torch.float64)
     stats["approx_kl"] = approx_kl(log_prob.detach() - minibatch["proximal_log_prob"])
     return loss, stats
+
+
+# -- one update, start to end ---------------------------------------------------------------------
+#: the per-transition columns of an update's data, assembled by :func:`training_data`
+TRAINING_COLUMNS: tuple[str, ...] = (
+    "observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values",
+)
+#: the columns a minibatch takes besides its observations
+MINIBATCH_KEYS: tuple[str, ...] = (
+    "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values", "proximal_log_prob", "fresh",
+)
+
+#: an epoch listener: ``(epoch, that epoch's minibatch statistics, the update's data)``
+EpochListener = Callable[[int, "list[dict[str, Tensor]]", "dict[str, Any]"], None]
+
+
+class UpdateFace(Protocol):
+    """What a face of the algorithm supplies to :func:`run_update`: only what differs between one
+    run with SB3's optimizer and a stacked population (the leading member dimension, if any, is
+    the face's business; every tensor below may carry it).
+
+    The SB3 class (:class:`adaptive_po.algorithms.BatchPolicyOptimization`) and the population
+    engine (:class:`adaptive_po.population.PopulationLearner`) each implement it in a few lines.
+    """
+
+    def advantages(self, batch: Any) -> tuple[Any, Any, Any]:
+        """``(values, advantages, returns)`` of one stored batch under the current critic."""
+
+    def flatten(self, column: str, values: Any) -> Any:
+        """One batch's ``(n_steps, n_envs, ...)`` column as ``(..., N, ...)`` transitions."""
+
+    def concatenate(self, parts: Sequence[Any]) -> Any:
+        """The flattened batches of one column as one tensor on the learner's device."""
+
+    def dist_params(self, data: Mapping[str, Any]) -> Tensor:
+        """``(..., N, P)`` distribution parameters of every transition under the current parameters."""
+
+    def minibatches(self, n_samples: int) -> Iterable[Any]:
+        """One epoch's minibatch indices, in the face's order."""
+
+    def select(self, data: Mapping[str, Any], index: Any) -> dict[str, Any]:
+        """The minibatch's observations and :data:`MINIBATCH_KEYS` columns at ``index``."""
+
+    def step(self, minibatch: Mapping[str, Any], arguments: Mapping[str, Any], clip_range_vf: float | None) -> tuple[dict[str, Tensor], bool]:
+        """Forward, :func:`minibatch_loss`, gradient and optimizer step on one minibatch; returns
+        its statistics and whether the update stops here (SB3's ``target_kl``, before the step)."""
+
+    def update_objective_state(self, reverse_kl: Tensor, schedule_values: Mapping[str, Any]) -> None:
+        """Advance the objective's per-run state (adaptive KL-PPO's coefficient) after the epochs."""
+
+
+def training_data(face: UpdateFace, batches: Sequence[Any]) -> dict[str, Any]:
+    """One update's transitions (the fresh batch first, then the replayed ones), each batch's
+    advantages and targets computed under the learner's current critic, as flat columns
+    (:data:`TRAINING_COLUMNS`), env-major as SB3's own buffer yields them."""
+    columns: dict[str, list[Any]] = {name: [] for name in TRAINING_COLUMNS}
+    for batch in batches:
+        values, advantages, returns = face.advantages(batch)
+        computed = {"advantages": advantages, "returns": returns, "values": values}
+        for name in TRAINING_COLUMNS:
+            columns[name].append(face.flatten(name, computed[name] if name in computed else getattr(batch, name)))
+    return {name: face.concatenate(parts) for name, parts in columns.items()}
+
+
+def run_update(
+    face: UpdateFace,
+    objective: ObjectiveSpec,
+    kind: D.Kind,
+    batches: Sequence[Any],
+    *,
+    n_fresh: int,
+    n_epochs: int,
+    schedule_values: Mapping[str, Any],
+    objective_state: Mapping[str, Tensor],
+    learning_rate: float,
+    clip_range_vf: float | None = None,
+    epoch_listeners: Sequence[EpochListener] = (),
+) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    """One update, start to end: what every face of the algorithm runs.
+
+    1. the data: advantages and targets under the current critic, the learner's log-probs before
+       the update (pi_prox), which transitions are fresh, the ESS of the replayed ones;
+    2. ``n_epochs`` passes of minibatch steps in the face's order (the whole batch's ESS before
+       each step, for objectives that declare ``needs_batch_ess``); the epoch listeners after
+       each epoch; the face may stop early (SB3's ``target_kl``);
+    3. the end: approx KL of the update, the objective's state, the statistics reduced into the
+       run-folder contract's names.
+
+    ``batches`` are the fresh rollout first, then replayed ones; ``n_fresh`` is the fresh rollout's
+    number of transitions. Returns ``(statistics, data)``.
+    """
+    data = training_data(face, batches)
+    data["proximal_log_prob"] = D.log_prob(kind, face.dist_params(data), data["actions"]).detach()
+    n_samples = data["advantages"].shape[-1]
+    data["fresh"], replay_ess = replay_information(data["proximal_log_prob"], data["behaviour_log_prob"], n_fresh)
+    arguments = {**schedule_values, **objective_state}
+
+    rows: list[dict[str, Tensor]] = []
+    for epoch in range(n_epochs):
+        epoch_start, stop = len(rows), False
+        for index in face.minibatches(n_samples):
+            minibatch = face.select(data, index)
+            minibatch["replay_ess"] = replay_ess
+            if objective.needs_batch_ess:
+                log_prob = D.log_prob(kind, face.dist_params(data), data["actions"])
+                minibatch["batch_ess"] = whole_batch_ess(log_prob, data["behaviour_log_prob"])
+            stats, stop = face.step(minibatch, arguments, clip_range_vf)
+            rows.append(stats)
+            if stop:
+                break
+        for listener in epoch_listeners:
+            listener(epoch, rows[epoch_start:], data)
+        if stop:
+            break
+
+    with torch.no_grad():
+        dist_params = face.dist_params(data)
+        final_kl = approx_kl(D.log_prob(kind, dist_params, data["actions"]) - data["proximal_log_prob"])
+        if objective.update_state is not None:
+            face.update_objective_state(mean_reverse_kl(kind, data["behaviour_params"], dist_params), schedule_values)
+    statistics = reduce_statistics(
+        rows, approx_kl=final_kl, values=data["values"][..., :n_fresh], returns=data["returns"][..., :n_fresh],
+        learning_rate=learning_rate,
+    )
+    return statistics, data
 
 
 # -- statistics ----------------------------------------------------------------------------------

@@ -45,14 +45,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adaptive_po import distributions as D  # noqa: E402
 from adaptive_po import contract  # noqa: E402
-from adaptive_po.bench import population_runner as harness_population  # noqa: E402
+from adaptive_po.bench.population_runner import PopulationObserver, execute_population  # noqa: E402
 from adaptive_po.bench.runner import RunSpec
 from adaptive_po.dials import DataDials  # noqa: E402
 from adaptive_po.population import PopulationLearner  # noqa: E402
@@ -87,112 +86,87 @@ def _pre_update(learner: PopulationLearner, rollout: Any) -> dict[str, np.ndarra
         }
 
 
-class _InstrumentedPopulation(harness_population._Population):
-    """The bench's population loop, plus the side records described in the module docstring."""
+class _SideRecords(PopulationObserver):
+    """The side records described in the module docstring, taken through the bench's observer
+    and the learner's update listeners (the training loop itself is the bench's, unchanged)."""
 
-    def __init__(self, runs):  # type: ignore[no-untyped-def]
-        super().__init__(runs)
-        self.side: list[dict[str, Any]] = [{"updates": [], "evaluations": [], "final": {}} for _ in runs]
+    def __init__(self) -> None:
+        self.side: list[dict[str, Any]] = []
         self._eval_generator = torch.Generator().manual_seed(12345)
-        learner = self.learner
-        original_update = learner.update
+        self._before: dict[str, np.ndarray] = {}
 
-        def update(rollout, progress_remaining):  # type: ignore[no-untyped-def]
-            before = _pre_update(learner, rollout)
-            stats = original_update(rollout, progress_remaining)
+    def started(self, population: Any) -> None:
+        self.side = [{"updates": [], "evaluations": [], "final": {}} for _ in population.runs]
+        learner = population.learner
+
+        def at_start(rollout: Any) -> None:
+            self._before = _pre_update(learner, rollout)
+
+        def after(rollout: Any, stats: dict[str, torch.Tensor]) -> None:
             k, t, e = rollout.rewards.shape
             obs = rollout.observations.reshape(k, t * e, *rollout.observations.shape[3:])
             with torch.no_grad():
-                after = D.entropy(learner.kind, learner.forward(learner.params, obs)[0]).mean(1).numpy()
-            for m in range(self.k):
-                row = {"update": learner.updates_done, "timesteps": self.timesteps}
-                row.update({name: float(v[m]) for name, v in before.items()})
-                row["entropy_learner_end"] = float(after[m])
+                entropy_after = D.entropy(learner.kind, learner.forward(learner.params, obs)[0]).mean(1).numpy()
+            for m in range(population.k):
+                row = {"update": learner.updates_done, "timesteps": population.timesteps}
+                row.update({name: float(v[m]) for name, v in self._before.items()})
+                row["entropy_learner_end"] = float(entropy_after[m])
                 row.update({name: float(stats[name][m]) for name in ("cap_fraction", "approx_kl", "kl_behaviour", "entropy", "ess")})
                 self.side[m]["updates"].append(row)
-            return stats
 
-        learner.update = update  # type: ignore[method-assign]
+        learner.add_update_listener(after, at_start=at_start)
 
-    def episodes(self, params: dict[str, torch.Tensor], stochastic: bool) -> tuple[list[list[float]], list[list[float]]]:
-        """The bench's evaluation protocol (``eval_episodes`` episodes per member over ``n_eval``
-        environments), acting with ``params``: the mode, or a sample of the policy."""
-        episodes = self.env_cfg.eval_episodes
-        targets = np.array([(episodes + j) // self.n_eval for j in range(self.n_eval)])
-        counts = np.zeros((self.k, self.n_eval), dtype=int)
-        done = np.array([r.failed is not None for r in self.runs])
-        returns: list[list[float]] = [[] for _ in self.runs]
-        lengths: list[list[float]] = [[] for _ in self.runs]
-        obs = self.eval_env.reset()
-        kind = self.learner.kind
-        while not done.all():
-            o = self._split(obs, self.n_eval)
-            if self.normalizer is not None:
-                o = self.normalizer.normalize(o)
-            with torch.no_grad():
-                dist = self.learner.forward(params, self._tensor(o))[0]
-                if stochastic:
-                    draw = torch.rand if kind == "categorical" else torch.randn
-                    u = draw(D.sampling_noise_shape(kind, dist.shape), generator=self._eval_generator)
-                    actions = D.sample(kind, dist, u)
-                else:
-                    actions = D.mode(kind, dist)
-            obs, _, dones, infos = self.eval_env.step(self._env_actions(actions))
-            for i in np.flatnonzero(dones):
-                m, j = divmod(int(i), self.n_eval)
-                if counts[m, j] < targets[j] and "episode" in infos[i]:
-                    returns[m].append(float(infos[i]["episode"]["r"]))
-                    lengths[m].append(float(infos[i]["episode"]["l"]))
-                    counts[m, j] += 1
-            done |= (counts >= targets).all(1)
-        return returns, lengths
+    def _act(self, population: Any, params: dict[str, torch.Tensor], stochastic: bool) -> Any:
+        kind = population.learner.kind
 
-    def evaluate(self, timesteps: int) -> None:
-        super().evaluate(timesteps)  # the bench's deterministic evaluation, into eval.csv
-        returns, lengths = self.episodes(self.learner.params, stochastic=True)
-        for m in range(self.k):
+        def act(obs: torch.Tensor) -> torch.Tensor:
+            dist = population.learner.forward(params, obs)[0]
+            if not stochastic:
+                return D.mode(kind, dist)
+            draw = torch.rand if kind == "categorical" else torch.randn
+            return D.sample(kind, dist, draw(D.sampling_noise_shape(kind, dist.shape), generator=self._eval_generator))
+
+        return act
+
+    def evaluated(self, population: Any, timesteps: int) -> None:
+        returns, lengths = population.episodes(self._act(population, population.learner.params, stochastic=True))
+        for m in range(population.k):
             if returns[m]:
                 self.side[m]["evaluations"].append(
                     {"timesteps": int(timesteps), "stochastic_return": float(np.mean(returns[m])), "stochastic_length": float(np.mean(lengths[m]))}
                 )
 
-    def train(self) -> None:
-        super().train()
-        if not self.live:
-            return
-        self.learner._refresh_acting_params()
+    def finished(self, population: Any) -> None:
+        learner = population.learner
+        acting = learner.acting_parameters()
         finals = {
-            "learner_deterministic": self.episodes(self.learner.params, stochastic=False),
-            "actor_deterministic": self.episodes(self.learner._acting, stochastic=False),
-            "actor_stochastic": self.episodes(self.learner._acting, stochastic=True),
+            "learner_deterministic": population.episodes(self._act(population, learner.params, stochastic=False)),
+            "actor_deterministic": population.episodes(self._act(population, acting, stochastic=False)),
+            "actor_stochastic": population.episodes(self._act(population, acting, stochastic=True)),
         }
-        for m, run in enumerate(self.runs):
+        for m, run in enumerate(population.runs):
             final = self.side[m]["final"]
             for name, (returns, lengths) in finals.items():
                 if returns[m]:
                     final[f"{name}_return"] = float(np.mean(returns[m]))
                     final[f"{name}_length"] = float(np.mean(lengths[m]))
                     final[f"{name}_timeouts"] = float(np.mean(np.array(lengths[m]) >= 1000))
-            final["acting_update"] = self.learner.acting_updates[m]
-            final["updates"] = self.learner.updates_done
+            final["acting_update"] = learner.acting_updates[m]
+            final["updates"] = learner.updates_done
             (run.spec.run_dir / SIDE_FILE).write_text(json.dumps(self.side[m], indent=1))
 
 
-harness_population._Population = _InstrumentedPopulation  # type: ignore[misc]
 
 
 # -- the parts ----------------------------------------------------------------------------------------
 def _variant_envs(out: Path, name: str, **overrides: Any) -> str:
     """An envs folder whose LunarLander-v3.yaml is the Zoo one with ``overrides`` in hyperparams."""
-    from adaptive_po.bench.config import available_envs
+    from adaptive_po.bench.config import get_env_config, write_env_config_copy
 
-    data = yaml.safe_load(available_envs()[ENV].read_text())  # the default envs folder's file
-    data["hyperparams"].update(overrides)
-    data["hyperparams"]["source"] += f" (issue 11 item 7 control: {overrides})"
-    folder = out / "envs" / name
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{ENV}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    return str(folder)
+    source = get_env_config(ENV).hyperparams.source  # the default envs folder's file
+    changes = {f"hyperparams__{key}": value for key, value in overrides.items()}
+    path = write_env_config_copy(ENV, out / "envs" / name, hyperparams__source=f"{source} (a control of this benchmark: {overrides})", **changes)
+    return str(path.parent)
 
 
 def populations(part: str, out: Path, seeds: int, long_seeds: int) -> list[list[RunSpec]]:
@@ -341,7 +315,7 @@ def main() -> None:
             continue
         for specs in populations(part, out, args.seeds, args.long_seeds):
             started = time.time()
-            results = harness_population.execute_population(specs)
+            results = execute_population(specs, _SideRecords())
             statuses = [r["status"] for r in results]
             print(f"[{part}] {specs[0].suite}: {len(specs)} members, {statuses.count('complete')} complete, "
                   f"{statuses.count('skipped')} skipped, {statuses.count('failed')} failed, {time.time() - started:.0f} s", flush=True)

@@ -12,11 +12,18 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from adaptive_po.dials import DataDials
 from adaptive_po.bench.sweep import Grid, expand_grid, run_sweep, seeds_from
-from adaptive_po.bench.config import DEFAULT_ENVS_DIR, ConfigError, available_envs, get_env_config, load_env_config
+from adaptive_po.bench.config import (
+    DEFAULT_ENVS_DIR,
+    ConfigError,
+    available_envs,
+    get_env_config,
+    load_env_config,
+    read_yaml,
+    write_env_config_copy,
+)
 from adaptive_po import contract
 from adaptive_po.contract import COMPLETE, FAILED
 from adaptive_po.bench.runner import RunSpec, execute_run
@@ -24,25 +31,22 @@ from adaptive_po.bench.runner import RunSpec, execute_run
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def write_env(folder: Path, name: str, base: str = "CartPole-v1", **changes) -> Path:
-    data = yaml.safe_load((DEFAULT_ENVS_DIR / f"{base}.yaml").read_text())
-    data["name"] = name
-    for dotted, value in changes.items():
-        node = data
-        *parents, leaf = dotted.split("__")
-        for key in parents:
-            node = node[key]
-        if value is None:
-            node.pop(leaf, None)
-        else:
-            node[leaf] = value
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
 # -- the suite files ------------------------------------------------------------------------------
+def test_a_modified_copy_of_an_env_file(tmp_path):
+    path = write_env_config_copy("CartPole-v1", tmp_path / "envs", hyperparams__n_steps=8, evaluation={"episodes": 1, "every": 64},
+                                 random_score=None)
+    assert path == tmp_path / "envs" / "CartPole-v1.yaml"
+    data = read_yaml(path)
+    assert data["hyperparams"]["n_steps"] == 8 and data["evaluation"] == {"episodes": 1, "every": 64} and "random_score" not in data
+    assert data["hyperparams"]["batch_size"] == read_yaml(DEFAULT_ENVS_DIR / "CartPole-v1.yaml")["hyperparams"]["batch_size"]
+    renamed = write_env_config_copy("CartPole-v1", tmp_path / "envs", name="Other-v1", hyperparams__n_epochs=2)
+    assert renamed.name == "Other-v1.yaml"
+    cfg = get_env_config("Other-v1", envs_dir=tmp_path / "envs")
+    assert cfg.name == "Other-v1" and cfg.hyperparams.n_epochs == 2
+    with pytest.raises(ConfigError, match="did you mean 'CartPole-v1'"):
+        write_env_config_copy("CartPole-v2", tmp_path / "x")
+
+
 def test_every_shipped_env_file_is_valid():
     envs = available_envs()
     assert {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3", "Pendulum-v1", "Pong-v5", "Breakout-v5"} <= set(envs)
@@ -73,7 +77,7 @@ def test_every_shipped_env_file_is_valid():
         ({"ids": {"envpol": "CartPole-v1"}}, "envpol"),
     ],
 )
-def test_malformed_env_file_names_file_and_key(tmp_path, changes, key):
+def test_malformed_env_file_names_file_and_key(tmp_path, changes, key, write_env):
     path = write_env(tmp_path, "Broken-v0", **changes)
     with pytest.raises(ConfigError) as err:
         load_env_config(path)
@@ -100,7 +104,7 @@ def test_grid_expansion_and_folders(tmp_path):
     specs = expand_grid(grid(algos=["esspo", "ppo"], seeds=[0, 1], lags=[0, 4], noise=[0.0, 0.5], out=str(tmp_path)))
     assert len(specs) == 2 * 2 * 2 * 2
     assert len({s.run_dir for s in specs}) == len(specs)
-    spec = [s for s in specs if s.algo == "ppo" and s.policy_lag == 4 and s.action_noise == 0.5 and s.seed == 1][0]
+    spec = [s for s in specs if s.algo == "ppo" and s.dials.policy_lag == 4 and s.dials.action_noise == 0.5 and s.seed == 1][0]
     assert spec.run_dir == tmp_path / "quick/CartPole-v1/ppo/lag4_noise0.5_replay0/seed-1"
     assert spec.total_timesteps == get_env_config("CartPole-v1").budget["quick"]
 
@@ -127,7 +131,7 @@ def test_bad_grid_is_rejected_before_compute(kw, needle):
     assert needle in str(err.value)
 
 
-def test_missing_budget_for_suite_is_named(tmp_path):
+def test_missing_budget_for_suite_is_named(tmp_path, write_env):
     write_env(tmp_path, "NoBudget-v1", budget={"classic": 1000})
     with pytest.raises(ConfigError, match="budget.quick"):
         expand_grid(grid(envs=["NoBudget-v1"], envs_dir=str(tmp_path)))
@@ -143,7 +147,7 @@ def test_seeds_parsing():
 
 # -- one run --------------------------------------------------------------------------------------
 def tiny_spec(tmp_path, **kw):
-    base = dict(suite="t", env="CartPole-v1", algo="esspo", seed=0, total_timesteps=1024, out=str(tmp_path), device="cpu", policy_lag=2)
+    base = dict(suite="t", env="CartPole-v1", algo="esspo", seed=0, total_timesteps=1024, out=str(tmp_path), device="cpu", dials=DataDials(policy_lag=2))
     base.update(kw)
     return RunSpec(**base)
 
@@ -188,7 +192,7 @@ def test_same_seed_same_curve(tmp_path):
     pd.testing.assert_frame_equal(pd.read_csv(Path(a["run_dir"]) / "eval.csv"), pd.read_csv(Path(b["run_dir"]) / "eval.csv"))
 
 
-def test_diverging_run_is_recorded_as_failed(tmp_path):
+def test_diverging_run_is_recorded_as_failed(tmp_path, write_env):
     envs_dir = tmp_path / "envs"
     write_env(envs_dir, "Diverge-v1", hyperparams__learning_rate=1e30, hyperparams__max_grad_norm=1e30)
     spec = tiny_spec(tmp_path, env="Diverge-v1", envs_dir=str(envs_dir), total_timesteps=2048)
@@ -200,7 +204,7 @@ def test_diverging_run_is_recorded_as_failed(tmp_path):
 
 # -- the sweep ------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_sweep_survives_a_failing_run_and_resumes(tmp_path):
+def test_sweep_survives_a_failing_run_and_resumes(tmp_path, write_env):
     envs_dir = tmp_path / "envs"
     shutil.copy(DEFAULT_ENVS_DIR / "CartPole-v1.yaml", envs_dir / "CartPole-v1.yaml") if envs_dir.exists() else None
     write_env(envs_dir, "CartPole-v1")
@@ -249,7 +253,7 @@ def test_cli_reports_bad_input_before_compute(tmp_path):
     assert result.returncode == 2 and "policy_lag" in result.stderr and "-2" in result.stderr
     assert not any(tmp_path.iterdir())
     dry = subprocess.run(
-        [sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--dry-run", "--out", str(tmp_path), "--device", "cpu"],
+        [sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--dry-run", "--list-runs", "--out", str(tmp_path), "--device", "cpu"],
         capture_output=True, text=True, timeout=120,
     )
     assert dry.returncode == 0 and "40 runs" in dry.stderr and "cost estimate" in dry.stderr
@@ -288,7 +292,7 @@ def test_suite_help_names_every_registered_suite(monkeypatch):
 
 
 @pytest.mark.slow
-def test_atari_smoke_run_on_cpu(tmp_path):
+def test_atari_smoke_run_on_cpu(tmp_path, write_env):
     envs_dir = tmp_path / "envs"
     # one epoch per update instead of four: the CnnPolicy pipeline end to end, in half the time
     write_env(envs_dir, "Pong-v5", base="Pong-v5", evaluation={"episodes": 1, "every": 100000}, budget={"atari": 2048}, hyperparams__n_epochs=1)

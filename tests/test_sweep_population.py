@@ -67,7 +67,7 @@ def test_populations_respect_the_key_and_the_size_limit(tmp_path):
     # members keep the sweep's order; different seeds, lags and noise share a population
     first = groups[0]
     assert first == [s for s in specs if population_key(s) == population_key(first[0])][:5]
-    assert len({(s.seed, s.policy_lag, s.action_noise) for s in first}) == 5
+    assert len({(s.seed, s.dials.policy_lag, s.dials.action_noise) for s in first}) == 5
     assert [len(g) for g in group_populations(specs[:3], max_members=1)] == [1, 1, 1]
     with pytest.raises(ValueError, match="max_members"):
         group_populations(specs, max_members=0)
@@ -177,7 +177,7 @@ def test_killed_population_worker_fails_its_runs_and_the_sweep_goes_on(tmp_path)
 
 def test_dry_run_names_the_engine_and_bad_workers_fail_first(tmp_path):
     def dry(*extra: str) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--dry-run", "--out", str(tmp_path), "--device", "cpu", *extra]
+        cmd = [sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--dry-run", "--list-runs", "--out", str(tmp_path), "--device", "cpu", *extra]
         return subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=120)
 
     default = dry()

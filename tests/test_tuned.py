@@ -1,4 +1,4 @@
-"""Equal tuning with held-out selection (`adaptive-po tune`, `analysis.tuned`): the search space is
+"""Equal tuning with held-out selection (`adaptive-po tune`, `adaptive_po.analysis.reports.equal_tuning`): the search space is
 the same for every objective, selection never sees the scoring seeds, a failed run scores the
 random score, an interrupted search resumes, and the published report rebuilds from its tables."""
 
@@ -65,7 +65,7 @@ def test_a_run_that_did_not_complete_scores_the_random_score(tmp_path):
     plan = TuningPlan(envs=("CartPole-v1",), algos=("ppo",), out=str(tmp_path), timesteps=512, search_seeds=(100,))
     specs = plan_specs(plan, "CartPole-v1", "ppo", ["", "clip_range=0.3", ""], (100,), "tuning-search")
     assert len(specs) == 4  # 2 variants (the repeat dropped) x fresh and lag 16
-    assert {s.policy_lag for s in specs} == {0, 16} and {s.seed for s in specs} == {100}
+    assert {s.dials.policy_lag for s in specs} == {0, 16} and {s.seed for s in specs} == {100}
 
 
 def _tune(out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -117,10 +117,10 @@ def test_search_select_score_resume_and_rebuild_from_tables(tmp_path):
     assert (search / "trials.csv").read_text() == before
     # the report, then the same report from its tables alone
     report = tmp_path / "report"
-    made = subprocess.run([sys.executable, "-m", "adaptive_po.analysis.tuned", "--runs", str(search), str(score), "--out", str(report)], capture_output=True, text=True)
+    made = subprocess.run([sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--runs", str(search), str(score), "--out", str(report)], capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     rebuilt = tmp_path / "rebuilt"
-    again = subprocess.run([sys.executable, "-m", "adaptive_po.analysis.tuned", "--tables", str(report), "--out", str(rebuilt)], capture_output=True, text=True)
+    again = subprocess.run([sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--tables", str(report), "--out", str(rebuilt)], capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert (report / "verdicts.md").read_text() == (rebuilt / "verdicts.md").read_text()
     text = (report / "verdicts.md").read_text()
@@ -132,7 +132,7 @@ def test_the_published_tuned_report_rebuilds_from_its_committed_tables(tmp_path)
     readme = tmp_path / "README.md"
     readme.write_text((ROOT / "README.md").read_text())
     made = subprocess.run(
-        [sys.executable, "-m", "adaptive_po.analysis.tuned", "--tables", str(PUBLISHED), "--out", str(tmp_path), "--readme", str(readme)],
+        [sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--tables", str(PUBLISHED), "--out", str(tmp_path), "--readme", str(readme)],
         capture_output=True, text=True, cwd=ROOT,
     )
     assert made.returncode == 0, made.stderr

@@ -170,10 +170,26 @@ class _MemberRun:
     failure: str = ""  #: the whole reason (the FAILED file's text)
 
 
+class PopulationObserver:
+    """Hooks into a population's training loop for diagnostics, without changing it: subclass and
+    pass to :func:`execute_population`. The population object (its ``learner``, ``runs``,
+    :meth:`_Population.episodes`) is handed to each hook; the learner takes update and epoch
+    listeners of its own (:meth:`adaptive_po.population.PopulationLearner.add_update_listener`)."""
+
+    def started(self, population: _Population) -> None:
+        """Before the first evaluation (the learner is built, nothing trained)."""
+
+    def evaluated(self, population: _Population, timesteps: int) -> None:
+        """After each of the bench's evaluations (written to eval.csv)."""
+
+    def finished(self, population: _Population) -> None:
+        """After the last update and evaluation, when some member is still alive."""
+
+
 class _Population:
     """The training loop of one population: collection, updates, evaluation, files."""
 
-    def __init__(self, runs: list[_MemberRun]) -> None:
+    def __init__(self, runs: list[_MemberRun], observer: PopulationObserver | None = None) -> None:
         import torch
 
         from adaptive_po.environments import make_vec_env
@@ -182,6 +198,7 @@ class _Population:
 
         first = runs[0].spec
         self.runs = runs
+        self.observer = observer or PopulationObserver()
         self.k = len(runs)
         self.device = resolve_device(first.device)
         if self.device == "cpu":
@@ -256,28 +273,38 @@ class _Population:
             self.fail(run, traceback.format_exc())
 
     # -- evaluation ---------------------------------------------------------------------------------
-    def evaluate(self, timesteps: int) -> None:
-        """SB3's ``evaluate_policy`` protocol for every member at once: ``eval_episodes``
-        deterministic episodes over ``n_eval`` environments per member (environment ``j`` runs
-        ``(episodes + j) // n_eval`` of them), returns from the episode statistics."""
+    def episodes(self, act: Callable[[Any], Any]) -> tuple[list[list[float]], list[list[float]]]:
+        """SB3's ``evaluate_policy`` protocol for every member at once, acting with ``act``
+        (``(K, n_eval, ...)`` observation tensor -> actions): ``eval_episodes`` episodes over
+        ``n_eval`` environments per member (environment ``j`` runs ``(episodes + j) // n_eval`` of
+        them). Returns each member's episode returns and lengths, from the episode statistics."""
         episodes = self.env_cfg.eval_episodes
         targets = np.array([(episodes + j) // self.n_eval for j in range(self.n_eval)])
         counts = np.zeros((self.k, self.n_eval), dtype=int)
         done_members = np.array([r.failed is not None for r in self.runs])
         returns: list[list[float]] = [[] for _ in self.runs]
+        lengths: list[list[float]] = [[] for _ in self.runs]
         obs = self.eval_env.reset()
         while not done_members.all():
             o = self._split(obs, self.n_eval)
             if self.normalizer is not None:
                 o = self.normalizer.normalize(o)
-            actions = self.learner.deterministic_actions(self._obs_tensor(o))
+            with self.torch.no_grad():
+                actions = act(self._obs_tensor(o))
             obs, _, dones, infos = self.eval_env.step(self._env_actions(actions))
             for i in np.flatnonzero(dones):
                 m, j = divmod(int(i), self.n_eval)
                 if counts[m, j] < targets[j] and "episode" in infos[i]:
                     returns[m].append(float(infos[i]["episode"]["r"]))
+                    lengths[m].append(float(infos[i]["episode"]["l"]))
                     counts[m, j] += 1
             done_members |= (counts >= targets).all(1)
+        return returns, lengths
+
+    def evaluate(self, timesteps: int) -> None:
+        """The bench's evaluation: :meth:`episodes` of each member's deterministic policy, into
+        its eval.csv (and TensorBoard); then the observer's ``evaluated``."""
+        returns, _ = self.episodes(self.learner.deterministic_actions)
         for run in self.live:
 
             def write(run: _MemberRun = run) -> None:
@@ -286,6 +313,7 @@ class _Population:
                     run.writer.add_scalar("eval/mean_reward", row["eval_return_mean"], timesteps)
 
             self.guarded(run, write)
+        self.observer.evaluated(self, timesteps)
 
     # -- training -----------------------------------------------------------------------------------
     def _reset(self) -> np.ndarray:
@@ -391,6 +419,7 @@ class _Population:
             self.guarded(run, lambda run=run: run.recorder.write_progress(force=True))
 
     def train(self) -> None:
+        self.observer.started(self)
         self.evaluate(0)
         obs = self._reset()
         starts = np.ones((self.k, self.n_envs), np.float32)
@@ -402,6 +431,7 @@ class _Population:
         self.write_progress()
         if self.live:
             self.evaluate(self.timesteps)
+            self.observer.finished(self)
 
     def summary(self, run: _MemberRun) -> dict[str, Any]:
         final = run.recorder.evaluations[-1]
@@ -425,8 +455,9 @@ class _Population:
         self.eval_env.close()
 
 
-def execute_population(specs: Sequence[RunSpec | dict[str, Any]]) -> list[dict[str, Any]]:
-    """Train a population into its members' run folders; never raises.
+def execute_population(specs: Sequence[RunSpec | dict[str, Any]], observer: PopulationObserver | None = None) -> list[dict[str, Any]]:
+    """Train a population into its members' run folders; never raises. ``observer`` (diagnostics
+    only) sees the training loop's events.
 
     Returns one record per spec, in order, shaped like :func:`~adaptive_po.bench.runner.execute_run`'s:
     ``{"run_dir", "relative_dir", "status": "skipped" | "complete" | "failed", "final_return",
@@ -455,7 +486,7 @@ def execute_population(specs: Sequence[RunSpec | dict[str, Any]]) -> list[dict[s
         for run in runs:
             start_run_folder(run.spec, run.config)
         if runs:
-            population = _Population(runs)
+            population = _Population(runs, observer)
             population.train()
         for run in runs:
             if run.failed is None:
