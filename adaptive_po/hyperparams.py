@@ -1,7 +1,7 @@
 """Training hyper-parameters, typed and validated in one place.
 
 :class:`Hyperparams` is one environment's settings (the RL Zoo's tuned PPO values, read from
-``adaptive_po/envs/<name>.yaml``); its fields carry their documentation and their check. The
+``adaptive_po/env_configs/<name>.yaml``); its fields carry their documentation and their check. The
 algorithms validate their constructor arguments with the same checks (:func:`check_hyperparams`),
 so a rule is written once, whoever the value comes from.
 """

@@ -1,5 +1,5 @@
 """The random-policy score of each MinAtar game, the 0 of its normalized score (``random_score`` in
-``adaptive_po/envs/<Game>-MinAtar.yaml``): the mean return of uniform random actions over 1,000
+``adaptive_po/env_configs/<Game>-MinAtar.yaml``): the mean return of uniform random actions over 1,000
 episodes (50 environments, seeds 12345..12394, actions from ``numpy.random.default_rng(1)``), with
 its standard error.
 

@@ -1,6 +1,6 @@
 """How much mismatch each sampler level induces, on trained policies (issue 11, item 1).
 
-Trains PPO (the Zoo settings of envs/<env>.yaml, process engine, fixed seed) on CartPole-v1 and
+Trains PPO (the Zoo settings of env_configs/<env>.yaml, process engine, fixed seed) on CartPole-v1 and
 Pendulum-v1, then, for each sampler level (temperatures, precisions), rolls out a fresh batch with
 that sampler acting with the trained parameters and measures on it:
 
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Sampler mismatch by level",
         "",
         "Produced by `python benchmarks/sampler_mismatch.py` (`make mismatch`). PPO with the Zoo settings of",
-        f"`envs/<env>.yaml`, seed 0, trained for {args.steps_cartpole:,} (CartPole-v1) and {args.steps_pendulum:,} (Pendulum-v1) steps;",
+        f"`env_configs/<env>.yaml`, seed 0, trained for {args.steps_cartpole:,} (CartPole-v1) and {args.steps_pendulum:,} (Pendulum-v1) steps;",
         f"then, for each sampler level, a fresh batch of {args.batch:,} transitions (16 envs) sampled by that sampler",
         "with the trained parameters. KL = mean analytic KL(pi_learner || pi_sampler) over the batch's states;",
         "ESS = normalized effective sample size of pi_learner(a|s) / pi_sampler(a|s) over the sampled actions",

@@ -57,12 +57,12 @@ def test_a_wheel_install_runs_the_shipped_suite_from_any_folder(tmp_path):
     where = _run([str(python), "-c", "import adaptive_po, pathlib; print(pathlib.Path(adaptive_po.__file__).parent)"], cwd=elsewhere)
     installed = Path(where.stdout.strip())
     assert installed.is_relative_to(environment), installed
-    shipped = sorted(p.name for p in (installed / "envs").glob("*.yaml"))
-    assert shipped == sorted(p.name for p in (ROOT / "adaptive_po" / "envs").glob("*.yaml"))
+    shipped = sorted(p.name for p in (installed / "env_configs").glob("*.yaml"))
+    assert shipped == sorted(p.name for p in (ROOT / "adaptive_po" / "env_configs").glob("*.yaml"))
 
     cli = str(environment / "bin" / "adaptive-po")
     listing = _run([cli, "list"], cwd=elsewhere).stdout
-    assert str(installed / "envs") in listing and "CartPole-v1" in listing and "Pendulum-v1" in listing
+    assert str(installed / "env_configs") in listing and "CartPole-v1" in listing and "Pendulum-v1" in listing
 
     _run([cli, "train", "--env", "CartPole-v1", "--algo", "esspo", "--timesteps", "1024", "--engine", "process",
           "--device", "cpu", "--out", str(tmp_path / "runs")], cwd=elsewhere)
@@ -71,7 +71,7 @@ def test_a_wheel_install_runs_the_shipped_suite_from_any_folder(tmp_path):
     # a user's own suite, through --envs-dir
     own = tmp_path / "my-suite"
     own.mkdir()
-    config = yaml.safe_load((ROOT / "adaptive_po" / "envs" / "CartPole-v1.yaml").read_text())
+    config = yaml.safe_load((ROOT / "adaptive_po" / "env_configs" / "CartPole-v1.yaml").read_text())
     config["name"] = "MyCartPole"
     (own / "MyCartPole.yaml").write_text(yaml.safe_dump(config))
     listing = _run([cli, "list", "--envs-dir", str(own)], cwd=elsewhere).stdout
@@ -88,9 +88,9 @@ def test_the_suite_is_package_data():
 
     from adaptive_po.bench.config import DEFAULT_ENVS_DIR, PACKAGED_ENVS_DIR, available_envs
 
-    assert PACKAGED_ENVS_DIR == ROOT / "adaptive_po" / "envs"
+    assert PACKAGED_ENVS_DIR == ROOT / "adaptive_po" / "env_configs"
     if "ADAPTIVE_PO_ENVS" not in os.environ:
         assert DEFAULT_ENVS_DIR == PACKAGED_ENVS_DIR
     assert {"CartPole-v1", "Pendulum-v1"} <= set(available_envs(PACKAGED_ENVS_DIR))
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["adaptive_po"]
-    assert "envs/*.yaml" in package_data
+    assert "env_configs/*.yaml" in package_data

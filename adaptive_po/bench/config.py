@@ -1,4 +1,4 @@
-"""The benchmark suite as data: one YAML file per environment in ``adaptive_po/envs/``, validated.
+"""The benchmark suite as data: one YAML file per environment in ``adaptive_po/env_configs/``, validated.
 
 The suite ships inside the package (package data), so a non-editable install finds it; a user's
 own suite is any folder of such files (``--envs-dir`` or ``$ADAPTIVE_PO_ENVS``).
@@ -14,15 +14,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import yaml
 
 from adaptive_po.contract import check_name
 from adaptive_po.hyperparams import Hyperparams
 
-#: the suite shipped with the package (``envs/`` at the top of a checkout links here)
-PACKAGED_ENVS_DIR = Path(__file__).resolve().parents[1] / "envs"
+#: the suite shipped with the package (``env_configs/`` at the top of a checkout links here)
+PACKAGED_ENVS_DIR = Path(__file__).resolve().parents[1] / "env_configs"
 #: where the suite's YAML files live: ``$ADAPTIVE_PO_ENVS``, else the packaged suite
 DEFAULT_ENVS_DIR = Path(os.environ.get("ADAPTIVE_PO_ENVS", PACKAGED_ENVS_DIR))
 
@@ -153,6 +153,59 @@ def check_run_limits(config: EnvConfig, total_timesteps: int, budget_from: str) 
         refuse("evaluations", f"{config.path}: key 'evaluation.every' ({config.eval_every:,}) with {total_timesteps:,} steps: the number of evaluations", evaluations)
 
 
+# -- what a budget gives: whole rollouts and evaluation points ----------------------------------------
+#: fewer evaluation points than this make a learning curve that says little (a warning says so)
+MIN_EVALUATION_POINTS = 3
+
+
+def trained_timesteps(config: EnvConfig, total_timesteps: int) -> int:
+    """The steps a run with a budget of ``total_timesteps`` trains: both engines collect whole
+    rollouts (``n_envs * n_steps`` transitions) until the budget is reached, so the budget is
+    rounded up to the next whole rollout (3,000 -> 3,072 with CartPole's 256-step rollouts)."""
+    rollout = config.hyperparams.n_envs * config.hyperparams.n_steps
+    return -(-int(total_timesteps) // rollout) * rollout
+
+
+def evaluation_timesteps(config: EnvConfig, total_timesteps: int) -> list[int]:
+    """The step counts at which a run evaluates: 0, the first vector step at or past each multiple
+    of ``evaluation.every`` that comes before the budget (the schedule of
+    :meth:`~adaptive_po.bench.recorder.RunRecorder.evaluation_due`), and the end of training."""
+    n_envs, every = config.hyperparams.n_envs, config.eval_every
+    points, due = [0], every
+    while True:
+        step = -(-due // n_envs) * n_envs  # steps advance n_envs at a time
+        if step >= total_timesteps:
+            break
+        points.append(step)
+        due = (step // every + 1) * every
+    points.append(trained_timesteps(config, total_timesteps))
+    return points
+
+
+def budget_notes(config: EnvConfig, total_timesteps: int) -> list[str]:
+    """What a user should know about a run's budget before it starts, one line each: that it is
+    rounded up to whole rollouts (naming both numbers and why), and a warning when the evaluation
+    schedule gives fewer than :data:`MIN_EVALUATION_POINTS` points on the learning curve."""
+    hp = config.hyperparams
+    notes = []
+    trained = trained_timesteps(config, total_timesteps)
+    if trained != total_timesteps:
+        notes.append(
+            f"note: {config.name}: a budget of {total_timesteps:,} steps trains {trained:,}: runs collect whole rollouts "
+            f"of {hp.n_envs * hp.n_steps:,} steps (n_envs {hp.n_envs} x n_steps {hp.n_steps}), so the budget is rounded up"
+        )
+    points = evaluation_timesteps(config, total_timesteps)
+    if len(points) < MIN_EVALUATION_POINTS:
+        enough = -(-config.eval_every // hp.n_envs) * hp.n_envs + 1
+        notes.append(
+            f"warning: {config.name}: only {len(points)} evaluation points per run (at steps "
+            f"{' and '.join(f'{p:,}' for p in points)}): it evaluates every {config.eval_every:,} steps "
+            f"(evaluation.every in {config.path.name}), so the learning curve is a straight line between two points; "
+            f"give --timesteps {enough:,} or more for at least {MIN_EVALUATION_POINTS} points"
+        )
+    return notes
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """One environment of the suite, as validated from ``<envs_dir>/<name>.yaml``."""
@@ -251,6 +304,19 @@ def load_env_config(path: str | Path) -> EnvConfig:
     )
 
 
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``" did you mean 'CartPole-v1'?"`` for the registered name closest to ``name`` (case
+    ignored; :func:`difflib.get_close_matches`), or ``""`` when none is close: the middle of an
+    "unknown X" error message that goes on to list every choice."""
+    import difflib
+
+    by_lower: dict[str, str] = {}
+    for choice in choices:
+        by_lower.setdefault(str(choice).lower(), str(choice))
+    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=1, cutoff=0.6)
+    return f" did you mean {by_lower[close[0]]!r}?" if close else ""
+
+
 def available_envs(envs_dir: str | Path | None = None) -> dict[str, Path]:
     """Environment name -> file, for every ``*.yaml`` in the suite folder."""
     folder = Path(envs_dir) if envs_dir is not None else DEFAULT_ENVS_DIR
@@ -264,7 +330,7 @@ def get_env_config(name: str, envs_dir: str | Path | None = None) -> EnvConfig:
     check_name("environment name", name)
     known = available_envs(envs_dir)
     if name not in known:
-        raise ConfigError(f"unknown environment {name!r}; available: {sorted(known)}")
+        raise ConfigError(f"unknown environment {name!r};{did_you_mean(name, known)} available: {sorted(known)}")
     config = load_env_config(known[name])
     if config.name != name:
         raise ConfigError(f"{known[name]}: key 'name' is {config.name!r} but the file is named {name!r}")
@@ -294,3 +360,39 @@ def check_policy(config: EnvConfig, backend: str = "auto") -> None:
         raise ConfigError(f"{where} does not build a {hp.policy} for {config.name}: {type(err).__name__}: {err}") from None
     finally:
         env.close()
+
+
+def write_env_config_copy(
+    env: str, out_dir: str | Path, *, name: str | None = None, file_name: str | None = None,
+    envs_dir: str | Path | None = None, **changes: Any,
+) -> Path:
+    """Write a copy of environment ``env``'s YAML file into ``out_dir`` with ``changes`` made, and
+    return the copy's path; ``out_dir`` then serves as an ``envs_dir`` (``--envs-dir``, ``RunSpec.envs_dir``).
+
+    A change ``section__key=value`` sets ``data[section][key]`` (``hyperparams__n_envs=2``,
+    ``evaluation__episodes=1``; one ``__`` per level), a plain ``key=value`` a top-level key, and
+    the value None removes the key. ``name`` renames the environment: its ``name`` key and the file
+    (an envs folder finds an environment by its file's name); ``file_name`` names the file apart
+    from that. ``env`` is read from ``envs_dir`` (default :data:`DEFAULT_ENVS_DIR`). The copy is
+    written as it is, even when invalid: :func:`load_env_config` checks it where it is used.
+    """
+    known = available_envs(envs_dir)
+    if env not in known:
+        raise ConfigError(f"unknown environment {env!r};{did_you_mean(env, known)} available: {sorted(known)}")
+    data = read_yaml(known[env])
+    if name is not None:
+        data["name"] = name
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        node = data
+        for key in parents:
+            node = node[key]
+        if value is None:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = value
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{file_name or name or env}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

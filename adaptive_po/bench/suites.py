@@ -39,7 +39,7 @@ OWN_KNOB_VARIANTS: dict[str, tuple[str, ...]] = {
 }
 
 
-#: the five MinAtar games (Young & Tian 2019), YAML names (``adaptive_po/envs/<Game>-MinAtar.yaml``)
+#: the five MinAtar games (Young & Tian 2019), YAML names (``adaptive_po/env_configs/<Game>-MinAtar.yaml``)
 MINATAR_ENVS: tuple[str, ...] = ("Breakout-MinAtar", "Asterix-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar", "SpaceInvaders-MinAtar")
 
 
@@ -68,7 +68,7 @@ class Suite:
     conditions: tuple[Mapping[str, Any], ...] | None = None
     #: per algorithm, the knob variants to run (adaptive_po.bench.variants); None: defaults only
     variants: Mapping[str, tuple[str, ...]] | None = None
-    #: also write the paper analysis (analysis.paper) into <suite>/paper
+    #: also write the paper analysis (analysis.reports.paper) into <suite>/paper
     paper_report: bool = False
 
 
@@ -166,7 +166,7 @@ SUITES: dict[str, Suite] = {
         lags=(0,),
         noise=(0.0,),
         replay=(0,),
-        description="issue 21 on the diagnosis tasks: esspo, its two pre-registered variants and ppo x fresh, lag 16, T = 1.2 x 5 seeds",
+        description="why the ESS objective loses on fresh data, on the tasks of the diagnosis: esspo, its two pre-registered variants and ppo x fresh, lag 16, T = 1.2 x 5 seeds",
         conditions=PAPER_CONDITIONS[:3],
     ),
     "fresh-data-heldout": Suite(
@@ -177,7 +177,7 @@ SUITES: dict[str, Suite] = {
         lags=(0,),
         noise=(0.0,),
         replay=(0,),
-        description="issue 21 on held-out tasks (no part in the diagnosis): esspo, its two variants and ppo on fresh data x 5 seeds (make bench-fresh-data adds lag 16 on the LunarLanders)",
+        description="why the ESS objective loses on fresh data, on held-out tasks (no part in the diagnosis): esspo, its two variants and ppo on fresh data x 5 seeds (make bench-fresh-data adds lag 16 on the LunarLanders)",
     ),
     "minatar-reference": Suite(
         "minatar-reference",
@@ -216,4 +216,6 @@ def get_suite(name: str) -> Suite:
     try:
         return SUITES[name]
     except KeyError:
-        raise ValueError(f"unknown suite {name!r}; available: {sorted(SUITES)}") from None
+        from adaptive_po.bench.config import did_you_mean
+
+        raise ValueError(f"unknown suite {name!r};{did_you_mean(name, SUITES)} available: {sorted(SUITES)}") from None
