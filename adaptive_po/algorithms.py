@@ -629,8 +629,8 @@ class ESSPO(BatchPolicyOptimization):
 
     :param kl: ``"analytic"`` (default; exact KL over the action distribution, from the behaviour
         logits / mean and std stored with each transition), ``"sampled"`` (the reference code's
-        estimator at the taken action) or ``"forward"`` (the analytic KL(pi_b || pi_theta), issue
-        21's ``esspo-forward-kl``).
+        estimator at the taken action) or ``"forward"`` (the analytic KL(pi_b || pi_theta), the
+        pre-registered fresh-data variant ``esspo-forward-kl``).
     :param ess_cap: cap the weight at e_B (``False``: the uncapped importance weight).
     :param ess_regularizer: add the ``(1 - e_B) * KL`` term.
     """

@@ -227,9 +227,10 @@ def ess_policy_loss(
         importance weight ``rho`` (plain off-policy score-function gradient).
     :param regularizer: ablation switch. ``False`` drops the ``(1 - e_B) * KL`` term.
     :param ess: ``"minibatch"`` (the paper's: e of the minibatch's ratios) or ``"batch"`` (e of the
-        whole update's ratios at the current parameters, ``batch.batch_ess``: issue 21's variant
-        for small minibatches, whose e is biased towards 1 when the ratios are heavy-tailed). Also
-        ``kl="forward"``: the pull in the direction KL(pi_b || pi_theta) (issue 21's other variant).
+        whole update's ratios at the current parameters, ``batch.batch_ess``: a variant pre-registered
+        by the fresh-data diagnosis, for small minibatches, whose e is biased towards 1 when the
+        ratios are heavy-tailed). Also
+        ``kl="forward"``: the pull in the direction KL(pi_b || pi_theta) (the diagnosis's other variant).
     """
     if kl not in KL_FORMS:
         raise ValueError(f"kl must be one of {KL_FORMS}, got {kl!r}")
@@ -538,17 +539,17 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
     "esspo-sampled-kl": ObjectiveSpec(
         ess_policy_loss, "ESS objective with the reference code's sampled KL estimator", {"kl": "sampled"}
     ),
-    # issue 21's pre-registered variants (README, "Why the ESS objective loses on fresh data")
+    # the fresh-data diagnosis's pre-registered variants (docs/results/README.md, "Why the ESS objective loses on fresh data")
     "esspo-batch-ess": ObjectiveSpec(
         ess_policy_loss,
-        "issue-21 variant: e of the whole update's batch at the current parameters instead of the minibatch's",
+        "pre-registered fresh-data variant: e of the whole update's batch at the current parameters instead of the minibatch's",
         {"ess": "batch"},
         needs_kl=True,
         needs_batch_ess=True,
     ),
     "esspo-forward-kl": ObjectiveSpec(
         ess_policy_loss,
-        "issue-21 variant: the (1 - e_B) pull in the mass-covering direction KL(pi_b || pi_theta)",
+        "pre-registered fresh-data variant: the (1 - e_B) pull in the mass-covering direction KL(pi_b || pi_theta)",
         {"kl": "forward"},
         needs_reverse_kl=True,
     ),
@@ -595,4 +596,8 @@ def get_objective(name: str) -> ObjectiveSpec:
     try:
         return OBJECTIVES[name]
     except KeyError:
-        raise ValueError(f"unknown algorithm {name!r}; available: {sorted(OBJECTIVES)}") from None
+        import difflib
+
+        close = difflib.get_close_matches(str(name).lower(), list(OBJECTIVES), n=1, cutoff=0.6)
+        hint = f" did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown algorithm {name!r};{hint} available: {sorted(OBJECTIVES)}") from None

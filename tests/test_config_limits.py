@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from adaptive_po.bench.config import (
     DEFAULT_ENVS_DIR,
@@ -40,22 +39,6 @@ for _variable in ("ADAPTIVE_PO_MAX_TIMESTEPS", "ADAPTIVE_PO_MAX_EVAL_EPISODES", 
 def _default_limits(monkeypatch):
     for variable in ("ADAPTIVE_PO_MAX_TIMESTEPS", "ADAPTIVE_PO_MAX_EVAL_EPISODES", "ADAPTIVE_PO_MAX_EVALUATIONS"):
         monkeypatch.delenv(variable, raising=False)
-
-
-def write_env(folder: Path, name: str, *, file_name: str | None = None, **changes) -> Path:
-    """CartPole's file renamed to ``name``, with ``changes`` (``a__b=value`` sets ``data[a][b]``)."""
-    data = yaml.safe_load((DEFAULT_ENVS_DIR / "CartPole-v1.yaml").read_text())
-    data["name"] = name
-    for dotted, value in changes.items():
-        node = data
-        *parents, leaf = dotted.split("__")
-        for key in parents:
-            node = node[key]
-        node[leaf] = value
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{file_name or name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def cli(*args: str, cwd: Path, extra_env: dict[str, str] | None = None, timeout: float = 180, **popen) -> subprocess.CompletedProcess:
@@ -114,7 +97,7 @@ def test_the_grid_refuses_a_suite_name_that_is_a_path(tmp_path):
     assert expand_grid(grid(suite_name="mine", out=str(tmp_path / "out")))[0].run_dir.parts[-5] == "mine"
 
 
-def test_an_environment_named_dot_dot_is_refused(tmp_path):
+def test_an_environment_named_dot_dot_is_refused(tmp_path, write_env):
     path = write_env(tmp_path, "..", file_name="..")  # the file `...yaml`, whose stem is ".."
     assert path.name == "...yaml"
     with pytest.raises(ConfigError) as err:
@@ -127,7 +110,7 @@ def test_an_environment_named_dot_dot_is_refused(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_refuses_suite_names_and_env_names_that_are_paths(tmp_path):
+def test_cli_refuses_suite_names_and_env_names_that_are_paths(tmp_path, write_env):
     sandbox = tmp_path / "sandbox"
     sandbox.mkdir()
     # the real run, not a dry run: it would have written runs, logs, the lock and the report
@@ -170,14 +153,14 @@ def test_cli_refuses_suite_names_and_env_names_that_are_paths(tmp_path):
         ({"lr_schedule": 1}, "'lr_schedule' is set by the algorithm"),
     ],
 )
-def test_bad_policy_kwargs_are_refused_when_the_file_is_read(tmp_path, policy_kwargs, needle):
+def test_bad_policy_kwargs_are_refused_when_the_file_is_read(tmp_path, policy_kwargs, needle, write_env):
     path = write_env(tmp_path, "Policy-v1", hyperparams__policy_kwargs=policy_kwargs)
     with pytest.raises(ConfigError) as err:
         load_env_config(path)
     assert str(path) in str(err.value) and needle in str(err.value)
 
 
-def test_good_policy_kwargs_build_the_policy_in_the_driver(tmp_path):
+def test_good_policy_kwargs_build_the_policy_in_the_driver(tmp_path, write_env):
     write_env(tmp_path, "Policy-v1", hyperparams__policy_kwargs={"net_arch": {"pi": [32, 32], "vf": [64]}, "ortho_init": False,
                                                                     "optimizer_kwargs": {"eps": 1e-7}})
     specs = expand_grid(grid(envs=["Policy-v1"], envs_dir=str(tmp_path), out=str(tmp_path / "out")))
@@ -198,7 +181,7 @@ def test_good_policy_kwargs_build_the_policy_in_the_driver(tmp_path):
         ({"squash_output": True}, "squash_output=True is not supported"),
     ],
 )
-def test_policy_kwargs_the_policy_refuses_are_named_before_compute(tmp_path, policy_kwargs, needle):
+def test_policy_kwargs_the_policy_refuses_are_named_before_compute(tmp_path, policy_kwargs, needle, write_env):
     path = write_env(tmp_path, "Policy-v1", hyperparams__policy_kwargs=policy_kwargs)
     load_env_config(path)  # well-formed: only building the policy finds the problem
     with pytest.raises(ConfigError) as err:
@@ -208,7 +191,7 @@ def test_policy_kwargs_the_policy_refuses_are_named_before_compute(tmp_path, pol
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_refuses_bad_policy_kwargs_with_exit_2_before_compute(tmp_path):
+def test_cli_refuses_bad_policy_kwargs_with_exit_2_before_compute(tmp_path, write_env):
     envs = tmp_path / "envs"
     write_env(envs, "Bogus-v1", hyperparams__policy_kwargs={"bogus_kw": 1})
     write_env(envs, "Optim-v1", hyperparams__policy_kwargs={"optimizer_kwargs": {"bogus": 1}})
@@ -284,7 +267,7 @@ def test_a_plain_file_and_merge_keys_still_load(tmp_path):
         assert read_yaml(DEFAULT_ENVS_DIR / f"{name}.yaml")["name"] == name
 
 
-def test_a_huge_source_is_refused_not_copied_into_every_run(tmp_path):
+def test_a_huge_source_is_refused_not_copied_into_every_run(tmp_path, write_env):
     huge = write_env(tmp_path, "Huge-v1", hyperparams__source="x" * 10_000_000)
     with pytest.raises(ConfigError) as err:
         load_env_config(huge)
@@ -297,7 +280,7 @@ def test_a_huge_source_is_refused_not_copied_into_every_run(tmp_path):
 
 
 # -- case 5: budgets and evaluation counts --------------------------------------------------------
-def test_budget_and_evaluation_limits_name_the_value_and_the_override(tmp_path, monkeypatch):
+def test_budget_and_evaluation_limits_name_the_value_and_the_override(tmp_path, monkeypatch, write_env):
     write_env(tmp_path, "Episodes-v1", evaluation__episodes=1_000_000_000)
     write_env(tmp_path, "Budget-v1", budget__quick=1e15, evaluation__every=10**12)  # 1,000 evaluations
     write_env(tmp_path, "Often-v1", evaluation__every=1)
@@ -326,13 +309,13 @@ def test_timesteps_flag_above_the_limit_is_refused(tmp_path):
     assert "ADAPTIVE_PO_MAX_TIMESTEPS" in str(err.value)
 
 
-def test_cli_refuses_an_absurd_evaluation_count_with_exit_2(tmp_path):
+def test_cli_refuses_an_absurd_evaluation_count_with_exit_2(tmp_path, write_env):
     envs = tmp_path / "envs"
     write_env(envs, "Episodes-v1", evaluation__episodes=1_000_000_000)
     dry = bench(tmp_path, "--envs-dir", str(envs), "--dry-run", envs="Episodes-v1")
     assert dry.returncode == 2 and "evaluation.episodes" in dry.stderr and "ADAPTIVE_PO_MAX_EVAL_EPISODES" in dry.stderr, dry.stderr
     assert not (tmp_path / "out").exists()
     # a user who means it raises the limit; the dry run then lists the run
-    allowed = bench(tmp_path, "--envs-dir", str(envs), "--dry-run", envs="Episodes-v1",
+    allowed = bench(tmp_path, "--envs-dir", str(envs), "--dry-run", "--list-runs", envs="Episodes-v1",
                     extra_env={"ADAPTIVE_PO_MAX_EVAL_EPISODES": "2000000000"})
     assert allowed.returncode == 0 and "quick/Episodes-v1/esspo/lag0_noise0_replay0/seed-0" in allowed.stdout, allowed.stderr

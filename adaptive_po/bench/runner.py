@@ -150,8 +150,11 @@ def unused_tuned_knobs(algo: str) -> frozenset[str]:
 
 
 def _comparable_config(config: dict[str, Any], algo: str) -> dict[str, Any]:
-    """``config`` without the tuned knobs ``algo`` does not use: a run recorded before they were
-    left out (ESSPO's ``config.json`` with ``hyperparams.clip_range``) is the same configuration."""
+    """``config`` as far as it decides what a run computes: without the objective's prose
+    (``algo_description``: rewording it changes no result) and without the tuned knobs ``algo``
+    does not use (a run recorded before they were left out, ESSPO's ``config.json`` with
+    ``hyperparams.clip_range``, is the same configuration)."""
+    config = {k: v for k, v in config.items() if k != "algo_description"}
     hyperparams = config.get("hyperparams")
     unused = unused_tuned_knobs(algo)
     if not isinstance(hyperparams, dict) or not unused & set(hyperparams):
