@@ -10,27 +10,31 @@ export OMP_NUM_THREADS ?= 1
 
 .PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines clean-runs help
 
+# Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
+# 2 CPU cores; tests/test_docs.py checks them against it.
 help:
-	@echo "make bench       quick suite (Pendulum, LunarLander; esspo vs ppo; lag 0 and 16; 5 seeds) + report"
-	@echo "make test        the test suite"
-	@echo "make bench-full  classic suite: 5 envs x all algorithms x 5 seeds x lags x noise (hours)"
-	@echo "make bench-staleness  4 classic envs x esspo, ppo, decoupled-ppo, tis-pg x lags 0-64 x 5 seeds (~1 h), its report into docs/results/staleness and the README"
-	@echo "make bench-paper the paper's conditions: 10 objectives x fresh, lag 16, T=1.2, fp8 (own / learner log-probs) x 3 envs x 5 seeds, report into docs/results/paper"
-	@echo "make bench-sensitivity  the tuning tax: each objective over its own and the shared knobs x 4 conditions x 2 envs x 3 seeds"
-	@echo "make paper-report  the paper report (IQM, profiles, tuning tax) from runs/paper, runs/sensitivity, runs/staleness"
-	@echo "make mismatch    the KL and ESS each sampler level induces on trained CartPole and Pendulum policies"
-	@echo "make bench-tuned equal tuning, held-out selection: esspo and ppo each get a 6-trial Optuna search (lr, epochs, batch size, own knobs) on Pendulum and LunarLander, fresh and lag 16, seeds 100-101; default and selected configs scored on seeds 0-4; report into docs/results/tuned"
-	@echo "make bench-fresh-data  issue 21: esspo, its two pre-registered variants and ppo on the diagnosis tasks (paper conditions) and held-out tasks, 5 seeds (~1 h); verdicts into docs/results/fresh-data"
-	@echo "make fresh-data-trace  issue 21's diagnosis: per-epoch traces inside updates (Pendulum, CartPole) and the diagnosis report and figure"
-	@echo "make tuned-from-table  the tuned report and README block rebuilt from docs/results/tuned's committed tables"
-	@echo "make bench-minatar  MinAtar tier: 5 games x esspo, ppo, decoupled-ppo x lag 0, 4 x 5 seeds, plus PPO at the published step (reference check), on 2 CPU cores (about 2 h); report into docs/results/minatar"
-	@echo "make bench-atari Atari-5 suite at 10M frames on one GPU (CPU only: a smoke grid, said so)"
-	@echo "make gpu-check   GPU speeds: CartPole populations of 256/1,024, ALE CNN populations of 8/16/32 vs the process engine, peak memory"
-	@echo "make classic-from-table  the staleness and paper suites' per-task verdicts, per-run tables and README blocks from the committed docs/results/paper/runs.csv (no runs/)"
-	@echo "make engines     the quick suite on the process engine too; per-cell CIs of both engines (docs/results/engines.md)"
-	@echo "make plot        figures, tables and report.md from runs/ (SUITE=quick)"
-	@echo "make perf        speed benchmarks (env throughput, learner time per update, runs per hour of both engines)"
-	@echo "make readme      regenerate the README's results section from runs/quick/report"
+	@echo "make bench              the quick suite: Pendulum, LunarLander x esspo, ppo x lag 0, 16 x 5 seeds (40 runs, about 9 min on 2 CPU cores), then its report"
+	@echo "make test               the test suite, on every core"
+	@echo "make bench-full         the classic suite: 5 environments x all 15 algorithms x 5 seeds x lags 0-8 x noise 0, 0.5 (3,750 runs, about 37.5 h on 2 CPU cores)"
+	@echo "make bench-staleness    4 classic environments x esspo, ppo, decoupled-ppo, tis-pg x lags 0-64 x 5 seeds (320 runs, about 49 min on 2 CPU cores); report into docs/results/staleness"
+	@echo "make bench-paper        the paper's conditions: 10 objectives x fresh, lag 16, T=1.2, fp8 (own or learner log-probs) x 3 environments x 5 seeds (750 runs, about 1.4 h on 2 CPU cores); report into docs/results/paper"
+	@echo "make bench-sensitivity  the tuning tax: each objective over its own and the shared knobs x 3 conditions x 2 environments x 3 seeds (648 runs, about 18 min on 2 CPU cores)"
+	@echo "make paper-report       the paper report (IQM, profiles, tuning tax) from runs/paper, runs/sensitivity, runs/staleness"
+	@echo "make bench-tuned        equal tuning, held-out selection: esspo and ppo each get a 6-trial Optuna search on Pendulum and LunarLander, fresh and lag 16, seeds 100-101 (96 search runs); default and selected configurations scored on seeds 0-4; report into docs/results/tuned"
+	@echo "make bench-minatar      the MinAtar tier: 5 games x esspo, ppo, decoupled-ppo x lag 0, 4 x 5 seeds, plus PPO at the published step (170 runs, about 2.6 h on 2 CPU cores); report into docs/results/minatar"
+	@echo "make bench-fresh-data   why the ESS objective loses on fresh data: esspo, its two pre-registered variants and ppo on the diagnosis and held-out tasks, 5 seeds (300 runs, about 1.0 h on 2 CPU cores); verdicts into docs/results/fresh-data"
+	@echo "make fresh-data-trace   the fresh-data diagnosis: per-epoch traces inside updates (Pendulum, CartPole), then its report and figure"
+	@echo "make bench-atari        the Atari-5 games at 10M frames (90 runs, about 4.0 h on one GPU with 16 cores, ALE stepping only); without a GPU a smoke grid, said so"
+	@echo "make gpu-check          GPU speeds: CartPole populations of 256/1,024, ALE CNN populations of 8/16/32 against the process engine, peak memory"
+	@echo "make mismatch           the KL and ESS each sampler level induces on trained CartPole and Pendulum policies"
+	@echo "make engines            the quick suite on the process engine too; both engines' per-cell CIs (docs/results/engines.md)"
+	@echo "make classic-from-table, tuned-from-table, minatar-from-table, fresh-data-from-table"
+	@echo "                        a report's verdicts and its docs/results/README.md block, rebuilt from its committed tables (no runs/)"
+	@echo "make plot               figures, tables and report.md from runs/ (SUITE=quick)"
+	@echo "make perf               speed benchmarks (environment throughput, learner time per update, runs per hour of both engines)"
+	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
+	@echo "make clean-runs         delete the folders the bench targets write under runs/"
+	@echo "WORKERS=n caps the concurrent jobs of a bench target (default: one per core)"
 
 # The stamp depends on pyproject.toml: a second `make test` on a ready .venv reinstalls nothing.
 $(STAMP): pyproject.toml
@@ -51,58 +55,76 @@ test: $(STAMP)
 
 SUITE ?= quick
 WORKERS ?=
+WORKERS_FLAG = $(if $(WORKERS),--workers $(WORKERS))
+# the page the generated results blocks live in
+RESULTS_README := docs/results/README.md
+
+# $(call bench_then_publish,BENCHES,PUBLISH): run each `adaptive-po` command line named in BENCHES
+# (names of variables, so that an argument may hold a comma) with $(WORKERS_FLAG), then PUBLISH even
+# when runs failed (they are scored and counted), then exit with the benches' status. PUBLISH is a
+# command, never $(MAKE): `make -n` runs a recipe line that holds $(MAKE), and would start the bench.
+define bench_then_publish
+status=0; $(foreach bench,$(1),$(VPY) -m adaptive_po $($(bench)) $(WORKERS_FLAG) || status=$$?;) $(2) && exit $$status
+endef
+
 bench: $(STAMP)
-	$(VPY) -m adaptive_po bench --suite quick $(if $(WORKERS),--workers $(WORKERS))
+	$(VPY) -m adaptive_po bench --suite quick $(WORKERS_FLAG)
 
 bench-full: $(STAMP)
-	$(VPY) -m adaptive_po bench --suite classic $(if $(WORKERS),--workers $(WORKERS))
+	$(VPY) -m adaptive_po bench --suite classic $(WORKERS_FLAG)
 
+# the staleness grid, its report and its block in docs/results/README.md
+STALENESS_BENCH = bench --suite staleness
+STALENESS_README = $(VPY) -m adaptive_po readme --report runs/staleness/report --figures docs/results/staleness --section staleness --brief --readme $(RESULTS_README)
 bench-staleness: $(STAMP)
-	status=0; $(VPY) -m adaptive_po bench --suite staleness $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
-	$(VPY) -m adaptive_po readme --report runs/staleness/report --figures docs/results/staleness --section staleness --brief && exit $$status
+	$(call bench_then_publish,STALENESS_BENCH,$(STALENESS_README))
 
 readme-staleness: $(STAMP)
-	$(VPY) -m adaptive_po readme --report runs/staleness/report --figures docs/results/staleness --section staleness --brief
+	$(STALENESS_README)
 
+PAPER_BENCH = bench --suite paper
+SENSITIVITY_BENCH = bench --suite sensitivity
 bench-paper: $(STAMP)
-	status=0; $(VPY) -m adaptive_po bench --suite paper $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
-	$(MAKE) paper-report && exit $$status
+	$(call bench_then_publish,PAPER_BENCH,$(PAPER_REPORT))
 
 bench-sensitivity: $(STAMP)
-	status=0; $(VPY) -m adaptive_po bench --suite sensitivity $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
-	$(MAKE) paper-report && exit $$status
+	$(call bench_then_publish,SENSITIVITY_BENCH,$(PAPER_REPORT))
 
-# whichever of the three sweeps exist feed one report (docs/results/paper) and the README's paper section
+# whichever of the three sweeps exist feed one report (docs/results/paper); the shell looks for them
+# when the report starts, after the bench made them (a $$(wildcard) would look before the bench runs)
+PAPER_RUNS := runs/paper runs/sensitivity runs/sensitivity-* runs/staleness
+PAPER_REPORT = $(VPY) -m adaptive_po.analysis.reports.paper $$(for d in $(PAPER_RUNS); do [ -d "$$d" ] && echo "$$d"; done) --out docs/results/paper
 paper-report: $(STAMP)
-	$(VPY) -m adaptive_po.analysis.paper $(wildcard runs/paper runs/sensitivity runs/sensitivity-* runs/staleness) --out docs/results/paper
+	$(PAPER_REPORT)
 
 mismatch: $(STAMP)
 	$(VPY) benchmarks/sampler_mismatch.py --out docs/results/sampler_mismatch.md
 
-# the MinAtar tier (the minatar extra, GPL-3.0, is part of the set-up): runs the suite and publishes
-# its report into docs/results/minatar and the README's MinAtar block. A suite target publishes
-# even when some runs failed (they are scored and counted), then exits with the bench's status.
+# the MinAtar tier (the minatar extra, GPL-3.0, is part of the set-up): runs the suite and the
+# reference check, then publishes into docs/results/minatar and the MinAtar block of docs/results/README.md
+MINATAR_BENCH = bench --suite minatar --no-report
+MINATAR_REFERENCE_BENCH = bench --suite minatar-reference --no-report
+MINATAR_SUITE_REPORT = $(VPY) -m adaptive_po.analysis runs/minatar --out docs/results/minatar
+MINATAR_REPORT = $(VPY) -m adaptive_po.analysis.reports.minatar --runs runs/minatar --reference-runs runs/minatar-reference --out docs/results/minatar --readme $(RESULTS_README)
 bench-minatar: $(STAMP)
-	status=0; $(VPY) -m adaptive_po bench --suite minatar --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
-	$(VPY) -m adaptive_po bench --suite minatar-reference --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
-	$(MAKE) minatar-report && exit $$status
+	$(call bench_then_publish,MINATAR_BENCH MINATAR_REFERENCE_BENCH,$(MINATAR_SUITE_REPORT) && $(MINATAR_REPORT))
 
 minatar-report: $(STAMP)
-	$(VPY) -m adaptive_po.analysis runs/minatar --out docs/results/minatar
-	$(VPY) -m adaptive_po.analysis.minatar --runs runs/minatar --reference-runs runs/minatar-reference --out docs/results/minatar --readme README.md
+	$(MINATAR_SUITE_REPORT)
+	$(MINATAR_REPORT)
 
 # equal tuning with held-out selection: an Optuna search per objective and task on seeds 100-101
-# (fresh and lag-16 data), then default and selected configurations scored on seeds 0-4; the
-# report publishes even when runs failed (they are scored at the random score), then the status
+# (fresh and lag-16 data), then default and selected configurations scored on seeds 0-4
+TUNE = tune
+TUNED_REPORT = $(VPY) -m adaptive_po.analysis.reports.equal_tuning --runs runs/tuning-search runs/tuning-score --out docs/results/tuned --readme $(RESULTS_README)
 tuned-report: $(STAMP)
-	$(VPY) -m adaptive_po.analysis.tuned --runs runs/tuning-search runs/tuning-score --out docs/results/tuned --readme README.md
+	$(TUNED_REPORT)
 
 bench-tuned: $(STAMP)
-	status=0; $(VPY) -m adaptive_po tune $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
-	$(MAKE) tuned-report && exit $$status
+	$(call bench_then_publish,TUNE,$(TUNED_REPORT))
 
-# issue 21: why the ESS objective loses on fresh data. The traces inside updates (process engine,
-# seeds 0-2; resumable: a finished trace is kept) and the diagnosis report and figure built from them
+# the fresh-data diagnosis: why the ESS objective loses on fresh data. The traces inside updates
+# (process engine, seeds 0-2; resumable: a finished trace is kept) and the diagnosis report and figure
 fresh-data-trace: $(STAMP)
 	$(VPY) -m adaptive_po trace --envs Pendulum-v1 --algos esspo,ppo --lags 0,16 --seeds 0,1,2 --timesteps 100000 --out docs/results/fresh-data/trace
 	$(VPY) -m adaptive_po trace --envs CartPole-v1 --algos esspo,ppo --lags 0 --seeds 0,1,2 --timesteps 100000 --every 5 --out docs/results/fresh-data/trace
@@ -110,50 +132,53 @@ fresh-data-trace: $(STAMP)
 	$(MAKE) fresh-data-diagnosis
 
 fresh-data-diagnosis: $(STAMP)
-	$(VPY) -m adaptive_po.analysis.fresh_data diagnosis --traces docs/results/fresh-data/trace --out docs/results/fresh-data
+	$(VPY) -m adaptive_po.analysis.reports.fresh_data diagnosis --traces docs/results/fresh-data/trace --out docs/results/fresh-data
 
 # the pre-registered variants (docs/results/fresh-data/preregistration.md) against esspo and ppo:
-# the diagnosis tasks under the paper's conditions, then held-out tasks; publishes even when runs failed
+# the diagnosis tasks under the paper's conditions, then held-out tasks (lag 16 on the LunarLanders
+# in a folder of its own)
+FRESH_DATA_BENCH = bench --suite fresh-data --no-report
+FRESH_DATA_HELDOUT_BENCH = bench --suite fresh-data-heldout --no-report
+FRESH_DATA_HELDOUT_LAG16_BENCH = bench --suite fresh-data-heldout --suite-name fresh-data-heldout-lag16 --envs LunarLander-v3,LunarLanderContinuous-v3 --lags 16 --no-report
+FRESH_DATA_REPORT = $(VPY) -m adaptive_po.analysis.reports.fresh_data results --runs runs/fresh-data runs/fresh-data-heldout runs/fresh-data-heldout-lag16 --out docs/results/fresh-data --readme $(RESULTS_README)
 bench-fresh-data: $(STAMP)
-	status=0; $(VPY) -m adaptive_po bench --suite fresh-data --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
-	$(VPY) -m adaptive_po bench --suite fresh-data-heldout --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
-	$(VPY) -m adaptive_po bench --suite fresh-data-heldout --suite-name fresh-data-heldout-lag16 --envs LunarLander-v3,LunarLanderContinuous-v3 --lags 16 --no-report $(if $(WORKERS),--workers $(WORKERS)) || status=$$?; \
-	$(FRESH_DATA_REPORT) && exit $$status
+	$(call bench_then_publish,FRESH_DATA_BENCH FRESH_DATA_HELDOUT_BENCH FRESH_DATA_HELDOUT_LAG16_BENCH,$(FRESH_DATA_REPORT))
 
-# (the report is called directly, not through $$(MAKE): a `make -n` would run a recipe line holding it)
-FRESH_DATA_REPORT = $(VPY) -m adaptive_po.analysis.fresh_data results --runs runs/fresh-data runs/fresh-data-heldout runs/fresh-data-heldout-lag16 --out docs/results/fresh-data --readme README.md
 fresh-data-report: $(STAMP)
 	$(FRESH_DATA_REPORT)
 
-# the variants' verdicts and README block rebuilt from the committed per-run table alone (no runs/)
+# the *-from-table targets rebuild a report's verdicts and its block in docs/results/README.md from
+# the committed tables alone (no runs/); the tests check that the committed files are their output
+
+# the variants' verdicts
 fresh-data-from-table: $(STAMP)
-	$(VPY) -m adaptive_po.analysis.fresh_data results --table docs/results/fresh-data/per_run.csv --out docs/results/fresh-data --readme README.md
+	$(VPY) -m adaptive_po.analysis.reports.fresh_data results --table docs/results/fresh-data/per_run.csv --out docs/results/fresh-data --readme $(RESULTS_README)
 
-# the tuned report and its README block rebuilt from the committed tables alone (no runs/)
+# the equal-tuning report
 tuned-from-table: $(STAMP)
-	$(VPY) -m adaptive_po.analysis.tuned --tables docs/results/tuned --out docs/results/tuned --readme README.md
+	$(VPY) -m adaptive_po.analysis.reports.equal_tuning --tables docs/results/tuned --out docs/results/tuned --readme $(RESULTS_README)
 
-# the MinAtar verdicts and reference check rebuilt from the committed per-run table alone (no runs/)
+# the MinAtar verdicts and reference check
 minatar-from-table: $(STAMP)
-	$(VPY) -m adaptive_po.analysis.minatar --table docs/results/minatar/per_run.csv --out docs/results/minatar --readme README.md
+	$(VPY) -m adaptive_po.analysis.reports.minatar --table docs/results/minatar/per_run.csv --out docs/results/minatar --readme $(RESULTS_README)
 
-# the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv) and
-# the README's two verdict blocks, rebuilt from the committed run table alone (no runs/)
+# the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv)
+# and their two blocks, from the committed run table docs/results/paper/runs.csv
 classic-from-table: $(STAMP)
-	$(VPY) -m adaptive_po.analysis.classic --table docs/results/paper/runs.csv --out docs/results --readme README.md
+	$(VPY) -m adaptive_po.analysis.reports.staleness_and_paper_verdicts --table docs/results/paper/runs.csv --out docs/results --readme $(RESULTS_README)
 
 # one GPU: the Atari-5 suite with CNN populations (the dry run prints its estimate); no GPU: the
 # smoke grid (one game, 4,096 steps per run), said so before it starts
 bench-atari: $(STAMP)
 	@if $(VPY) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then \
-	  $(VPY) -m adaptive_po bench --suite atari --device cuda $(if $(WORKERS),--workers $(WORKERS)); \
+	  $(VPY) -m adaptive_po bench --suite atari --device cuda $(WORKERS_FLAG); \
 	else \
 	  echo "bench-atari: no CUDA device here, so this is the Atari smoke grid (suite atari-smoke: Phoenix-v5, esspo and ppo, lag 0 and 4, 4,096 steps per run), not the Atari-5 suite; run it on a GPU machine for results"; \
-	  $(VPY) -m adaptive_po bench --suite atari-smoke --device cpu $(if $(WORKERS),--workers $(WORKERS)); \
+	  $(VPY) -m adaptive_po bench --suite atari-smoke --device cpu $(WORKERS_FLAG); \
 	fi
 
-# the GPU check: CartPole populations of 256 and 1,024, ALE CNN populations of 8, 16, 32 vs one
-# process-engine run, peak GPU memory (under 8 minutes on one GPU; `--tiny` runs it on a CPU)
+# the GPU check: CartPole populations of 256 and 1,024, ALE CNN populations of 8, 16, 32 against one
+# process-engine run, peak GPU memory (`--tiny` runs it on a CPU)
 gpu-check: $(STAMP)
 	$(VPY) benchmarks/gpu_check.py
 
@@ -169,11 +194,16 @@ perf: $(STAMP)
 # The quick suite through the process engine too (runs/quick-process), then both engines' per-cell
 # final-return CIs side by side. Needs `make bench` first (runs/quick, population engine).
 engines: $(STAMP)
-	$(VPY) -m adaptive_po bench --suite quick --engine process --suite-name quick-process --no-report $(if $(WORKERS),--workers $(WORKERS))
+	$(VPY) -m adaptive_po bench --suite quick --engine process --suite-name quick-process --no-report $(WORKERS_FLAG)
 	$(VPY) benchmarks/engines_agree.py runs/quick runs/quick-process --out docs/results/engines.md
 
+# the quick suite's figures and tables (runs/quick/report) into docs/results/quick and its block
 readme: $(STAMP)
-	$(VPY) -m adaptive_po readme --report runs/quick/report --readme README.md
+	$(VPY) -m adaptive_po readme --report runs/quick/report --readme $(RESULTS_README)
 
+# Every folder the bench targets write under runs/: each suite of adaptive_po/bench/suites.py, the
+# tuner's two and the --suite-name folders above (tests/test_docs.py keeps the list complete).
+# runs/README.md, the run-folder contract, stays.
+RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 atari atari-smoke
 clean-runs:
-	rm -rf runs/quick runs/quick-process runs/tuning-search runs/tuning-score runs/classic runs/staleness runs/paper runs/sensitivity runs/atari
+	rm -rf $(addprefix runs/,$(RUN_FOLDERS))

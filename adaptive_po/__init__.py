@@ -1,12 +1,17 @@
 """adaptive-po: policy optimization under stale and mismatched data.
 
-Three layers, each a part of the tree:
+Layers, each a part of the tree, every import pointing down (``tests/test_architecture.py``):
 
-* the library (this package's modules): the objectives, the collector, the rollout buffers and the
-  Stable-Baselines3 algorithms a user imports (``from adaptive_po import ESSPO``);
-* :mod:`adaptive_po.environments`: envpool and gymnasium behind SB3's ``VecEnv``;
-* :mod:`adaptive_po.bench`: the benchmark (env configs, suites, registry, runner, sweep, CLI)
-  and :mod:`adaptive_po.contract`, the torch-free run-folder contract.
+* :mod:`adaptive_po.dials` (the data dials) and :mod:`adaptive_po.contract` (the run-folder
+  format): torch-free, the bottom;
+* the library: the objectives, distributions, the update (:mod:`adaptive_po.update`, the one
+  training step and its loop), the collector and sampler, the rollout buffers, the
+  Stable-Baselines3 algorithms a user imports (``from adaptive_po import ESSPO``), the population
+  learner, and :mod:`adaptive_po.environments` (envpool, gymnasium, MinAtar behind SB3's ``VecEnv``);
+* :mod:`adaptive_po.bench`: configs, suites, grids, executors, run folders, tuning, tracing;
+* :mod:`adaptive_po.analysis`: reads run folders through the contract only; reports;
+* :mod:`adaptive_po.zoo`: the RL Baselines3 Zoo's entry point for our algorithms;
+* :mod:`adaptive_po.cli`: the ``adaptive-po`` command, the top.
 
 The exports below are lazy: ``import adaptive_po`` (or the contract module) loads no torch.
 """

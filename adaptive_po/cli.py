@@ -181,9 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     # handed to the RL Zoo's own parser (main() never parses its arguments); listed here for --help
     sub.add_parser("zoo", help="the RL Zoo's commands (train, enjoy, ...) with our algorithms registered; `zoo -h` for more", add_help=False)
 
-    readme = _add_command(sub, "readme", "refresh the README's results section from a report")
+    readme = _add_command(sub, "readme", "refresh a results section of docs/results/README.md from a report")
     readme.add_argument("--report", default="runs/quick/report", help="the report folder (written by `bench`)")
-    readme.add_argument("--readme", default="README.md", help="the README to update")
+    readme.add_argument("--readme", default="docs/results/README.md", help="the results page to update")
     readme.add_argument("--figures", default="docs/results/quick", help="where the figures are copied (tracked by git)")
     readme.add_argument("--section", default=None, help="a named results section (markers results:<name>:begin/end) (default: the quick suite's)")
     readme.add_argument("--brief", action="store_true", help="embed the staleness figure and the aggregate table only; the whole report is copied beside the figures")
@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_worker_parser() -> argparse.ArgumentParser:
     """The sweep's worker commands, ``_run SPEC --result FILE`` and ``_run_population SPECS --result
-    FILE`` (:func:`adaptive_po.bench.sweep.run_local` starts them); not part of the public interface."""
+    FILE`` (:func:`adaptive_po.bench.local_executor.run_local` starts them); not part of the public interface."""
     parser = argparse.ArgumentParser(prog="adaptive-po", add_help=False)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("_run")
@@ -241,7 +241,7 @@ def _folder_progress(run_dir: Path) -> tuple[int, int, float | None] | None:
 class _TrainProgress:
     """The ``train`` command's progress bar on stderr: timesteps, updates and the last evaluation's
     mean return. The process engine reports after every update and evaluation
-    (``runner.PROGRESS_LISTENERS``); the population engine is followed through the run folder's
+    (``process_engine.PROGRESS_LISTENERS``); the population engine is followed through the run folder's
     files (rewritten every few seconds). As for ``bench`` (rich): on a terminal the bar is live;
     when stderr is not a terminal (a log file, captured output) only its final state is printed,
     once; ``show=False`` (``--no-progress``) prints none."""
@@ -257,7 +257,7 @@ class _TrainProgress:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-        from adaptive_po.bench import runner
+        from adaptive_po.bench import process_engine
 
         console = Console(stderr=True)
         if not console.is_terminal:  # the one final line, whole (rich assumes 80 columns there)
@@ -275,7 +275,7 @@ class _TrainProgress:
         )
         self.task = self.progress.add_task("train", total=self.total, updates=0, evaluation="-")
         self.progress.start()
-        runner.PROGRESS_LISTENERS.append(self.update)
+        process_engine.PROGRESS_LISTENERS.append(self.update)
         if self.follow_folder and self.show:
             self._stop = threading.Event()
 
@@ -297,10 +297,10 @@ class _TrainProgress:
             self.update(*state)
 
     def __exit__(self, *exc: object) -> None:
-        from adaptive_po.bench import runner
+        from adaptive_po.bench import process_engine
 
-        if self.update in runner.PROGRESS_LISTENERS:
-            runner.PROGRESS_LISTENERS.remove(self.update)
+        if self.update in process_engine.PROGRESS_LISTENERS:
+            process_engine.PROGRESS_LISTENERS.remove(self.update)
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
@@ -311,10 +311,9 @@ class _TrainProgress:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from adaptive_po.bench.config import budget_notes, get_env_config, trained_timesteps
-    from adaptive_po.bench.population_runner import execute_population, supports_population
-    from adaptive_po.bench.runner import execute_run
-    from adaptive_po.bench.sweep import Grid, expand_grid
-
+    from adaptive_po.bench.population_engine import execute_population, supports_population
+    from adaptive_po.bench.process_engine import execute_run
+    from adaptive_po.bench.grid import Grid, expand_grid
     specs = expand_grid(
         Grid(
             suite=args.suite,
@@ -333,9 +332,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     )
     spec = specs[0]
     from adaptive_po.bench.locks import check_destination, destination_error, disk_error_text, sweep_folders, sweep_lock
-    from adaptive_po.bench.runner import RUN_SAME
-    from adaptive_po.bench.sweep import plan_resume
-
+    from adaptive_po.bench.run_folder import RUN_SAME
+    from adaptive_po.bench.resume import plan_resume
     check_destination(spec.run_dir.parent)  # a file in the way or no permission: exit 2, before compute
     # one writer per run folder: the sweep folder's lock, as `bench` takes it (a bench or another
     # train writing there: exit 2, naming it)
@@ -373,7 +371,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from adaptive_po.bench.sweep import Grid, describe_grid, expand_grid, iter_failed, parse_list, run_sweep, seeds_from
+    from adaptive_po.bench.grid import Grid, expand_grid, parse_list, seeds_from
+    from adaptive_po.bench.estimate import describe_grid
+    from adaptive_po.bench.sweep import iter_failed, run_sweep
     from adaptive_po.bench.suites import get_suite
 
     if args.workers is not None and args.workers < 1:  # before the dry run: it would accept it
@@ -450,8 +450,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _seed_list(text: str, flag: str) -> list[int]:
     """A comma-separated list of seeds (``100`` is the seed 100 here, not a count)."""
-    from adaptive_po.bench.sweep import parse_list
-
+    from adaptive_po.bench.grid import parse_list
     seeds = parse_list(text, int, flag) or []
     if not seeds or any(s < 0 for s in seeds):
         raise ValueError(f"{flag}: seeds are integers >= 0, got {text!r}")
@@ -460,8 +459,9 @@ def _seed_list(text: str, flag: str) -> list[int]:
 
 def _cmd_tune(args: argparse.Namespace) -> int:
     from adaptive_po.bench.suites import get_suite
-    from adaptive_po.bench.sweep import iter_failed, parse_list, run_sweep, seeds_from
-    from adaptive_po.bench.tune import TuningPlan, plan_specs, run_tuning
+    from adaptive_po.bench.sweep import iter_failed, run_sweep
+    from adaptive_po.bench.grid import parse_list, seeds_from
+    from adaptive_po.bench.tuning import TuningPlan, plan_specs, run_tuning
 
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
@@ -605,7 +605,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     die_with_driver()  # a sweep's worker must not outlive its driver (kill -9 included)
     from adaptive_po.contract import atomic_write_text
-    from adaptive_po.bench.runner import execute_run
+    from adaptive_po.bench.process_engine import execute_run
 
     spec = json.loads(Path(args.spec).read_text())
     outcome = execute_run(spec)
@@ -620,7 +620,7 @@ def _cmd_run_population(args: argparse.Namespace) -> int:
 
     die_with_driver()  # a sweep's worker must not outlive its driver (kill -9 included)
     from adaptive_po.contract import atomic_write_text
-    from adaptive_po.bench.population_runner import execute_population
+    from adaptive_po.bench.population_engine import execute_population
 
     specs = json.loads(Path(args.specs).read_text())
     outcomes = execute_population(specs)

@@ -3,7 +3,7 @@ in one process), side by side in one invocation, plus the classic suite's projec
 
 Usage::
 
-    python benchmarks/engines_speed.py                 # the cells: CartPole-v1 100k, Acrobot-v1 200k; K = 10, 50 (~25 min on 2 cores)
+    python benchmarks/engines_speed.py                 # the cells the results quote: CartPole-v1 100k, Acrobot-v1 200k; K = 10, 50 (~25 min on 2 cores)
     python benchmarks/engines_speed.py --quick         # 20k steps, K = 10, 20 (~5 min)
     python benchmarks/engines_speed.py --envs CartPole-v1 --members 10,50,100 --steps 100000 --process-runs 3
     python benchmarks/engines_speed.py --envs Breakout-MinAtar --members 16 --steps 49152 --process-runs 2   # the MinAtar CNN cell
@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
 from adaptive_po.bench.config import get_env_config  # noqa: E402
-from adaptive_po.bench.runner import RunSpec  # noqa: E402
+from adaptive_po.bench.run_folder import RunSpec  # noqa: E402
 from adaptive_po.bench.suites import get_suite  # noqa: E402
 
 ALGO = "esspo"

@@ -1,7 +1,7 @@
 """The GPU check (``make gpu-check``): what one GPU machine gives the population engine, in one table.
 
 Cells, each a real population (or process-engine run) through the bench's own code path
-(:func:`adaptive_po.bench.population_runner.execute_population`, :func:`adaptive_po.bench.runner.execute_run`)
+(:func:`adaptive_po.bench.population_engine.execute_population`, :func:`adaptive_po.bench.process_engine.execute_run`)
 on a copy of the environment's YAML file whose evaluations happen only at the start and the end:
 
 * CartPole-v1 populations of 256 and 1,024 members (MLP): environment steps per second and runs
@@ -34,13 +34,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
-from adaptive_po.bench.config import DEFAULT_ENVS_DIR  # noqa: E402
-from adaptive_po.bench.population_runner import execute_population  # noqa: E402
-from adaptive_po.bench.runner import RunSpec, execute_run  # noqa: E402
+from adaptive_po.bench.config import get_env_config, write_env_config_copy  # noqa: E402
+from adaptive_po.bench.population_engine import execute_population  # noqa: E402
+from adaptive_po.bench.run_folder import RunSpec  # noqa: E402
+from adaptive_po.bench.process_engine import execute_run  # noqa: E402
 
 ALGO = "esspo"
 #: (env, members per cell, updates per run): the full check and the toy one
@@ -53,15 +52,12 @@ RUN_BUDGET = {"CartPole-v1": 100_000, "Pong-v5": 2_500_000}
 def _config_copy(env: str, folder: Path, updates: int, tiny: bool) -> tuple[Path, int]:
     """A copy of ``env``'s YAML file with evaluations only at the start and the end (and, tiny,
     small rollouts); returns the folder and the budget of ``updates`` updates."""
-    data = yaml.safe_load((DEFAULT_ENVS_DIR / f"{env}.yaml").read_text())
-    hp = data["hyperparams"]
-    if tiny:
-        hp.update(n_envs=2, n_steps=32, batch_size=32, n_epochs=1)
-    budget = updates * hp["n_envs"] * hp["n_steps"]
-    data["evaluation"] = {"episodes": 1 if tiny else 2, "every": budget}
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{env}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    return folder, budget
+    hp = get_env_config(env).hyperparams
+    small = dict(n_envs=2, n_steps=32, batch_size=32, n_epochs=1) if tiny else {}
+    budget = updates * small.get("n_envs", hp.n_envs) * small.get("n_steps", hp.n_steps)
+    changes = {f"hyperparams__{key}": value for key, value in small.items()}
+    path = write_env_config_copy(env, folder, evaluation={"episodes": 1 if tiny else 2, "every": budget}, **changes)
+    return path.parent, budget
 
 
 def _steady_rate(run_dirs: list[Path]) -> float:

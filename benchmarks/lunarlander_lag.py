@@ -1,6 +1,6 @@
-"""PPO on LunarLander-v3 at policy lags 0-4: what differs besides the actor's age (issue 11, item 7).
+"""PPO on LunarLander-v3 at policy lags 0-4: what differs besides the actor's age (docs/results/lunarlander-lag.md).
 
-Trains populations with the bench's own code (:func:`adaptive_po.bench.population_runner.execute_population`,
+Trains populations with the bench's own code (:func:`adaptive_po.bench.population_engine.execute_population`,
 the Zoo settings of the default envs folder's ``LunarLander-v3.yaml``) into ordinary run folders, and records on the side:
 
 * per update and member, on the update's own rollout states: the entropy of the behaviour policy
@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT))
 
 from adaptive_po import distributions as D  # noqa: E402
 from adaptive_po import contract  # noqa: E402
-from adaptive_po.bench.population_runner import PopulationObserver, execute_population  # noqa: E402
-from adaptive_po.bench.runner import RunSpec
+from adaptive_po.bench.population_engine import PopulationObserver, execute_population  # noqa: E402
+from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.dials import DataDials  # noqa: E402
 from adaptive_po.population import PopulationLearner  # noqa: E402
 

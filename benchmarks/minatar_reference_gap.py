@@ -24,15 +24,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
 from adaptive_po.environments import minatar as minatar_backend  # noqa: E402
-from adaptive_po.bench.config import DEFAULT_ENVS_DIR  # noqa: E402
-from adaptive_po.bench.population_runner import execute_population  # noqa: E402
-from adaptive_po.bench.runner import RunSpec  # noqa: E402
-from adaptive_po.analysis.minatar import PUBLISHED_PPO  # noqa: E402
+from adaptive_po.bench.config import write_env_config_copy  # noqa: E402
+from adaptive_po.bench.population_engine import execute_population  # noqa: E402
+from adaptive_po.bench.run_folder import RunSpec  # noqa: E402
+from adaptive_po.analysis.reports.minatar import PUBLISHED_PPO  # noqa: E402
 from adaptive_po.analysis.stats import bootstrap_ci  # noqa: E402
 from adaptive_po.analysis.verdicts import per_run_table  # noqa: E402
 
@@ -47,10 +45,7 @@ ARMS = (
 def run_arm(env: str, name: str, mlp: dict | None, sticky: float, seeds: int, steps: int, root: Path) -> Path:
     envs_dir = root / name.replace(" ", "_").replace(",", "").replace(".", "")
     envs_dir.mkdir(parents=True)
-    data = yaml.safe_load((DEFAULT_ENVS_DIR / f"{env}.yaml").read_text())
-    if mlp is not None:
-        data["hyperparams"].update(policy="MlpPolicy", policy_kwargs=mlp)
-    (envs_dir / f"{env}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    write_env_config_copy(env, envs_dir, **({} if mlp is None else {"hyperparams__policy": "MlpPolicy", "hyperparams__policy_kwargs": mlp}))
     minatar_backend.MINATAR_STICKY_ACTION_PROBABILITY = sticky  # read when the games are built
     out = envs_dir / "runs"
     specs = [RunSpec("gap", env, "ppo", seed, steps, out=str(out), device="cpu", envs_dir=str(envs_dir)) for seed in range(seeds)]

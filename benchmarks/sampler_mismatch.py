@@ -1,4 +1,4 @@
-"""How much mismatch each sampler level induces, on trained policies (issue 11, item 1).
+"""How much mismatch each sampler level induces, on trained policies (`make mismatch`, docs/results/sampler_mismatch.md).
 
 Trains PPO (the Zoo settings of env_configs/<env>.yaml, process engine, fixed seed) on CartPole-v1 and
 Pendulum-v1, then, for each sampler level (temperatures, precisions), rolls out a fresh batch with

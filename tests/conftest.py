@@ -1,13 +1,29 @@
-"""Shared test settings: one torch thread (small MLPs run faster that way on 2 cores), and under
-pytest-xdist (`make test`) the slow tests handed out first."""
+"""Shared test settings: one torch thread (small MLPs run faster that way on 2 cores), under
+pytest-xdist (`make test`) the slow tests handed out first, and the shared fixtures."""
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+
+@pytest.fixture
+def write_env():
+    """``write_env(folder, name, base="CartPole-v1", file_name=None, **changes) -> Path``: a copy of
+    environment ``base``'s YAML file renamed ``name``, with ``changes`` (``hyperparams__n_steps=8``;
+    None removes a key), written into ``folder``; see
+    :func:`adaptive_po.bench.config.write_env_config_copy`."""
+    from adaptive_po.bench.config import write_env_config_copy
+
+    def write(folder: Path, name: str, base: str = "CartPole-v1", *, file_name: str | None = None, **changes) -> Path:
+        return write_env_config_copy(base, folder, name=name, file_name=file_name, **changes)
+
+    return write
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]

@@ -1,10 +1,11 @@
-"""Tests of analysis/ on synthetic run folders written through the run-folder contract
-(:mod:`adaptive_po.contract`: its columns, condition names and writers)."""
+"""Tests of adaptive_po.analysis (the core and the suite report) on synthetic run folders written
+through the run-folder contract (:mod:`adaptive_po.contract`: its columns, condition names and writers)."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 import warnings
@@ -31,8 +32,8 @@ from adaptive_po.analysis import (
     stratified_bootstrap_ci,
 )
 from adaptive_po.analysis.plots import curve_band
-from adaptive_po.analysis.report import main as report_main
-from adaptive_po.analysis.report import make_report
+from adaptive_po.analysis.reports.suite import main as report_main
+from adaptive_po.analysis.reports.suite import make_report
 from adaptive_po.analysis.tables import aggregate_table, condition_table, reference_scores
 
 REPO = Path(__file__).resolve().parents[1]
@@ -247,8 +248,9 @@ def test_curve_band_runs_logging_at_different_steps():
     band = curve_band(frame, "return", grid, n_resamples=400, seed=0)
     np.testing.assert_allclose(band["mean"], [0.0, 5.0, 12.5, 27.5])
     np.testing.assert_array_equal(band["n"], [1, 2, 2, 2])
-    np.testing.assert_allclose(band["low"], [0.0, 5.0, 10.0, 20.0])
-    np.testing.assert_allclose(band["high"], [0.0, 5.0, 15.0, 35.0])
+    # where one run covers a point there is no band (NaN), never a point drawn as one
+    np.testing.assert_allclose(band["low"], [np.nan, 5.0, 10.0, 20.0])
+    np.testing.assert_allclose(band["high"], [np.nan, 5.0, 15.0, 35.0])
 
 
 def test_stratified_bootstrap_reproducible_and_contains_estimate():
@@ -519,6 +521,63 @@ def test_report_default_out_dir_is_ignored_on_reload(tmp_path):
     assert "staleness.png" not in rep.figures and rep.skipped
     again = make_report(root, n_resamples=20)  # report/ is not mistaken for runs
     assert len(again.runs.finals) == 2
+
+
+def test_a_single_arm_report_names_no_baseline_and_no_interval_from_one_seed(tmp_path, capsys):
+    """One esspo run, no ppo: nothing is compared with a baseline that was not run, and no
+    interval is drawn from one run (it would be a point: ``0.62 [0.62, 0.62]``)."""
+    root = tmp_path / "one"
+    write_run(root, algo="esspo", eval_returns=[20.0, 100.0, 200.0, 300.0])
+    assert report_main([str(root), "--resamples", "50"]) == 0
+    printed = capsys.readouterr().out
+    report = (root / "report" / "report.md").read_text()
+    results = (root / "report" / "results.md").read_text()
+    for text in (printed, report, results):
+        assert "ppo" not in text and "P(algorithm >" not in text
+        assert "There is no baseline to compare with" in text and "n = 1, no interval" in text
+        # no interval whose bounds are one number: "0.62 [0.62, 0.62]", "[300.0, 300.0]"
+        assert not re.search(r"\[([-\d.,]+), \1\]", text), text
+    assert "Verdicts against" not in report
+    agg = pd.read_csv(root / "report" / "aggregate.csv")
+    assert agg["iqm_low"].isna().all() and agg["iqm"].notna().all()
+    cells = pd.read_csv(root / "report" / "conditions.csv")
+    assert cells["final_ci_low"].isna().all() and cells["final_mean"].tolist() == [300.0]
+
+
+def test_one_seed_per_env_gives_no_interval_two_seeds_do(tmp_path):
+    root = tmp_path / "s"
+    for env in ("CartPole-v1", "Acrobot-v1"):
+        write_run(root, env=env, algo="ppo", seed=0)
+        write_run(root, env=env, algo="esspo", seed=0)
+    write_run(root, env="CartPole-v1", algo="esspo", seed=1, eval_returns=[20.0, 50.0, 80.0, 150.0])
+    runs = load_runs(root)
+    agg = aggregate_table(runs, n_resamples=50).table.set_index("algo")
+    # ppo: one run in each env -> no interval; esspo: two runs on CartPole -> an interval
+    assert np.isnan(agg.loc["ppo", "iqm_low"]) and np.isfinite(agg.loc["esspo", "iqm_low"])
+    # P(esspo > ppo) rests on one ppo run per env: no interval
+    assert np.isfinite(agg.loc["esspo", "poi"]) and np.isnan(agg.loc["esspo", "poi_low"])
+    cells = condition_table(runs, n_resamples=50).set_index(["env", "algo"])
+    assert np.isnan(cells.loc[("Acrobot-v1", "esspo"), "final_ci_low"])
+    assert np.isfinite(cells.loc[("CartPole-v1", "esspo"), "final_ci_low"])
+
+
+def test_reports_import_the_core_never_each_other_and_each_runs_as_a_module():
+    import ast
+
+    reports = sorted((REPO / "adaptive_po" / "analysis" / "reports").glob("*.py"))
+    names = {p.stem for p in reports} - {"__init__"}
+    assert names == {"suite", "paper", "staleness_and_paper_verdicts", "equal_tuning", "minatar", "fresh_data"}
+    for path in reports:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                target = ("." * node.level) + (node.module or "")
+                assert not (node.level == 1 and node.module), f"{path.name} imports the report {target}"
+                assert "reports" not in (node.module or ""), f"{path.name} imports {target}"
+    for name in sorted(names):
+        proc = subprocess.run([sys.executable, "-m", f"adaptive_po.analysis.reports.{name}", "--help"], cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, (name, proc.stderr)
+        assert f"adaptive_po.analysis.reports.{name}" in proc.stdout or name == "suite", proc.stdout
 
 
 def test_cli_bad_root_exits_1(tmp_path, capsys):

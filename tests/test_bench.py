@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from adaptive_po.dials import DataDials
-from adaptive_po.bench.sweep import Grid, expand_grid, run_sweep, seeds_from
+from adaptive_po.bench.grid import Grid, expand_grid, seeds_from
+from adaptive_po.bench.sweep import run_sweep
 from adaptive_po.bench.config import (
     DEFAULT_ENVS_DIR,
     ConfigError,
@@ -26,7 +27,8 @@ from adaptive_po.bench.config import (
 )
 from adaptive_po import contract
 from adaptive_po.contract import COMPLETE, FAILED
-from adaptive_po.bench.runner import RunSpec, execute_run
+from adaptive_po.bench.run_folder import RunSpec
+from adaptive_po.bench.process_engine import execute_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -265,8 +267,7 @@ def test_cli_reports_bad_input_before_compute(tmp_path):
 
 
 def test_durations_are_minutes_under_an_hour_and_hours_from_there():
-    from adaptive_po.bench.sweep import format_duration
-
+    from adaptive_po.bench.estimate import format_duration
     assert format_duration(0.05) == "3 min" and format_duration(0.05, "CPU-core-") == "3 CPU-core-minutes"
     assert format_duration(0.001) == "<1 min" and format_duration(0.5) == "30 min"
     assert format_duration(0.995) == "1.0 h"  # 59.7 minutes round to an hour

@@ -26,7 +26,7 @@ from adaptive_po.bench.config import (
     read_yaml,
 )
 from adaptive_po.contract import check_name
-from adaptive_po.bench.sweep import Grid, expand_grid
+from adaptive_po.bench.grid import Grid, expand_grid
 from adaptive_po.hyperparams import Hyperparams, MAX_SOURCE_CHARS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from adaptive_po import contract, dials
 
 REPO = Path(__file__).resolve().parents[1]
 ANALYSIS = REPO / "adaptive_po" / "analysis"
-ANALYSIS_MODULES = tuple(f"adaptive_po.analysis{m}" for m in ("", ".load", ".stats", ".tables", ".plots", ".report"))
+ANALYSIS_MODULES = tuple(f"adaptive_po.analysis{m}" for m in ("", ".load", ".stats", ".tables", ".plots", ".output", ".reports.suite"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -60,9 +60,9 @@ def _adaptive_po_imports(path: Path) -> list[tuple[int, str]]:
 
 
 def test_analysis_sources_import_only_the_contract():
-    files = sorted(ANALYSIS.glob("*.py"))
+    files = sorted(ANALYSIS.rglob("*.py"))
     assert files
-    imports = {f.name: _adaptive_po_imports(f) for f in files}
+    imports = {f.relative_to(ANALYSIS).as_posix(): _adaptive_po_imports(f) for f in files}
     wrong = {name: [i for i in found if i[1] not in ("adaptive_po.contract", "adaptive_po.dials")]
              for name, found in imports.items()}
     assert not any(wrong.values()), f"analysis imports training code besides the contract: {wrong}"
@@ -175,14 +175,15 @@ def test_atomic_write_rows_exactly_the_contract_columns(tmp_path):
 
 
 def test_real_runs_load_in_analysis(tmp_path):
-    from adaptive_po.bench.runner import RunSpec, execute_run
+    from adaptive_po.bench.run_folder import RunSpec
+    from adaptive_po.bench.process_engine import execute_run
     from adaptive_po.analysis import LoadWarning, load_runs
 
     specs = [
         RunSpec(suite="t", env="CartPole-v1", algo="esspo", seed=0, total_timesteps=600, out=str(tmp_path),
                 device="cpu"),
         RunSpec(suite="t", env="CartPole-v1", algo="ppo", seed=0, total_timesteps=600, out=str(tmp_path),
-                device="cpu", policy_lag=2),
+                device="cpu", dials=dials.DataDials(policy_lag=2)),
     ]
     for spec in specs:
         result = execute_run(spec)

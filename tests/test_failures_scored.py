@@ -17,10 +17,11 @@ import pytest
 
 from adaptive_po import contract, dials
 from adaptive_po.analysis.load import LoadWarning, load_runs
-from adaptive_po.analysis.paper import config_scores, load_paper_runs, make_paper_report
-from adaptive_po.analysis.paper_data import one_budget_per_env
-from adaptive_po.analysis.report import make_report
+from adaptive_po.analysis.paper_data import load_paper_runs, one_budget_per_env
+from adaptive_po.analysis.reports.paper import make_paper_report
+from adaptive_po.analysis.reports.suite import make_report
 from adaptive_po.analysis.tables import aggregate_table, condition_table
+from adaptive_po.analysis.tuning_tax import config_scores
 from test_analysis import write_run
 from test_paper_analysis import SPEC
 from test_paper_analysis import write_run as write_paper_run

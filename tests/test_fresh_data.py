@@ -1,4 +1,5 @@
-"""Issue 21: the per-epoch trace, the two pre-registered variants, and the reports built from them."""
+"""Why the ESS objective loses on fresh data: the per-epoch trace, the two pre-registered variants, and the
+reports built from them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from adaptive_po.objectives import PolicyBatch, effective_sample_size, ess_polic
 from adaptive_po.update import whole_batch_ess
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the results page: the reports' generated blocks and the prose that quotes them
+RESULTS_README = ROOT / "docs" / "results" / "README.md"
 RESULTS = ROOT / "docs" / "results" / "fresh-data"
 
 
@@ -178,7 +181,7 @@ def test_the_trace_plan_refuses_bad_input_before_anything_trains(tmp_path):
 
 # -- the reports ----------------------------------------------------------------------------------
 def test_the_published_diagnosis_rebuilds_byte_for_byte_from_the_committed_traces(tmp_path):
-    from adaptive_po.analysis.fresh_data import write_diagnosis
+    from adaptive_po.analysis.reports.fresh_data import write_diagnosis
 
     write_diagnosis(RESULTS / "trace", tmp_path)
     for name in ("diagnosis.md", "diagnosis.csv"):
@@ -187,7 +190,7 @@ def test_the_published_diagnosis_rebuilds_byte_for_byte_from_the_committed_trace
 
 
 def test_the_diagnosis_states_the_measured_mechanism(tmp_path):
-    from adaptive_po.analysis.fresh_data import load_traces, summary
+    from adaptive_po.analysis.reports.fresh_data import load_traces, summary
 
     table = summary(load_traces(RESULTS / "trace"))
     row = lambda algo, cond: table[(table.env == "Pendulum-v1") & (table.algo == algo) & (table.condition == cond)].iloc[0]  # noqa: E731
@@ -200,7 +203,7 @@ def test_the_diagnosis_states_the_measured_mechanism(tmp_path):
 
 
 def test_missing_traces_are_named(tmp_path):
-    from adaptive_po.analysis.fresh_data import load_traces
+    from adaptive_po.analysis.reports.fresh_data import load_traces
 
     with pytest.raises(FileNotFoundError, match=str(tmp_path)):
         load_traces(tmp_path)
@@ -208,20 +211,20 @@ def test_missing_traces_are_named(tmp_path):
 
 @pytest.mark.skipif(not (RESULTS / "per_run.csv").exists(), reason="the variants' runs are not published yet")
 def test_the_published_verdicts_and_readme_block_rebuild_from_the_committed_table(tmp_path):
-    from adaptive_po.analysis.fresh_data import README_BEGIN, README_END, read_table, write_results
+    from adaptive_po.analysis.reports.fresh_data import README_BEGIN, README_END, read_table, write_results
 
     readme = tmp_path / "README.md"
-    shutil.copy(ROOT / "README.md", readme)
+    shutil.copy(RESULTS_README, readme)
     shutil.copy(RESULTS / "diagnosis.csv", tmp_path / "diagnosis.csv")
     write_results(read_table(RESULTS / "per_run.csv"), tmp_path, readme)
     assert (tmp_path / "verdicts.md").read_text() == (RESULTS / "verdicts.md").read_text()
-    assert readme.read_text() == (ROOT / "README.md").read_text()
+    assert readme.read_text() == RESULTS_README.read_text()
     assert README_BEGIN in readme.read_text() and README_END in readme.read_text()
 
 
 @pytest.mark.skipif(not (RESULTS / "per_run.csv").exists(), reason="the variants' runs are not published yet")
 def test_cells_missing_from_the_pre_registered_grid_are_named_and_the_headline_rule_needs_every_held_out_task(tmp_path):
-    from adaptive_po.analysis.fresh_data import headline, not_run, read_table
+    from adaptive_po.analysis.reports.fresh_data import headline, not_run, read_table
 
     table = read_table(RESULTS / "per_run.csv")
     before = set(not_run(table))

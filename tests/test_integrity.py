@@ -196,7 +196,8 @@ def test_the_final_return_is_the_last_evaluation(tmp_path):
 
 def test_a_damaged_run_is_redone_not_skipped(tmp_path):
     """The bench's resume check (completed_summary) does not trust a damaged run."""
-    from adaptive_po.bench.runner import RunSpec, completed_summary, config_for, execute_run
+    from adaptive_po.bench.run_folder import RunSpec, completed_summary, config_for
+    from adaptive_po.bench.process_engine import execute_run
 
     spec = RunSpec(suite="quick", env="CartPole-v1", algo="esspo", seed=0, total_timesteps=256, out=str(tmp_path),
                    device="cpu", tensorboard=False)

@@ -27,8 +27,8 @@ from adaptive_po.dials import DataDials
 from adaptive_po import ESSPO, PPO
 from adaptive_po.collector import Collector
 from adaptive_po import contract
-from adaptive_po.bench.population_runner import execute_population
-from adaptive_po.bench.runner import RunSpec
+from adaptive_po.bench.population_engine import execute_population
+from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.population import Member, PopulationLearner, StackedRollout
 
 

@@ -17,9 +17,10 @@ import sys
 
 import pytest
 
-from adaptive_po.bench import runner
+from adaptive_po.bench import process_engine, run_folder
 from adaptive_po.bench.config import did_you_mean, evaluation_timesteps, get_env_config, trained_timesteps
-from adaptive_po.bench.runner import RUN_SAME, RunSpec, config_for, execute_run, run_folder_state
+from adaptive_po.bench.run_folder import RUN_SAME, RunSpec, config_for, run_folder_state
+from adaptive_po.bench.process_engine import execute_run
 from adaptive_po.cli import WORKER_COMMANDS, build_parser, build_worker_parser, main
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -126,7 +127,7 @@ def test_train_progress_on_the_population_engine(tmp_path, capsys):
     assert "population engine" in err and "rounded" not in err
     bars = [line for line in err.splitlines() if "steps" in line and "updates" in line]
     assert len(bars) == 1 and "2,048/2,048 steps" in bars[0] and "8 updates" in bars[0], err
-    assert not runner.PROGRESS_LISTENERS  # the bar's listener is gone
+    assert not process_engine.PROGRESS_LISTENERS  # the bar's listener is gone
 
 
 # -- 6: no clip range recorded for objectives without one ------------------------------------------
@@ -138,19 +139,19 @@ def test_config_records_a_clip_range_only_for_objectives_that_use_it():
     assert "clip_range" not in config_for(spec("tis-pg"))["hyperparams"]
     for algo in ("ppo", "decoupled-ppo"):  # they declare it: recorded as before
         assert config_for(spec(algo))["hyperparams"]["clip_range"] == "lin_0.2"
-    assert runner.unused_tuned_knobs("esspo") == {"clip_range"} and not runner.unused_tuned_knobs("ppo")
+    assert run_folder.unused_tuned_knobs("esspo") == {"clip_range"} and not run_folder.unused_tuned_knobs("ppo")
 
 
 def test_a_run_recorded_with_the_old_clip_range_field_is_still_the_same_run(tmp_path, monkeypatch, capsys):
     spec = RunSpec(suite="train", env=CARTPOLE, algo="esspo", seed=0, total_timesteps=2048, out=str(tmp_path), device="cpu", tensorboard=False)
-    current = runner.config_for
+    current = run_folder.config_for
 
     def old_config_for(s: RunSpec) -> dict:  # config.json as runs made before this change have it
         config = current(s)
         return {**config, "hyperparams": {**config["hyperparams"], "clip_range": "lin_0.2"},
                 "algo_description": "an older wording of the objective's description"}
 
-    monkeypatch.setattr(runner, "config_for", old_config_for)
+    monkeypatch.setattr(process_engine, "config_for", old_config_for)
     assert execute_run(spec)["status"] == "complete"
     monkeypatch.undo()
     recorded = json.loads((spec.run_dir / "config.json").read_text())

@@ -1,4 +1,4 @@
-"""Tests of analysis.paper (and of the loader's sampler/variant keys) on synthetic run folders
+"""Tests of the paper report (adaptive_po.analysis.reports.paper, and of the loader's sampler/variant keys) on synthetic run folders
 written through the run-folder contract, with known normalized scores."""
 
 from __future__ import annotations
@@ -16,18 +16,12 @@ import pytest
 
 from adaptive_po import contract, dials
 from adaptive_po.analysis.load import LoadWarning, load_runs, pretty_condition
-from adaptive_po.analysis.paper import (
-    HEADLINE_CONDITIONS,
-    config_scores,
-    iqm_by_level,
-    load_paper_runs,
-    main,
-    make_paper_report,
-    performance_profile,
-    retuning_cost,
-    tuning_profile,
-    tuning_spread,
-)
+from adaptive_po.analysis.comparisons import iqm_by_level
+from adaptive_po.analysis.conditions import HEADLINE_CONDITIONS
+from adaptive_po.analysis.paper_data import load_paper_runs
+from adaptive_po.analysis.reports.paper import main, make_paper_report
+from adaptive_po.analysis.stats import performance_profile
+from adaptive_po.analysis.tuning_tax import config_scores, retuning_cost, tuning_profile, tuning_spread
 
 REPO = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -286,7 +280,7 @@ def test_report_without_variants_or_lag_sweep_skips_those_figures(tmp_path):
 def test_cli_errors_and_no_torch(tmp_path, capsys):
     assert main([str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 1
     assert "no such directory" in capsys.readouterr().err
-    code = "import sys, json, adaptive_po.analysis.paper; print(json.dumps('torch' in sys.modules))"
+    code = "import sys, json, adaptive_po.analysis.reports.paper; print(json.dumps('torch' in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) is False

@@ -41,10 +41,11 @@ except ImportError:
 
 from adaptive_po.bench import ray_executor  # noqa: E402
 from adaptive_po.bench.jobs import Job, plan_jobs  # noqa: E402
-from adaptive_po.bench.sweep import Grid, expand_grid, run_sweep  # noqa: E402
+from adaptive_po.bench.grid import Grid, expand_grid
+from adaptive_po.bench.sweep import run_sweep  # noqa: E402
 from adaptive_po.bench.ray_executor import ATTEMPT_LOG_ENV, check_ray_available, land, run_ray  # noqa: E402
 from adaptive_po.contract import COMPLETE, FAILED, atomic_write_text  # noqa: E402
-from adaptive_po.bench.runner import RunSpec  # noqa: E402
+from adaptive_po.bench.run_folder import RunSpec  # noqa: E402
 
 # one xdist worker runs this whole module (`make test`: --dist loadgroup): its tests share the
 # module's Ray head and never start two local Ray instances (ports, ~/.ray, CPUs) at once

@@ -1,4 +1,5 @@
-"""`adaptive-po readme`: a report's figures and tables into a named section of the README."""
+"""`adaptive-po readme`: a report's figures and tables into a named section of a page (the results page,
+docs/results/README.md, holds them)."""
 
 from adaptive_po.cli import main
 
@@ -52,3 +53,24 @@ def test_missing_markers_are_an_error_naming_them(tmp_path, capsys):
     readme.write_text("no markers\n")
     code = main(["readme", "--report", str(report), "--readme", str(readme), "--figures", str(tmp_path / "f"), "--section", "staleness"])
     assert code == 2 and "results:staleness:begin" in capsys.readouterr().err
+
+
+def test_the_results_pages_quick_and_staleness_blocks_are_what_readme_writes_from_the_committed_reports(tmp_path):
+    """The two blocks `make readme` and `make readme-staleness` write into docs/results/README.md,
+    rebuilt byte for byte from the report copies committed beside the figures (the run folders are
+    not kept): the figure links are relative to the results page."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    results = root / "docs" / "results"
+    page = tmp_path / "docs" / "results" / "README.md"
+    page.parent.mkdir(parents=True)
+    shutil.copy(results / "README.md", page)
+    for suite, extra in (("quick", []), ("staleness", ["--section", "staleness", "--brief"])):
+        report = tmp_path / "reports" / suite
+        shutil.copytree(results / suite, report)
+        figures = page.parent / suite
+        assert main(["readme", "--report", str(report), "--readme", str(page), "--figures", str(figures), *extra]) == 0
+    assert page.read_text() == (results / "README.md").read_text(), "a block of docs/results/README.md differs from `make readme` / `make readme-staleness`"
+    assert "![staleness](quick/staleness.png)" in page.read_text()

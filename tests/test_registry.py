@@ -13,7 +13,8 @@ from stable_baselines3.common.env_util import make_vec_env
 
 from adaptive_po import BatchPolicyOptimization
 from adaptive_po.contract import is_complete
-from adaptive_po.bench.runner import RunSpec, execute_run
+from adaptive_po.bench.run_folder import RunSpec
+from adaptive_po.bench.process_engine import execute_run
 from adaptive_po.objectives import OBJECTIVES, ObjectiveOutput, ObjectiveSpec, PolicyBatch
 
 SEEN: list[dict] = []

@@ -30,7 +30,7 @@ import yaml
 from adaptive_po.bench import locks
 from adaptive_po.bench.config import DEFAULT_ENVS_DIR
 from adaptive_po.contract import COMPLETE, FAILED, verify_complete_run
-from adaptive_po.bench.runner import config_differences
+from adaptive_po.bench.run_folder import config_differences
 from test_robustness import children  # the live child processes of a pid
 
 #: wide lines: messages are checked line by line

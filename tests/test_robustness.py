@@ -29,17 +29,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from adaptive_po import contract
 from adaptive_po.bench import locks
-from adaptive_po.bench.config import DEFAULT_ENVS_DIR
 from adaptive_po.contract import COMPLETE, FAILED, verify_complete_run
 from adaptive_po.bench.divergence import compact_traceback, divergence_reason, error_line
-from adaptive_po.bench.runner import RunSpec, config_for, execute_run, fail_run_folder, start_run_folder
-from adaptive_po.bench.sweep import Grid, expand_grid, run_sweep
-
-#: wide lines: the sweep's messages are checked line by line
+from adaptive_po.bench.run_folder import RunSpec, config_for, fail_run_folder, start_run_folder
+from adaptive_po.bench.process_engine import execute_run
+from adaptive_po.bench.grid import Grid, expand_grid  #: wide lines: the sweep's messages are checked line by line
+from adaptive_po.bench.sweep import run_sweep  #: wide lines: the sweep's messages are checked line by line
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "500"}
 
 
@@ -79,14 +77,6 @@ def wait_dead(pids: list[int], timeout: float = 10.0) -> list[int]:
 
 def complete_runs(out: Path) -> set[Path]:
     return {p.parent for p in out.rglob(COMPLETE)}
-
-
-def write_env(folder: Path, name: str, **hyperparams) -> None:
-    data = yaml.safe_load((DEFAULT_ENVS_DIR / "CartPole-v1.yaml").read_text())
-    data["name"] = name
-    data["hyperparams"].update(hyperparams)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.yaml").write_text(yaml.safe_dump(data))
 
 
 def tiny_spec(out: Path, **kw) -> RunSpec:
@@ -285,12 +275,12 @@ def test_corrupt_results_are_redone_by_the_bench_and_named_by_analysis(tmp_path,
 
 # -- divergence -----------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_divergence_is_caught_and_named_on_both_engines(tmp_path):
+def test_divergence_is_caught_and_named_on_both_engines(tmp_path, write_env):
     from adaptive_po.analysis import LoadWarning, load_runs
 
     envs = tmp_path / "envs"
-    write_env(envs, "Nan-v1", learning_rate=1e30, max_grad_norm=1e30)  # NaN: FAILED with the cause
-    write_env(envs, "Blowup-v1", learning_rate=1e6, max_grad_norm=1e30)  # no NaN: flagged
+    write_env(envs, "Nan-v1", hyperparams__learning_rate=1e30, hyperparams__max_grad_norm=1e30)  # NaN: FAILED with the cause
+    write_env(envs, "Blowup-v1", hyperparams__learning_rate=1e6, hyperparams__max_grad_norm=1e30)  # no NaN: flagged
     cmds = {
         engine: [sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--envs", "Nan-v1,Blowup-v1", "--algos", "ppo",
                  "--seeds", "1", "--lags", "0", "--timesteps", "1024", "--workers", "1", "--out", str(tmp_path / engine),

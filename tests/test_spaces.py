@@ -362,8 +362,8 @@ def test_unsupported_runs_go_to_the_process_engine(tmp_path):
     import yaml
 
     from adaptive_po.bench.config import DEFAULT_ENVS_DIR
-    from adaptive_po.bench.population_runner import supports_population
-    from adaptive_po.bench.runner import RunSpec
+    from adaptive_po.bench.population_engine import supports_population
+    from adaptive_po.bench.run_folder import RunSpec
 
     pendulum = yaml.safe_load((DEFAULT_ENVS_DIR / "Pendulum-v1.yaml").read_text())
     (tmp_path / "Pendulum-v1.yaml").write_text(yaml.safe_dump(pendulum))

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from adaptive_po.contract import COMPLETE, FAILED, STATUS_FILE
-from adaptive_po.bench.population_runner import group_populations, population_key
-from adaptive_po.bench.runner import RunSpec
+from adaptive_po.bench.population_engine import group_populations, population_key
+from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.bench.jobs import plan_jobs
-from adaptive_po.bench.sweep import Grid, expand_grid, run_sweep
-
+from adaptive_po.bench.grid import Grid, expand_grid
+from adaptive_po.bench.sweep import run_sweep
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
@@ -203,8 +203,8 @@ def test_dry_run_names_the_engine_and_bad_workers_fail_first(tmp_path):
 
 
 def test_the_estimate_uses_each_engines_measured_speed_per_environment():
-    from adaptive_po.bench.sweep import SECONDS_PER_MILLION, Grid, describe_grid, expand_grid
-
+    from adaptive_po.bench.estimate import SECONDS_PER_MILLION, describe_grid
+    from adaptive_po.bench.grid import Grid, expand_grid
     specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0, 1], lags=[0], noise=[0.0], replay=[0], timesteps=1_000_000, device="cpu"))
     for engine in ("population", "process"):
         text = describe_grid(specs, engine)

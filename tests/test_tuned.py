@@ -13,14 +13,16 @@ import pandas as pd
 import pytest
 
 from adaptive_po import contract
-from adaptive_po.bench.runner import RunSpec
-from adaptive_po.bench.tune import (
+from adaptive_po.bench.run_folder import RunSpec
+from adaptive_po.bench.tuning import (
     OWN_SPACE, TuningPlan, condition_name, default_params, params_variant, plan_specs, run_score,
 )
 from adaptive_po.bench.variants import apply_variant, objective_knobs, parse_variant
 from adaptive_po.hyperparams import Hyperparams
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the results page: the reports' generated blocks and the prose that quotes them
+RESULTS_README = ROOT / "docs" / "results" / "README.md"
 PUBLISHED = ROOT / "docs" / "results" / "tuned"
 
 
@@ -130,11 +132,11 @@ def test_search_select_score_resume_and_rebuild_from_tables(tmp_path):
 @pytest.mark.skipif(not (PUBLISHED / "per_run.csv").is_file(), reason="the tuned suite is not published yet")
 def test_the_published_tuned_report_rebuilds_from_its_committed_tables(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text((ROOT / "README.md").read_text())
+    readme.write_text(RESULTS_README.read_text())
     made = subprocess.run(
         [sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--tables", str(PUBLISHED), "--out", str(tmp_path), "--readme", str(readme)],
         capture_output=True, text=True, cwd=ROOT,
     )
     assert made.returncode == 0, made.stderr
     assert (tmp_path / "verdicts.md").read_text() == (PUBLISHED / "verdicts.md").read_text()
-    assert readme.read_text() == (ROOT / "README.md").read_text()
+    assert readme.read_text() == RESULTS_README.read_text()

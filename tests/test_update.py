@@ -19,7 +19,7 @@ from adaptive_po import ESSPO, BatchPolicyOptimization, update
 from adaptive_po.collector import Collector
 from adaptive_po.buffers import compute_gae
 from adaptive_po import contract, dials
-from adaptive_po.bench.runner import RunSpec
+from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.objectives import get_objective
 from adaptive_po.population import Member, PopulationLearner
 from test_population import SMALL, _stack, _stored_rollout
@@ -237,7 +237,7 @@ def test_every_face_refuses_a_bad_dial_with_the_same_message(bad, named):
 
 def test_one_dials_object_travels_from_the_grid_to_the_collector(tmp_path):
     """The bench hands the collector the very DataDials its grid expanded: no flat copies."""
-    from adaptive_po.bench.runner import build_training
+    from adaptive_po.bench.process_engine import build_training
 
     condition = dials.DataDials(policy_lag=2, action_noise=0.25)
     spec = RunSpec("s", "CartPole-v1", "ppo", 0, 1024, dials=condition, out=str(tmp_path))

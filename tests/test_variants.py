@@ -8,9 +8,9 @@ import pytest
 
 from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
-from adaptive_po.bench.runner import config_for, run_settings
+from adaptive_po.bench.run_folder import config_for, run_settings
 from adaptive_po.bench.suites import OWN_KNOB_VARIANTS, PAPER_CONDITIONS, SUITES
-from adaptive_po.bench.sweep import Grid, expand_grid
+from adaptive_po.bench.grid import Grid, expand_grid
 from adaptive_po.bench.variants import apply_variant, make_variant, objective_knobs, parse_variant
 from adaptive_po.hyperparams import LinearSchedule
 

@@ -1,4 +1,4 @@
-"""Verdicts (analysis.verdicts) and the MinAtar report: per-task verdicts, aggregates that drop no game, failures scored, and the
+"""Verdicts (adaptive_po.analysis.verdicts) and the MinAtar report: per-task verdicts, aggregates that drop no game, failures scored, and the
 committed report rebuilt from its committed per-run table (the README's numbers included)."""
 
 from __future__ import annotations
@@ -11,9 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adaptive_po.analysis import minatar, verdicts
+from adaptive_po.analysis import verdicts
+from adaptive_po.analysis.reports import minatar
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the results page: the reports' generated blocks and the prose that quotes them
+RESULTS_README = ROOT / "docs" / "results" / "README.md"
 PUBLISHED = ROOT / "docs" / "results" / "minatar"
 
 
@@ -58,6 +61,24 @@ def test_a_verdict_the_aggregators_disagree_on_is_not_printed_as_one():
     assert agg["verdict"] == "depends on aggregation"
 
 
+def test_one_seed_gives_no_interval_and_no_verdict():
+    """One run of an arm per game: a difference to it has no interval (it would show the other arm's
+    spread alone, or a point), so no win or loss is called on it, per game or in the aggregate."""
+    table = _table({("A", "ppo"): [2.0], ("A", "esspo"): [6.0], ("B", "ppo"): [3.0, 3.2, 2.9], ("B", "esspo"): [7.0]})
+    games = verdicts.per_task(table, "ppo")
+    a = games[(games["env"] == "A") & (games["algo"] == "esspo")].iloc[0]
+    assert a["diff"] == pytest.approx(4.0) and np.isnan(a["diff_low"]) and a["verdict"] == verdicts.NO_VERDICT
+    assert np.isnan(a["low"])  # the arm's own mean has no interval either
+    b = games[(games["env"] == "B") & (games["algo"] == "esspo")].iloc[0]
+    assert np.isnan(b["diff_low"]) and b["verdict"] == verdicts.NO_VERDICT  # ppo's 3 seeds do not make esspo's 1 an interval
+    agg = verdicts.aggregates(table, games, "ppo").iloc[0]
+    assert np.isnan(agg["mean_low"]) and np.isnan(agg["iqm_low"]) and agg["verdict"] == verdicts.NO_VERDICT
+    assert verdicts.win_tie_loss(games, "ppo")[("esspo", "lag0_noise0_replay0")] == (0, 0, 0)
+    text = verdicts.verdicts_markdown(table, games, verdicts.aggregates(table, games, "ppo"), "ppo", title="t", made_by="a test")
+    assert "n = 1, no interval" in text and "nan" not in text
+    assert not re.search(r"\[([-+\d.]+), \1\]", text), text
+
+
 def test_saturated_games_are_marked_and_left_out_of_the_aggregates():
     table = _table({
         ("A", "ppo"): [9.8, 9.9, 10.0], ("A", "esspo"): [9.7, 9.9, 10.0],
@@ -71,18 +92,18 @@ def test_saturated_games_are_marked_and_left_out_of_the_aggregates():
 
 def test_the_published_minatar_report_rebuilds_from_its_committed_table_alone(tmp_path):
     readme = tmp_path / "README.md"
-    shutil.copy(ROOT / "README.md", readme)
+    shutil.copy(RESULTS_README, readme)
     assert minatar.main(["--table", str(PUBLISHED / "per_run.csv"), "--out", str(tmp_path), "--readme", str(readme)]) == 0
     for name in ("verdicts.md", "reference_check.md"):
         assert (tmp_path / name).read_text() == (PUBLISHED / name).read_text(), f"{name} differs from its rebuild"
-    assert readme.read_text() == (ROOT / "README.md").read_text(), "the README's MinAtar block differs from the report"
+    assert readme.read_text() == RESULTS_README.read_text(), "the results page's MinAtar block differs from the report"
 
 
 def test_every_number_in_the_readme_minatar_prose_is_in_its_report():
-    text = (ROOT / "README.md").read_text()
+    text = RESULTS_README.read_text()
     section = text.split("## Results: MinAtar", 1)[1].split(minatar.README_BEGIN, 1)[0]
     reports = "".join((PUBLISHED / name).read_text() for name in ("verdicts.md", "reference_check.md", "reference_gap.md", "results.md"))
     numbers = set(re.findall(r"(?<![\w.])[-+]?\d+\.\d+", section))
     assert numbers, "the prose quotes the report"
     missing = sorted(n for n in numbers if n not in reports)
-    assert not missing, f"numbers in the README's MinAtar prose that no report contains: {missing}"
+    assert not missing, f"numbers in the results page's MinAtar prose that no report contains: {missing}"

@@ -28,7 +28,7 @@ from adaptive_po.objectives import OBJECTIVES  # noqa: E402
 from adaptive_po.zoo import ALGORITHMS, register  # noqa: E402
 from adaptive_po.zoo.hyperparams import zoo_hyperparams  # noqa: E402
 from adaptive_po.zoo.registry import OBJECTIVE_OF  # noqa: E402
-from adaptive_po.zoo.tuning import sampler_for  # noqa: E402
+from adaptive_po.zoo.search_space import sampler_for  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DIALS = ("policy_lag", "action_noise", "replay", "behaviour_log_prob", "sampler_temperature", "sampler_precision")

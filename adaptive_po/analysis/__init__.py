@@ -6,21 +6,36 @@ only the contract's files (``config.json``, ``progress.csv``, ``eval.csv``, ``su
 the ``COMPLETE``/``FAILED`` markers) and imports nothing of the training package but that
 torch-free module, so results copied from another machine can be analysed as they are.
 
-* :mod:`adaptive_po.analysis.load`: :func:`load_runs` -> :class:`LoadedRuns` (tidy eval / progress / finals frames)
-* :mod:`adaptive_po.analysis.stats`: the one bootstrap primitive (:func:`bootstrap`) and every interval built
-  on it (IQM, stratified, IQM difference, performance profile, probability of improvement, curve
-  bands), the one normalization, interpolation onto a step grid, AUC
-* :mod:`adaptive_po.analysis.conditions`: the data-condition vocabulary (fresh data, headline conditions)
-* :mod:`adaptive_po.analysis.labels`: the one order and the names of algorithms, conditions and levels
-* :mod:`adaptive_po.analysis.tables`: per-condition table, normalization references, aggregate table, Markdown
-* :mod:`adaptive_po.analysis.plots`: every figure (suite report and paper report)
-* :mod:`adaptive_po.analysis.report`: :func:`make_report`, the ``python -m adaptive_po.analysis`` command and the one
-  way outputs are saved (:func:`adaptive_po.analysis.report.save_figure`, :func:`adaptive_po.analysis.report.save_csv`)
-* :mod:`adaptive_po.analysis.paper_data`, :mod:`adaptive_po.analysis.comparisons`, :mod:`adaptive_po.analysis.tuning`,
-  :mod:`adaptive_po.analysis.paper_report`: the paper's analysis over several suites (loading and external
-  normalization; IQM per level and verdicts; the tuning tax; the report as a list of sections)
-* :mod:`adaptive_po.analysis.paper`: their public names and the ``python -m adaptive_po.analysis.paper ROOT... --out DIR``
-  command
+Two layers. The **core** (the modules of this package) computes; the **reports**
+(:mod:`adaptive_po.analysis.reports`, one module per published report) put the core's numbers into
+Markdown, figures and tables, each runnable as ``python -m adaptive_po.analysis.reports.<name>``.
+A report imports the core, never another report.
+
+Core:
+
+* :mod:`~adaptive_po.analysis.load`: :func:`load_runs` -> :class:`LoadedRuns` (tidy eval / progress / finals frames)
+* :mod:`~adaptive_po.analysis.stats`: the one bootstrap primitive (:func:`bootstrap`) and every interval
+  built on it (IQM, stratified, IQM difference, performance profile, probability of improvement,
+  curve bands), the one normalization, interpolation onto a step grid, AUC
+* :mod:`~adaptive_po.analysis.conditions`: the data-condition vocabulary (fresh data, headline conditions)
+* :mod:`~adaptive_po.analysis.labels`: the one order and the names of algorithms, conditions and levels
+* :mod:`~adaptive_po.analysis.tables`: per-condition table, normalization references, aggregate table, Markdown
+* :mod:`~adaptive_po.analysis.verdicts`: the per-run table and the verdict rules every report shares
+  (per task, two aggregates that drop no task, failures scored), the README-block writer
+* :mod:`~adaptive_po.analysis.paper_data`: several suite roots loaded, pooled and externally normalized
+* :mod:`~adaptive_po.analysis.comparisons`: aggregate IQM per level of a condition axis; wins, ties and losses
+* :mod:`~adaptive_po.analysis.tuning_tax`: knob sensitivity and the cost of keeping the fresh-data configuration
+* :mod:`~adaptive_po.analysis.plots`: every figure of the suite and paper reports
+* :mod:`~adaptive_po.analysis.output`: the one way figures and tables are saved (atomically)
+
+Reports (:mod:`adaptive_po.analysis.reports`):
+
+* ``suite``: one suite's report (``python -m adaptive_po.analysis <suite_root>`` runs it too)
+* ``paper``: the paper report over several suites (IQM per condition, profiles, the tuning tax)
+* ``staleness_and_paper_verdicts``: the staleness and paper suites' verdicts from the committed run table
+* ``equal_tuning``: equal tuning with held-out selection, ESS objective against PPO
+* ``minatar``: the MinAtar tier's verdicts and its check against published PPO
+* ``fresh_data``: why the ESS objective loses on fresh data, and the pre-registered variants' verdicts
 """
 
 from .load import CONDITION_KEYS, RUN_KEYS, LoadedRuns, LoadWarning, load_runs
@@ -70,7 +85,8 @@ __all__ = [
 
 
 def make_report(*args, **kwargs):
-    """Lazy alias of :func:`adaptive_po.analysis.report.make_report` (keeps ``import analysis`` free of matplotlib)."""
-    from .report import make_report as _make_report
+    """Lazy alias of :func:`adaptive_po.analysis.reports.suite.make_report` (keeps
+    ``import adaptive_po.analysis`` free of matplotlib)."""
+    from .reports.suite import make_report as _make_report
 
     return _make_report(*args, **kwargs)

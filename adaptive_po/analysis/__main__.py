@@ -1,8 +1,9 @@
-"""``python -m adaptive_po.analysis <suite_root> [--out DIR]``: write figures, tables and report.md."""
+"""``python -m adaptive_po.analysis <suite_root> [--out DIR]``: the suite report
+(:mod:`adaptive_po.analysis.reports.suite`): figures, tables and report.md."""
 
 import sys
 
-from .report import main
+from .reports.suite import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,7 +3,7 @@ training) and of the paper report (aggregate IQM vs condition, staleness and mis
 performance and tuning profiles, retuning cost).
 
 Every function returns a matplotlib ``Figure`` (Agg backend) and leaves saving to the caller
-(:func:`adaptive_po.analysis.report.save_figure` saves atomically). Colours are fixed per algorithm through one
+(:func:`adaptive_po.analysis.output.save_figure` saves atomically). Colours are fixed per algorithm through one
 palette (:func:`algo_colors`) shared by all figures, algorithms are drawn in the order of
 :func:`adaptive_po.analysis.labels.order_algos`; legends sit below the axes, outside the data.
 """
@@ -36,7 +36,15 @@ from .labels import (  # noqa: E402
     pretty_condition,
 )
 from .load import CONDITION_KEYS, LoadedRuns  # noqa: E402
-from .stats import DEFAULT_RESAMPLES, bootstrap_ci, common_grid, interpolate_to_grid, mean_ci_over_runs  # noqa: E402
+from .stats import (  # noqa: E402
+    DEFAULT_RESAMPLES,
+    NO_INTERVAL,
+    bootstrap_ci,
+    common_grid,
+    interpolate_to_grid,
+    mean_ci_over_runs,
+    without_interval,
+)
 
 __all__ = [
     "algo_colors",
@@ -120,7 +128,8 @@ def curve_band(
     n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0,
 ) -> dict[str, np.ndarray]:
     """Interpolate each run (grouped by ``run_dir``) of ``frame[value]`` onto ``grid`` and return
-    the mean across runs with a bootstrap CI band (see :func:`adaptive_po.analysis.stats.mean_ci_over_runs`)."""
+    the mean across runs with a bootstrap CI band (see :func:`adaptive_po.analysis.stats.mean_ci_over_runs`);
+    no band (NaN) where one run covers a point."""
     curves = [
         interpolate_to_grid(g["timesteps"].to_numpy(), g[value].to_numpy(), grid)
         for _, g in frame.groupby("run_dir", sort=True)
@@ -128,7 +137,9 @@ def curve_band(
     if not curves:
         empty = np.full(len(grid), np.nan)
         return {"mean": empty, "low": empty, "high": empty, "n": np.zeros(len(grid), int)}
-    return mean_ci_over_runs(np.vstack(curves), confidence=confidence, n_resamples=n_resamples, seed=seed)
+    band = mean_ci_over_runs(np.vstack(curves), confidence=confidence, n_resamples=n_resamples, seed=seed)
+    single = band["n"] < 2
+    return {**band, "low": np.where(single, np.nan, band["low"]), "high": np.where(single, np.nan, band["high"])}
 
 
 def _suptitle(fig, main: str, detail: str, wrap: bool = False) -> None:
@@ -142,6 +153,12 @@ def _suptitle(fig, main: str, detail: str, wrap: bool = False) -> None:
 def _legend_below(fig, handles, labels, title: str | None = None, ncol: int | None = None) -> None:
     ncol = ncol or min(len(labels), 8)
     fig.legend(handles, labels, loc="outside lower center", ncol=max(ncol, 1), title=title, frameon=False)
+
+
+def _band_note(counts: Sequence[int], shown: str) -> str:
+    """What a figure's intervals are: ``shown`` (e.g. ``mean over 5 seeds, 95% bootstrap CI band``),
+    or that there are none where every line or point is one run."""
+    return f"1 seed ({NO_INTERVAL})" if counts and max(counts) < 2 else shown
 
 
 def _seed_note(counts: Sequence[int]) -> str:
@@ -203,7 +220,7 @@ def plot_learning_curves(
         col_axes[-1].set_xlabel("environment steps")
         col_axes[-1].xaxis.set_tick_params(labelbottom=True)
     pct = round(confidence * 100)
-    _suptitle(fig, f"{env}: evaluation return", f"mean over {_seed_note(seed_counts)}, {pct}% bootstrap CI band")
+    _suptitle(fig, f"{env}: evaluation return", _band_note(seed_counts, f"mean over {_seed_note(seed_counts)}, {pct}% bootstrap CI band"))
     handles = [Line2D([], [], color=colors[a], lw=2) for a in algos_present]
     _legend_below(fig, handles, algos_present, title="algorithm")
     return fig
@@ -221,6 +238,7 @@ def _ablation_figure(
     )
     pct = round(confidence * 100)
     style_keys: list = []  # (lag or None, budget or None): one line style each
+    point_counts: list[int] = []  # runs behind each point
     algos_present: list[str] = []
     fixed_desc = set()
     # runs of two budgets never share a line: where an env holds several, one line style per budget
@@ -258,8 +276,11 @@ def _ablation_figure(
             for c_idx, metric in enumerate(("final_eval_return_mean", "auc")):
                 xs, ys, lo, hi = [], [], [], []
                 for lv, gl in g.groupby(vary, sort=True):
-                    ci = bootstrap_ci(gl[metric].to_numpy(), np.mean, confidence=confidence,
-                                      n_resamples=n_resamples, seed=seed)
+                    values = gl[metric].to_numpy()
+                    ci = without_interval(bootstrap_ci(values, np.mean, confidence=confidence,
+                                                       n_resamples=n_resamples, seed=seed), values)
+                    if metric == "auc":
+                        point_counts.append(len(values))
                     xs.append(xpos[lv] + offset)
                     ys.append(ci.estimate)
                     lo.append(ci.estimate - ci.low)
@@ -277,7 +298,7 @@ def _ablation_figure(
             ax.set_title(f"{env}: {what}", fontsize=10)
             ax.grid(alpha=0.3, axis="y")
     fixed = "; ".join(sorted(d for d in fixed_desc if d))
-    _suptitle(fig, title, f"mean over seeds, {pct}% bootstrap CI{'; ' + fixed if fixed else ''}")
+    _suptitle(fig, title, _band_note(point_counts, f"mean over seeds, {pct}% bootstrap CI") + (f"; {fixed}" if fixed else ""))
     handles = [Line2D([], [], color=colors[a], lw=2, marker="o") for a in algos_present]
     labels = list(algos_present)
     if any(k != (None, None) for k in style_keys):
@@ -326,6 +347,7 @@ def plot_ess(
     pr = runs.progress[runs.progress["run_dir"].isin(keep)]
     lags = sorted(pr["policy_lag"].unique())
     cmap = plt.get_cmap("viridis")
+    line_counts: list[int] = []
     lag_colors = {lag: cmap(0.0 if len(lags) == 1 else 0.85 * i / (len(lags) - 1)) for i, lag in enumerate(lags)}
     fig, axes = plt.subplots(
         len(envs), len(algos), figsize=(max(3.9 * len(algos), 6.0), 3.0 * len(envs) + 1.3), squeeze=False,
@@ -344,6 +366,7 @@ def plot_ess(
                     if g.empty:
                         continue
                     band = curve_band(g, "ess", grid, confidence, n_resamples, seed)
+                    line_counts.append(g["run_dir"].nunique())
                     ax.plot(grid, band["mean"], color=lag_colors[lag], lw=1.6, ls=_LINESTYLES[b % len(_LINESTYLES)])
                     ax.fill_between(grid, band["low"], band["high"], color=lag_colors[lag], alpha=0.2, lw=0)
             ax.set_title(f"{env}: {algo}", fontsize=10, color=colors[algo], fontweight="bold")
@@ -356,7 +379,7 @@ def plot_ess(
                 ax.set_ylabel("normalized ESS (mean per update)")
     pct = round(confidence * 100)
     _suptitle(fig, "Effective sample size of the policy ratios over training",
-              f"mean over seeds, {pct}% bootstrap CI band{'; ' + desc if desc else ''}")
+              _band_note(line_counts, f"mean over seeds, {pct}% bootstrap CI band") + (f"; {desc}" if desc else ""))
     handles = [Line2D([], [], color=lag_colors[lag], lw=2) for lag in lags]
     labels = [f"lag {int(lag)}" for lag in lags]
     if (pr.groupby("env")["total_timesteps"].nunique() > 1).any():  # line styles: the budgets of each env

@@ -30,6 +30,9 @@ __all__ = [
     "CI",
     "Bootstrap",
     "bootstrap",
+    "NO_INTERVAL",
+    "one_run_per_stratum",
+    "without_interval",
     "iqm",
     "bootstrap_ci",
     "stratified_bootstrap_ci",
@@ -200,7 +203,7 @@ def bootstrap(
     method: str = "percentile",
     estimate: Any = None,
 ) -> Bootstrap:
-    """The one bootstrap every interval of :mod:`analysis` goes through (rliable's
+    """The one bootstrap every interval of :mod:`adaptive_po.analysis` goes through (rliable's
     ``get_interval_estimates(scores, func, reps)`` with the strata explicit).
 
     ``strata`` is a sequence of arrays, each resampled along its first axis (its runs): every
@@ -339,6 +342,32 @@ def iqm_difference_ci(
 
     strata = [a[t] for t in tasks] + [b[t] for t in tasks]
     return bootstrap(strata, difference, n_resamples=n_resamples, confidence=confidence, seed=seed).ci
+
+
+#: what a report prints where an interval would rest on one run (per task): no spread was observed
+NO_INTERVAL = "n = 1, no interval"
+
+
+def one_run_per_stratum(*samples) -> bool:
+    """True when one of ``samples`` holds a single run in each of its tasks. A sample is an array
+    of runs, or a dict or list of them (one per task). Its bootstrap resamples nothing: an interval
+    of it is a point, and one of its difference to another sample shows that other sample's spread
+    alone. A report then prints :data:`NO_INTERVAL` (see :func:`without_interval`), never an interval."""
+    for sample in samples:
+        strata = list(sample.values()) if isinstance(sample, Mapping) else sample
+        if len(strata) and np.ndim(strata[0]) == 0:  # a flat array of runs: one task
+            strata = [strata]
+        if len(strata) and all(len(s) == 1 for s in strata):
+            return True
+    return False
+
+
+def without_interval(ci: CI, *samples) -> CI:
+    """``ci`` as it is, or with NaN bounds where :func:`one_run_per_stratum` holds for ``samples``."""
+    if one_run_per_stratum(*samples):
+        nan = float("nan")
+        return CI(ci.estimate, nan, nan)
+    return ci
 
 
 def mean_of_task_means(strata: Sequence[np.ndarray]):

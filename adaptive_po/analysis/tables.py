@@ -23,10 +23,12 @@ from .labels import BASELINE_ALGO, ESS_ALGO, order_algos, pretty_condition
 from .load import CONDITION_KEYS, LoadedRuns, mixed_budget_cells
 from .stats import (
     DEFAULT_RESAMPLES,
+    NO_INTERVAL,
     bootstrap_ci,
     iqm_ci,
     normalize_score,
     probability_of_improvement_ci,
+    without_interval,
 )
 
 __all__ = [
@@ -44,7 +46,7 @@ __all__ = [
     "fmt_interval",
 ]
 
-#: The reference condition: fresh data, every data dial at its default (:data:`analysis.conditions.FRESH`).
+#: The reference condition: fresh data, every data dial at its default (:data:`adaptive_po.analysis.conditions.FRESH`).
 BASELINE_CONDITION = FRESH
 
 
@@ -60,15 +62,17 @@ def condition_table(
     :func:`adaptive_po.analysis.labels.order_algos`, the condition keys, then the budget): runs (``n_seeds``,
     failed runs included), ``n_failed`` (failed runs, scored at the random score), final return
     mean/std/CI, AUC mean/CI, mean ESS (of the runs that completed). Runs of one cell at two
-    budgets (``total_timesteps``) are two rows, never averaged together."""
+    budgets (``total_timesteps``) are two rows, never averaged together. A cell of one run has no
+    interval: its bounds are NaN."""
     rows = []
     group_cols = ["env", "algo", "condition", "total_timesteps"] + CONDITION_KEYS
     for key, g in runs.finals.groupby(group_cols, sort=True):
         row = dict(zip(group_cols, key))
         final = g["final_eval_return_mean"].to_numpy()
-        ci = bootstrap_ci(final, np.mean, confidence=confidence, n_resamples=n_resamples, seed=seed)
-        auc_ci = bootstrap_ci(g["auc"].to_numpy(), np.mean, confidence=confidence,
-                              n_resamples=n_resamples, seed=seed)
+        # one run: no interval (NaN bounds), never a point dressed as one
+        ci = without_interval(bootstrap_ci(final, np.mean, confidence=confidence, n_resamples=n_resamples, seed=seed), final)
+        auc_ci = without_interval(bootstrap_ci(g["auc"].to_numpy(), np.mean, confidence=confidence,
+                                               n_resamples=n_resamples, seed=seed), final)
         row["total_timesteps"] = int(row["total_timesteps"])
         row.update(
             n_seeds=len(g),
@@ -155,13 +159,16 @@ _AGG_COLUMNS = [
 
 @dataclass
 class Aggregate:
-    """The aggregate table with the per-env references and a sentence on the normalization."""
+    """The aggregate table with the per-env references and a sentence on the normalization.
+    ``baseline_ran`` is False where no run of ``baseline`` was found: there is then nothing to
+    compare with, and no report names the baseline."""
 
     table: pd.DataFrame
     references: pd.DataFrame
     normalization: str
     baseline: str = BASELINE_ALGO
     notes: list[str] = field(default_factory=list)
+    baseline_ran: bool = True
 
 
 def _normalization_sentence(refs: pd.DataFrame, baseline: str) -> str:
@@ -193,6 +200,7 @@ def aggregate_table(
     """Across environments, per algorithm x condition: IQM of normalized final return and of
     normalized AUC with stratified bootstrap CIs (runs resampled within each env), and the
     probability of improvement over ``baseline`` at the same condition (envs where both ran).
+    An interval that would rest on one run per env (on either side) is left out (NaN bounds).
     Failed runs count at normalized 0. An env whose runs hold several budgets is named in the
     notes (the aggregate pools its budgets; the per-cell table keeps them apart)."""
     refs = reference_scores(runs, baseline=baseline, reference=reference)
@@ -214,8 +222,8 @@ def aggregate_table(
             algo = key[0]
             per_env = {env: ge["score_norm"].to_numpy() for env, ge in g.groupby("env", sort=True)}
             per_env_auc = {env: ge["auc_norm"].to_numpy() for env, ge in g.groupby("env", sort=True)}
-            ci = iqm_ci(per_env, confidence=confidence, n_resamples=n_resamples, seed=seed)
-            ci_auc = iqm_ci(per_env_auc, confidence=confidence, n_resamples=n_resamples, seed=seed)
+            ci = without_interval(iqm_ci(per_env, confidence=confidence, n_resamples=n_resamples, seed=seed), per_env)
+            ci_auc = without_interval(iqm_ci(per_env_auc, confidence=confidence, n_resamples=n_resamples, seed=seed), per_env)
             row = dict(zip(cols, key))
             row.update(
                 n_envs=len(per_env), n_runs=len(g),
@@ -229,10 +237,10 @@ def aggregate_table(
                 base_env = {env: gb["score_norm"].to_numpy() for env, gb in b.groupby("env", sort=True)}
                 common = [e for e in per_env if e in base_env]
                 if common:
-                    poi = probability_of_improvement_ci(
-                        {e: per_env[e] for e in common}, {e: base_env[e] for e in common},
-                        confidence=confidence, n_resamples=n_resamples, seed=seed,
-                    )
+                    arm_runs, base_runs = {e: per_env[e] for e in common}, {e: base_env[e] for e in common}
+                    poi = without_interval(probability_of_improvement_ci(
+                        arm_runs, base_runs, confidence=confidence, n_resamples=n_resamples, seed=seed,
+                    ), arm_runs, base_runs)
                     row.update(poi=poi.estimate, poi_low=poi.low, poi_high=poi.high, poi_n_envs=len(common))
             rows.append(row)
     table = pd.DataFrame(rows, columns=_AGG_COLUMNS)
@@ -242,7 +250,7 @@ def aggregate_table(
             CONDITION_KEYS + ["algo"], key=lambda s: s.map(order) if s.name == "algo" else s, kind="stable"
         ).reset_index(drop=True)
     return Aggregate(table=table, references=refs, normalization=_normalization_sentence(refs, baseline),
-                     baseline=baseline, notes=notes)
+                     baseline=baseline, notes=notes, baseline_ran=bool((runs.finals["algo"] == baseline).any()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,11 +278,18 @@ def fmt_num(x, digits: int | None = None) -> str:
     return f"{x:,.{d}f}"
 
 
+def _no_bounds(lo, hi) -> bool:
+    return any(v is None or not math.isfinite(float(v)) for v in (lo, hi))
+
+
 def fmt_interval(est, lo, hi, digits: int | None = None) -> str:
-    """``est [lo, hi]`` with the bounds at the estimate's precision."""
+    """``est [lo, hi]`` with the bounds at the estimate's precision; ``est (n = 1, no interval)``
+    where the bounds are NaN (an interval that would rest on one run)."""
     if est is None or not math.isfinite(float(est)):
         return "—"
     d = _decimals(est) if digits is None else digits
+    if _no_bounds(lo, hi):
+        return f"{fmt_num(est, d)} ({NO_INTERVAL})"
     return f"{fmt_num(est, d)} [{fmt_num(lo, d)}, {fmt_num(hi, d)}]"
 
 
@@ -294,7 +309,8 @@ def to_markdown(df: pd.DataFrame, align: Sequence[str] | None = None) -> str:
 
 
 def format_aggregate_table(agg: Aggregate, confidence: float = 0.95) -> pd.DataFrame:
-    """The aggregate table with readable columns (strings), ready for Markdown or the terminal."""
+    """The aggregate table with readable columns (strings), ready for Markdown or the terminal. The
+    column of the probability of improvement is there only where the baseline ran."""
     t = agg.table
     pct = f"{round(confidence * 100):d}%"
     out = pd.DataFrame({
@@ -311,6 +327,8 @@ def format_aggregate_table(agg: Aggregate, confidence: float = 0.95) -> pd.DataF
              fmt_interval(r.poi, r.poi_low, r.poi_high, 2) + (f" ({r.poi_n_envs} envs)" if r.poi_n_envs else ""))
             for r in t.itertuples()],
     }) if not t.empty else pd.DataFrame()
+    if not agg.baseline_ran and not out.empty:
+        out = out.drop(columns=out.columns[-1])
     return out
 
 
@@ -328,6 +346,7 @@ def format_condition_table(ct: pd.DataFrame, confidence: float = 0.95) -> pd.Dat
         "final return mean ± std": [
             f"{fmt_num(r.final_mean)} ± {fmt_num(r.final_std, _decimals(r.final_mean))}" for r in ct.itertuples()],
         f"final return {pct} CI": [
+            NO_INTERVAL if _no_bounds(r.final_ci_low, r.final_ci_high) else
             f"[{fmt_num(r.final_ci_low, _decimals(r.final_mean))}, {fmt_num(r.final_ci_high, _decimals(r.final_mean))}]"
             for r in ct.itertuples()],
         f"AUC mean [{pct} CI]": [fmt_interval(r.auc_mean, r.auc_ci_low, r.auc_ci_high) for r in ct.itertuples()],

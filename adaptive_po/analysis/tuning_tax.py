@@ -6,7 +6,7 @@ Its score under a condition is the mean over envs of its mean normalized score o
 (:func:`adaptive_po.analysis.stats.mean_of_task_means`). Every interval comes from one bootstrap per
 algorithm and condition (:func:`adaptive_po.analysis.stats.bootstrap`): seeds resampled within each env,
 independently for each configuration; the best, median and worst configuration and the tuning
-profile are functions of the same resamples (:meth:`analysis.stats.Bootstrap.map`).
+profile are functions of the same resamples (:meth:`adaptive_po.analysis.stats.Bootstrap.map`).
 
 A failed run (``FAILED``) is a run of its configuration scored at the random score (normalized
 0, see :mod:`adaptive_po.analysis.load`): a configuration that failed is scored with its failures, so no env
@@ -74,7 +74,7 @@ def config_scores(
                 tt = sorted(int(t) for t in g.loc[g["env"] == env, "total_timesteps"].unique())
                 raise ValueError(
                     f"tuning cell {base} at {cond}: {env} has runs at budgets {', '.join(f'{t:,}' for t in tt)}; "
-                    "select one budget per env first (analysis.paper_data.one_budget_per_env)")
+                    "select one budget per env first (adaptive_po.analysis.paper_data.one_budget_per_env)")
         configs = sorted(g["variant"].unique(), key=lambda v: (v != "", v))
         env_sets = [set(g[g["variant"] == v]["env"]) for v in configs]
         envs = sorted(set.intersection(*env_sets))

@@ -11,6 +11,8 @@ Rules, stated once:
 * a FAILED run is scored at its task's random score (normalized 0) and counted in its cell;
 * a difference to the baseline is a *win* / *loss* when its 95% bootstrap CI excludes 0, else a
   *tie* (the arms' runs resampled independently);
+* an interval needs two runs of each arm in some task: from one run per task no interval is
+  printed ("n = 1, no interval"), and no verdict ("n = 1, no verdict");
 * a task and condition is *saturated* when every arm's mean normalized score is at least
   :data:`SATURATED`; saturated tasks are marked and left out of the aggregates;
 * the aggregate is the difference to the baseline of the mean of per-task normalized means (every
@@ -27,7 +29,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .stats import bootstrap, bootstrap_ci, iqm_difference_ci, mean_of_task_means, normalize_score
+from .stats import (
+    NO_INTERVAL,
+    bootstrap,
+    bootstrap_ci,
+    iqm_difference_ci,
+    mean_of_task_means,
+    normalize_score,
+    without_interval,
+)
 
 SATURATED = 0.95
 RUN_COLUMNS = ("suite", "env", "algo", "condition", "policy_lag", "seed", "total_timesteps", "status", "random_score", "solved_threshold")
@@ -97,8 +107,22 @@ def _failed_row(root: Path, folder: Path, finals: pd.DataFrame) -> dict:
 
 
 # -- verdicts ---------------------------------------------------------------------------------------
+#: the verdict where an arm has one run per task: its difference has no interval
+NO_VERDICT = "n = 1, no verdict"
+
+
 def _verdict(low: float, high: float) -> str:
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return NO_VERDICT
     return "win" if low > 0 else "loss" if high < 0 else "tie"
+
+
+def ci_text(estimate: float, low: float, high: float, spec: str = ".2f") -> str:
+    """``estimate [low, high]`` in the format ``spec``, or ``estimate (n = 1, no interval)`` where the
+    bounds are NaN (an interval would rest on one run)."""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return f"{estimate:{spec}} ({NO_INTERVAL})"
+    return f"{estimate:{spec}} [{low:{spec}}, {high:{spec}}]"
 
 
 def per_task(table: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
@@ -113,14 +137,14 @@ def per_task(table: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
         saturated = all(v >= SATURATED for v in normalized.values())
         for algo, arm in cell.groupby("algo"):
             x = arm["final_eval_return"].to_numpy(float)
-            mean, low, high = bootstrap_ci(x, seed=seed)
+            mean, low, high = without_interval(bootstrap_ci(x, seed=seed), x)
             row = {
                 "env": env, "condition": condition, "algo": algo, "runs": len(x), "failed": int((arm["status"] == "failed").sum()),
                 "mean": mean, "low": low, "high": high, "normalized": normalized[algo], "saturated": saturated,
                 "diff": np.nan, "diff_low": np.nan, "diff_high": np.nan, "verdict": "",
             }
             if algo != baseline and len(base):
-                ci = bootstrap([x, base], lambda s: s[0].mean(axis=-1) - s[1].mean(axis=-1), seed=seed).ci
+                ci = without_interval(bootstrap([x, base], lambda s: s[0].mean(axis=-1) - s[1].mean(axis=-1), seed=seed).ci, x, base)
                 row.update(diff=ci.estimate, diff_low=ci.low, diff_high=ci.high, verdict=_verdict(ci.low, ci.high))
             rows.append(row)
     return pd.DataFrame(rows)
@@ -142,8 +166,9 @@ def aggregates(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: in
                 continue
             arm, base = [runs[(e, algo)] for e in envs], [runs[(e, baseline)] for e in envs]
             k = len(envs)
-            mean_of_means = bootstrap(arm + base, lambda s: mean_of_task_means(s[:k]) - mean_of_task_means(s[k:]), seed=seed).ci
-            iqm_diff = iqm_difference_ci(dict(zip(envs, arm)), dict(zip(envs, base)), seed=seed)
+            mean_of_means = without_interval(
+                bootstrap(arm + base, lambda s: mean_of_task_means(s[:k]) - mean_of_task_means(s[k:]), seed=seed).ci, arm, base)
+            iqm_diff = without_interval(iqm_difference_ci(dict(zip(envs, arm)), dict(zip(envs, base)), seed=seed), arm, base)
             a, b = _verdict(mean_of_means.low, mean_of_means.high), _verdict(iqm_diff.low, iqm_diff.high)
             rows.append({
                 "condition": condition, "algo": algo, "tasks": k, "left_out_saturated": cond["env"].nunique() - len(unsaturated),
@@ -206,8 +231,8 @@ def verdicts_markdown(
     ]
     for _, r in agg.iterrows():
         lines.append(
-            f"| {condition_label(r['condition'])} | {r['algo']} | {r['tasks']}{f' (not run: {missing})' if (missing := r['missing']) else ''} | {r['mean_diff']:+.3f} [{r['mean_low']:+.3f}, {r['mean_high']:+.3f}] "
-            f"| {r['iqm_diff']:+.3f} [{r['iqm_low']:+.3f}, {r['iqm_high']:+.3f}] | {r['verdict']} |"
+            f"| {condition_label(r['condition'])} | {r['algo']} | {r['tasks']}{f' (not run: {missing})' if (missing := r['missing']) else ''} | {ci_text(r['mean_diff'], r['mean_low'], r['mean_high'], '+.3f')} "
+            f"| {ci_text(r['iqm_diff'], r['iqm_low'], r['iqm_high'], '+.3f')} | {r['verdict']} |"
         )
     lines += [
         "",
@@ -224,11 +249,11 @@ def verdicts_markdown(
         elif np.isnan(r["diff"]):
             diff = f"({baseline} not run)"
         else:
-            diff = f"{r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}]"
+            diff = ci_text(r["diff"], r["diff_low"], r["diff_high"], "+.2f")
         verdict = "" if r["algo"] == baseline else r["verdict"] + (" (saturated)" if r["saturated"] else "")
         lines.append(
             f"| {r['env']} | {condition_label(r['condition'])} | {r['algo']} | {r['runs']} ({r['failed']}) | "
-            f"{r['mean']:.2f} [{r['low']:.2f}, {r['high']:.2f}] | {r['normalized']:.2f} | {diff} | {verdict} |"
+            f"{ci_text(r['mean'], r['low'], r['high'])} | {r['normalized']:.2f} | {diff} | {verdict} |"
         )
     lines += ["", f"## Wins, ties and losses against {baseline} (per {task})", "", "| algorithm | condition | wins | ties | losses |", "|:---|:---|---:|---:|---:|"]
     for (algo, condition), (wins, ties, losses) in win_tie_loss(tasks, baseline).items():
@@ -270,8 +295,8 @@ def arm_aggregates(table: pd.DataFrame, tasks: pd.DataFrame, seed: int = 0) -> p
             strata = [arm[arm["env"] == e]["score"].to_numpy() for e in envs if (arm["env"] == e).any()]
             if not strata:
                 continue
-            mean = bootstrap(strata, mean_of_task_means, seed=seed).ci
-            interquartile = iqm_ci(dict(enumerate(strata)), seed=seed)
+            mean = without_interval(bootstrap(strata, mean_of_task_means, seed=seed).ci, strata)
+            interquartile = without_interval(iqm_ci(dict(enumerate(strata)), seed=seed), strata)
             rows.append({
                 "condition": condition, "algo": algo, "tasks": len(strata), "failed": int((arm["status"] == "failed").sum()),
                 "mean": mean.estimate, "mean_low": mean.low, "mean_high": mean.high,
@@ -294,7 +319,8 @@ def improvement_probabilities(table: pd.DataFrame, tasks: pd.DataFrame, baseline
             envs = [e for e in unsaturated if (e, algo) in runs and (e, baseline) in runs]
             if not envs:
                 continue
-            ci = probability_of_improvement_ci({e: runs[(e, algo)] for e in envs}, {e: runs[(e, baseline)] for e in envs}, seed=seed)
+            arm, base = {e: runs[(e, algo)] for e in envs}, {e: runs[(e, baseline)] for e in envs}
+            ci = without_interval(probability_of_improvement_ci(arm, base, seed=seed), arm, base)
             rows.append({"condition": condition, "algo": algo, "tasks": len(envs), "poi": ci.estimate, "poi_low": ci.low, "poi_high": ci.high})
     return pd.DataFrame(rows)
 

@@ -1,4 +1,4 @@
-"""Divergence caught and named, for both engines (issue 13).
+"""Divergence caught and named, for both engines, so that a sweep survives a run that diverges.
 
 * :func:`error_line`: the cause of a failure in one line, ``Type: message``, for the sweep's
   line: the exception of a traceback's last block, its first line only, never the tail of a tensor.

@@ -1,9 +1,9 @@
 """Jobs: the unit both executors run, and the callbacks through which they report.
 
 A sweep's runs are split into *jobs* by :func:`plan_jobs`; a job is what one worker process
-(:func:`adaptive_po.bench.sweep.run_local`) or one Ray task
+(:func:`adaptive_po.bench.local_executor.run_local`) or one Ray task
 (:func:`adaptive_po.bench.ray_executor.run_ray`) trains: a population of runs (the population
-engine, :mod:`adaptive_po.bench.population_runner`) or a single run (the process engine, and runs the
+engine, :mod:`adaptive_po.bench.population_engine`) or a single run (the process engine, and runs the
 population engine does not support, such as gSDE or Dict observations).
 
 This module sits below both executors: they import it, it imports neither of them.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from adaptive_po.bench.runner import RunSpec
+from adaptive_po.bench.run_folder import RunSpec
 
 #: the engines: ``population`` trains the runs of one environment together in one process where
 #: the runs allow it (MLP and CNN policies without gSDE), ``process`` gives every run its own process
@@ -72,8 +72,8 @@ def check_jobs(jobs: Sequence[Job]) -> None:
 def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members: int | None = None) -> list[Job]:
     """Split ``specs`` into jobs, in the order of their first run.
 
-    ``population``: the runs :func:`~adaptive_po.bench.population_runner.supports_population` accepts
-    are grouped by :func:`~adaptive_po.bench.population_runner.group_populations` (at most
+    ``population``: the runs :func:`~adaptive_po.bench.population_engine.supports_population` accepts
+    are grouped by :func:`~adaptive_po.bench.population_engine.group_populations` (at most
     ``max_members`` each, default ``DEFAULT_MAX_MEMBERS``); every other run is a job of its own.
     ``process``: every run is a job of its own.
     """
@@ -82,7 +82,7 @@ def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members:
         return [Job((spec,)) for spec in specs]
     # imported here: the population engine pulls in gymnasium, which a process-engine plan does
     # not need
-    from adaptive_po.bench.population_runner import DEFAULT_MAX_MEMBERS, group_populations, supports_population
+    from adaptive_po.bench.population_engine import DEFAULT_MAX_MEMBERS, group_populations, supports_population
 
     supported: dict[tuple[str, str | None], bool] = {}  # one YAML read per environment
 

@@ -1,6 +1,6 @@
 """Who may touch a sweep folder and a run folder, and workers that die with their driver.
 
-Three guards, so that a sweep survives misuse (issue 13):
+Three guards, so that a sweep survives misuse (a second sweep on its folder, a killed driver):
 
 * **One sweep per folder.** :func:`sweep_lock` holds ``<out>/<suite>/.sweep.lock`` for the
   sweep (and, through :func:`keep_sweep_locks`, for the bench's report too). A second sweep on the
@@ -21,7 +21,7 @@ Three guards, so that a sweep survives misuse (issue 13):
 
 Also :func:`check_destination`: an ``--out`` that is a file, cannot be written or has no room
 (a 64 KiB test write) is refused before anything runs; and :class:`DestinationError`, with which a
-sweep ends when its disk fills up or turns read-only later (issue 22).
+sweep ends when its disk fills up or turns read-only later (no half-written complete run, no stale lock).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The sweep on a Ray cluster (``adaptive-po bench --executor ray``).
 
 Each job of the sweep (:func:`adaptive_po.bench.jobs.plan_jobs`) is one Ray task: a
-population (:func:`adaptive_po.bench.population_runner.execute_population`, the default engine) or
-one run (:func:`adaptive_po.bench.runner.execute_run`: the process engine, and runs the
+population (:func:`adaptive_po.bench.population_engine.execute_population`, the default engine) or
+one run (:func:`adaptive_po.bench.process_engine.execute_run`: the process engine, and runs the
 population engine does not support). The task trains copies of its specs whose results root is
 a fresh temporary folder on the worker, packs each finished run folder (a tar.gz: a few kB for a
 classic-control run) and returns them with the outcomes. The driver unpacks each into a hidden
@@ -48,7 +48,7 @@ from typing import Any, Iterator, Sequence
 
 from adaptive_po.contract import FAILED, atomic_write_text, is_complete
 from adaptive_po.bench.jobs import Job, ResultCallback, TickCallback, check_jobs, job_specs
-from adaptive_po.bench.runner import RunSpec
+from adaptive_po.bench.run_folder import RunSpec
 
 RAY_MISSING = "Ray is not installed: pip install 'adaptive-po[distributed]'"
 #: GPU share of one task (a run or a population) when its device is CUDA and ``gpus_per_run`` is not given
@@ -124,7 +124,7 @@ def run_attempt(specs_data: list[dict[str, Any]], population: bool = False) -> d
     the engine's record, "archive": tar.gz bytes of the run folder or None}, ...] (one per run, in
     order), "host", "pid"}``. Only what escapes the engines (they never raise) or packing can raise.
     """
-    from adaptive_po.bench.runner import execute_run
+    from adaptive_po.bench.process_engine import execute_run
 
     root = Path(tempfile.gettempdir())
     _remove_stale_attempts(root)
@@ -135,7 +135,7 @@ def run_attempt(specs_data: list[dict[str, Any]], population: bool = False) -> d
         for spec in specs:
             _note_attempt(spec, workdir)
         if population:
-            from adaptive_po.bench.population_runner import execute_population
+            from adaptive_po.bench.population_engine import execute_population
 
             outcomes = execute_population(local)
         else:
@@ -405,7 +405,7 @@ def run_ray(
 
     ``jobs``: planned by :func:`~adaptive_po.bench.jobs.plan_jobs` (the engine is chosen
     there: a population per task, or one run per task), the same input as the local executor's
-    :func:`~adaptive_po.bench.sweep.run_local`.
+    :func:`~adaptive_po.bench.local_executor.run_local`.
 
     ``ray_address``: None starts a local instance (loopback only) for the sweep and stops it at
     the end; an address (``auto``, ``ray://host:10001``) connects to that cluster and disconnects

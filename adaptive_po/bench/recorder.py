@@ -1,7 +1,7 @@
 """One run's records, for both engines: progress rows, evaluations, their files, and when to evaluate.
 
-The process engine (:mod:`adaptive_po.bench.runner`, one SB3 run) and the population engine
-(:mod:`adaptive_po.bench.population_runner`, K runs in lockstep) keep one :class:`RunRecorder` per run.
+The process engine (:mod:`adaptive_po.bench.process_engine`, one SB3 run) and the population engine
+(:mod:`adaptive_po.bench.population_engine`, K runs in lockstep) keep one :class:`RunRecorder` per run.
 It is the one place that builds a progress row from an update's statistics, decides whether an
 update went non-finite, schedules the periodic evaluations, and writes ``progress.csv``,
 ``eval.csv`` and the live ``.status.json`` atomically (the contract in

@@ -48,9 +48,9 @@ MINATAR_ENVS: tuple[str, ...] = ("Breakout-MinAtar", "Asterix-MinAtar", "Freeway
 ATARI5_ENVS: tuple[str, ...] = ("BattleZone-v5", "DoubleDunk-v5", "NameThisGame-v5", "Phoenix-v5", "Qbert-v5")
 
 
-#: issue 21's arms: the ESS objective, its two pre-registered variants, and PPO
+#: the fresh-data test's arms: the ESS objective, its two pre-registered variants, and PPO
 FRESH_DATA_ALGOS: tuple[str, ...] = ("esspo", "esspo-batch-ess", "esspo-forward-kl", "ppo")
-#: issue 21's held-out tasks: two discrete and one continuous classic task and a MinAtar game
+#: the fresh-data test's held-out tasks: two discrete and one continuous classic task and a MinAtar game
 FRESH_DATA_HELDOUT_ENVS: tuple[str, ...] = ("LunarLander-v3", "LunarLanderContinuous-v3", "MountainCar-v0", "Breakout-MinAtar")
 
 
@@ -103,7 +103,7 @@ SUITES: dict[str, Suite] = {
         lags=(0, 4, 16, 64),
         noise=(0.0,),
         replay=(0,),
-        description="the staleness question on four classic tasks: four objectives x policy lags 0-64 (about an hour on 2 cores with the population engine)",
+        description="the staleness question on four classic tasks: four objectives x policy lags 0-64 (the dry run gives its size and time)",
     ),
     "paper": Suite(
         "paper",
@@ -135,7 +135,7 @@ SUITES: dict[str, Suite] = {
     "tuning": Suite(
         "tuning",
         # the classic tasks that are not saturated at their budget (CartPole is; Acrobot is at lag 0
-        # and lag 4, docs/results/staleness/verdicts.md, and left out to fit 2 cores in about 2 hours)
+        # and lag 4, docs/results/staleness/verdicts.md, and left out to fit 2 cores)
         envs=("Pendulum-v1", "LunarLander-v3"),
         algos=("esspo", "ppo"),
         seeds=5,
@@ -152,10 +152,10 @@ SUITES: dict[str, Suite] = {
         lags=(0, 4),
         noise=(0.0,),
         replay=(0,),
-        description="Atari-class evidence on 2 CPU cores: the five MinAtar games with the MinAtar CNN, fresh vs 4-update-old actors (about 2 hours; needs the minatar extra)",
+        description="Atari-class evidence on 2 CPU cores: the five MinAtar games with the MinAtar CNN, fresh vs 4-update-old actors (needs the minatar extra; the dry run gives its time)",
     ),
-    # issue 21: why the ESS objective loses on fresh data. The pre-registered variants against the
-    # original and PPO (README, "Why the ESS objective loses on fresh data"): first the tasks of the
+    # the fresh-data test: why the ESS objective loses on fresh data. The pre-registered variants against the
+    # original and PPO (docs/results/README.md, "Why the ESS objective loses on fresh data"): first the tasks of the
     # diagnosis under the paper's conditions (fp8 left out: it induces almost no mismatch on these
     # MLPs, docs/results/sampler_mismatch.md), then tasks that played no part in the diagnosis
     "fresh-data": Suite(

@@ -1,4 +1,4 @@
-"""Inside an update: a per-epoch trace of what the objective saw (issue 21's diagnosis).
+"""Inside an update: a per-epoch trace of what the objective saw (the fresh-data diagnosis).
 
 The run-folder contract keeps one row per update, reduced over its minibatches. That hides the
 question "what happens *within* an update?": on fresh data the first minibatch of the ESS objective
@@ -167,7 +167,8 @@ def run_trace(spec: TraceSpec) -> Path:
     """Train one traced run and write its trace atomically; a finished trace is kept as it is."""
     if spec.path.exists():
         return spec.path
-    from adaptive_po.bench.runner import RunSpec, build_training
+    from adaptive_po.bench.run_folder import RunSpec
+    from adaptive_po.bench.process_engine import build_training
 
     run = RunSpec(
         suite="trace", env=spec.env, algo=spec.algo, seed=spec.seed, total_timesteps=spec.total_timesteps,

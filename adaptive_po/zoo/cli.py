@@ -104,7 +104,7 @@ def _cmd_hyperparams(argv: list[str]) -> int:
 def _cmd_list(argv: list[str]) -> int:
     from adaptive_po.objectives import OBJECTIVES
     from adaptive_po.zoo.registry import ALGORITHMS, OBJECTIVE_OF
-    from adaptive_po.zoo.tuning import knob_space
+    from adaptive_po.zoo.search_space import knob_space
 
     for name, cls in ALGORITHMS.items():
         objective = OBJECTIVE_OF[name]

@@ -73,7 +73,7 @@ def register() -> dict[str, type[BatchPolicyOptimization]]:
         raise ImportError(
             f"the RL Zoo is not installed ({err}); install the extra: pip install 'adaptive-po[zoo]'"
         ) from err
-    from adaptive_po.zoo.tuning import convert_params, sampler_for
+    from adaptive_po.zoo.search_space import convert_params, sampler_for
 
     for name, cls in ALGORITHMS.items():
         existing = zoo_utils.ALGOS.get(name)

@@ -1,4 +1,4 @@
-"""Issue 21: why the ESS objective loses on fresh data.
+"""Why the ESS objective loses on fresh data: the diagnosis, and the verdicts of the variants pre-registered to fix it.
 
 Two parts, each rebuilt by a make target:
 
@@ -6,7 +6,7 @@ Two parts, each rebuilt by a make target:
   (``<traces>/<env>/<algo>/<condition>/seed-<n>.csv``, columns of
   :data:`adaptive_po.bench.trace.TRACE_COLUMNS`) and writes ``diagnosis.md``, ``diagnosis.csv``
   (one summary row per env, objective and condition) and ``diagnosis.png``.
-* ``results``: the verdicts of the pre-registered variants (``python -m adaptive_po.analysis.fresh_data
+* ``results``: the verdicts of the pre-registered variants (``python -m adaptive_po.analysis.reports.fresh_data
   results``): per task, each arm against the original ``esspo`` and against ``ppo``, through
   :mod:`adaptive_po.analysis.verdicts`.
 
@@ -24,10 +24,10 @@ import pandas as pd
 
 from adaptive_po.contract import atomic_write_text  # torch-free: the run-folder contract
 
-from .verdicts import aggregates, per_run_table, per_task, replace_block, shift_headings, verdicts_markdown
-from .verdicts import condition_label as verdict_condition
+from ..verdicts import aggregates, ci_text, per_run_table, per_task, replace_block, shift_headings, verdicts_markdown
+from ..verdicts import condition_label as verdict_condition
 
-MADE_BY_DIAGNOSIS = "`make fresh-data-diagnosis` (`python -m adaptive_po.analysis.fresh_data diagnosis --traces docs/results/fresh-data/trace --out docs/results/fresh-data`)"
+MADE_BY_DIAGNOSIS = "`make fresh-data-diagnosis` (`python -m adaptive_po.analysis.reports.fresh_data diagnosis --traces docs/results/fresh-data/trace --out docs/results/fresh-data`)"
 #: the trace's reference band (PPO's default clip range), as in adaptive_po.bench.trace.BAND
 BAND = 0.2
 
@@ -166,7 +166,7 @@ _STYLE = {
     ("esspo", "lag 16"): ("tab:red", "--"),
     ("ppo", "fresh"): ("tab:blue", "-"),
     ("ppo", "lag 16"): ("tab:blue", "--"),
-    # issue 21's pre-registered variants, traced after their registration
+    # the pre-registered variants, traced after their registration
     ("esspo-batch-ess", "fresh"): ("tab:green", "-"),
     ("esspo-forward-kl", "fresh"): ("tab:purple", "-"),
 }
@@ -294,13 +294,13 @@ def _agg_of(agg: pd.DataFrame, condition: str, algo: str) -> pd.Series | None:
 def _diff(row: pd.Series | None, digits: int = 2) -> str:
     if row is None or np.isnan(row["diff"]):
         return "not run"
-    return f"{row['verdict']} ({row['diff']:+.{digits}f} [{row['diff_low']:+.{digits}f}, {row['diff_high']:+.{digits}f}])"
+    return f"{row['verdict']} ({ci_text(row['diff'], row['diff_low'], row['diff_high'], f'+.{digits}f')})"
 
 
 def _agg_text(row: pd.Series | None) -> str:
     if row is None:
         return "not run"
-    return f"{row['verdict']} ({row['mean_diff']:+.3f} [{row['mean_low']:+.3f}, {row['mean_high']:+.3f}]; IQM {row['iqm_diff']:+.3f} [{row['iqm_low']:+.3f}, {row['iqm_high']:+.3f}])"
+    return f"{row['verdict']} ({ci_text(row['mean_diff'], row['mean_low'], row['mean_high'], '+.3f')}; IQM {ci_text(row['iqm_diff'], row['iqm_low'], row['iqm_high'], '+.3f')})"
 
 
 def _held(ok: bool | None) -> str:
@@ -489,7 +489,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.fresh_data", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.reports.fresh_data", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     diag = sub.add_parser("diagnosis", help="the diagnosis report and figure from the traces")
     diag.add_argument("--traces", required=True)
@@ -511,7 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             path = write_results(table, args.out, args.readme, args.diagnosis)
             print(f"wrote {path}" + (f" and the README block of {args.readme}" if args.readme else ""))
     except (FileNotFoundError, ValueError) as err:
-        print(f"python -m adaptive_po.analysis.fresh_data {args.command}: error: {err}")
+        print(f"python -m adaptive_po.analysis.reports.fresh_data {args.command}: error: {err}")
         return 2
     return 0
 

@@ -2,7 +2,7 @@
 
 Input: the run folders of ``runs/minatar`` or, without them, the per-run table this module writes
 (``docs/results/minatar/per_run.csv``, committed), so the report can be rebuilt from committed data
-alone: ``python -m adaptive_po.analysis.minatar --table docs/results/minatar/per_run.csv --out docs/results/minatar``.
+alone: ``python -m adaptive_po.analysis.reports.minatar --table docs/results/minatar/per_run.csv --out docs/results/minatar``.
 
 What it writes into ``--out``:
 
@@ -27,8 +27,9 @@ from typing import Sequence
 
 import pandas as pd
 
-from .stats import bootstrap_ci
-from .verdicts import aggregates, condition_label, per_run_table, per_task, replace_block, verdicts_markdown, win_tie_loss
+from ..output import save_csv
+from ..stats import bootstrap_ci
+from ..verdicts import aggregates, ci_text, condition_label, per_run_table, per_task, replace_block, verdicts_markdown, win_tie_loss
 
 BASELINE = "ppo"
 #: published PPO returns on MinAtar at the logged step nearest our budget (gymnax-blines stores its
@@ -62,7 +63,7 @@ def game_aggregates(grid: pd.DataFrame, games: pd.DataFrame, seed: int = 0) -> p
 def verdicts_report(grid: pd.DataFrame, games: pd.DataFrame, agg: pd.DataFrame) -> str:
     return verdicts_markdown(
         grid, games, agg, BASELINE, title="MinAtar: verdicts against tuned PPO",
-        made_by="`make minatar-report` (`python -m adaptive_po.analysis.minatar`)", task="game",
+        made_by="`make minatar-report` (`python -m adaptive_po.analysis.reports.minatar`)", task="game",
     )
 
 
@@ -110,8 +111,8 @@ def readme_block(agg: pd.DataFrame, games: pd.DataFrame) -> str:
     for _, r in agg.iterrows():
         wtl = " / ".join(map(str, counts[(r["algo"], r["condition"])]))
         lines.append(
-            f"| {condition_label(r['condition'])} | {r['algo']} | {r['mean_diff']:+.3f} [{r['mean_low']:+.3f}, {r['mean_high']:+.3f}] | "
-            f"{r['iqm_diff']:+.3f} [{r['iqm_low']:+.3f}, {r['iqm_high']:+.3f}] | {r['verdict']} | {wtl} |"
+            f"| {condition_label(r['condition'])} | {r['algo']} | {ci_text(r['mean_diff'], r['mean_low'], r['mean_high'], '+.3f')} | "
+            f"{ci_text(r['iqm_diff'], r['iqm_low'], r['iqm_high'], '+.3f')} | {r['verdict']} | {wtl} |"
         )
     return "\n".join(lines)
 
@@ -125,7 +126,7 @@ def write_readme(readme: Path, block: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.minatar", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.reports.minatar", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--runs", help="the suite's run folders (runs/minatar)")
     source.add_argument("--table", help="a per-run table written before (docs/results/minatar/per_run.csv)")
@@ -149,8 +150,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     games = per_game(grid, args.seed)
     agg = game_aggregates(grid, games, args.seed)
-    from .report import save_csv
-
     if args.runs is not None:
         save_csv(table, out / "per_run.csv")
     (out / "verdicts.md").write_text(verdicts_report(grid, games, agg))

@@ -1,14 +1,57 @@
-"""The paper report: ``report.md``, its figures and its tables (CSV), as a list of sections.
+"""The paper's analysis: the ESS objective vs tuned objectives under stale and mismatched data.
 
-Each section is a small function of a :class:`PaperContext`, in the order of ``report.md``
-(:data:`SECTIONS`), that returns its Markdown and registers its tables and figures with the
+``python -m adaptive_po.analysis.reports.paper RUNS_ROOT [RUNS_ROOT ...] --out DIR`` (see :func:`main`) reads one or
+more suite roots (e.g. ``runs/paper runs/sensitivity runs/staleness``) and writes into ``DIR``:
+
+* ``report.md``: every table below with its CIs and run counts, the normalization references and
+  a list of the conditions where the ESS objective wins, ties and loses;
+* ``iqm_conditions.png``: aggregate IQM of the normalized final score vs the headline data
+  conditions (:data:`HEADLINE_CONDITIONS`), one line per algorithm (default knobs) with a CI band;
+* ``iqm_staleness.png``: the same vs policy lag, from the roots that hold a lag sweep;
+* ``iqm_mismatch.png``: the same vs every other condition axis that varies (temperature,
+  precision, ...), one panel per axis;
+* ``profiles.png``: performance profiles (fraction of runs above each normalized score), one
+  panel per headline condition;
+* ``tuning_profiles.png`` and ``retuning_cost.png``: the tuning tax, from the roots with knob
+  variants (the sensitivity suite): fraction of *configurations* above each score, and what the
+  configuration that was best on fresh data loses under each other condition;
+* the tables as CSV files.
+
+**Normalization** is external (never the PPO arm of the same sweep): each run's final evaluation
+return is mapped to ``(return - random_score) / (solved_threshold - random_score)`` with the two
+values of that run's own ``config.json``; runs without a usable pair are left out and listed.
+
+**Failures are scored, never dropped.** A failed run (``FAILED`` with a readable ``config.json``)
+is scored at its environment's random score (its config's ``random_score``, normalized 0) and
+counted wherever its cell is: in the IQMs, the profiles and the tuning tax, where a configuration
+with a failed run is scored with it, so no environment is dropped from a tuning cell because one
+configuration failed there.
+
+**Several roots.** The headline figures and the mismatch figure pool the runs at the default knobs
+(``variant == ""``) of every root and count a run key (env, algorithm, variant, condition, budget,
+seed) found in several roots once, from the first root given: list the main suite first. No
+comparison mixes budgets: every section keeps one budget (``total_timesteps``) per env, the budget
+of the first root holding it, and names the runs at other budgets it leaves out; a run missing at
+that budget is missing, never borrowed from another budget. An environment enters a figure only if
+it has runs at every level on that figure's x axis. The staleness figure uses only the roots whose
+fresh-sampler runs hold a lag sweep (3 lags or more, else 2), the tuning tax only the roots that
+hold knob variants.
+
+How it is built: the report is a list of sections (:data:`SECTIONS`), each a small function of a
+:class:`PaperContext` that returns its Markdown and registers its tables and figures with the
 context; :func:`make_paper_report` runs them in one loop. The analyses two sections share (the
-headline conditions, the staleness sweep) are computed once, on first use.
+headline conditions, the staleness sweep) are computed once, on first use. The analysis itself is
+the core's: :mod:`adaptive_po.analysis.paper_data` (several roots loaded, pooled, normalized),
+:mod:`adaptive_po.analysis.comparisons` (IQM per level, wins/ties/losses),
+:mod:`adaptive_po.analysis.tuning_tax` and :mod:`adaptive_po.analysis.plots`. Only
+:mod:`adaptive_po.contract` of the training package is imported (never torch).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -20,9 +63,9 @@ import pandas as pd
 
 from adaptive_po.contract import atomic_write_text
 
-from .comparisons import iqm_by_level, tau_grid, wins_ties_losses
-from .conditions import HEADLINE_CONDITIONS, MISMATCH_AXES, fresh_except
-from .labels import (
+from ..comparisons import iqm_by_level, tau_grid, wins_ties_losses
+from ..conditions import HEADLINE_CONDITIONS, MISMATCH_AXES, fresh_except
+from ..labels import (
     AXIS_LABELS,
     BASELINE_ALGO,
     ESS_ALGO,
@@ -33,15 +76,15 @@ from .labels import (
     level_key,
     order_algos,
 )
-from .load import CONDITION_KEYS
-from .paper_data import PaperData, budget_notes, consistent_envs, first_root, load_paper_runs, one_budget_per_env, per_env
-from .plots import algo_colors, plot_iqm_axes, plot_iqm_levels, plot_profiles, plot_retuning
-from .report import save_csv, save_figure
-from .stats import DEFAULT_RESAMPLES, performance_profile
-from .tables import fmt_interval, to_markdown
-from .tuning import config_scores, retuning_cost, tuning_profile, tuning_spread
+from ..load import CONDITION_KEYS, run_reporting
+from ..paper_data import PaperData, budget_notes, consistent_envs, first_root, load_paper_runs, one_budget_per_env, per_env
+from ..plots import algo_colors, plot_iqm_axes, plot_iqm_levels, plot_profiles, plot_retuning
+from ..output import save_csv, save_figure
+from ..stats import DEFAULT_RESAMPLES, add_bootstrap_arguments, parse_report_arguments, performance_profile
+from ..tables import fmt_interval, to_markdown
+from ..tuning_tax import config_scores, retuning_cost, tuning_profile, tuning_spread
 
-__all__ = ["PaperReport", "PaperContext", "SECTIONS", "make_paper_report", "wtl_lines"]
+__all__ = ["PaperReport", "PaperContext", "SECTIONS", "make_paper_report", "wtl_lines", "main"]
 
 
 def _ci_text(est, lo, hi) -> str:
@@ -232,7 +275,7 @@ def section_runs(ctx: PaperContext) -> list[str]:
             + "; "
             f"{g['condition'].nunique()} conditions; seeds {', '.join(str(int(s)) for s in sorted(g['seed'].unique()))}; "
             f"budgets (env steps) {budgets}")
-    cmd = "python -m adaptive_po.analysis.paper " + " ".join(str(r) for r in ctx.data.roots) + f" --out {ctx.out_dir}"
+    cmd = "python -m adaptive_po.analysis.reports.paper " + " ".join(str(r) for r in ctx.data.roots) + f" --out {ctx.out_dir}"
     return [
         "# Paper analysis: the ESS objective vs tuned objectives under stale and mismatched data\n",
         f"Generated by `{cmd}`.\n",
@@ -534,3 +577,45 @@ def make_paper_report(
     report_md = atomic_write_text(out_dir / "report.md", "\n".join(md))
     return PaperReport(out_dir=out_dir, report_md=report_md, figures=ctx.figures, tables=ctx.tables, data=data,
                        skipped=ctx.skipped)
+
+
+# --------------------------------------------------------------------------------------------
+# command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m adaptive_po.analysis.reports.paper",
+        description="The paper's analysis over one or more suite roots: IQM vs condition, staleness and mismatch "
+                    "level, performance profiles, the tuning tax and the retuning cost, with external "
+                    "normalization (each run's random_score and solved_threshold).",
+    )
+    p.add_argument("roots", nargs="+", type=Path, metavar="RUNS_ROOT",
+                   help="suite folders, e.g. runs/paper runs/sensitivity runs/staleness (the first wins on duplicates)")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default: <first root>/paper)")
+    add_bootstrap_arguments(p)
+    p.add_argument("--ess-algo", default=ESS_ALGO, help=f"the objective drawn emphasized and judged (default {ESS_ALGO})")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_report_arguments(_parser(), argv)
+    out = args.out if args.out is not None else args.roots[0] / "paper"
+    rep = run_reporting(lambda: make_paper_report(
+        args.roots, out, confidence=args.confidence, n_resamples=args.resamples, seed=args.seed, ess_algo=args.ess_algo,
+    ))
+    if rep is None:
+        return 1
+    for name in ("wins_conditions", "wins_staleness"):
+        wtl = rep.tables.get(name)
+        if wtl is not None and not wtl.empty:
+            fmt = (lambda i: HEADLINE_CONDITIONS[i].label) if name == "wins_conditions" else (lambda v: f"lag {int(v)}")
+            print("\n".join(wtl_lines(wtl, fmt, args.ess_algo)))
+    for s in rep.skipped:
+        print(f"not drawn: {s}")
+    print(f"Wrote {len(rep.figures)} figure(s), {len(rep.tables)} table(s) and report.md to {rep.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

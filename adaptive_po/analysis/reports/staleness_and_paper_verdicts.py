@@ -2,7 +2,7 @@
 
 Input: ``docs/results/paper/runs.csv`` (one row per complete run of every suite the paper report
 read; the run folders themselves were not kept) or a per-run table this module wrote before.
-``python -m adaptive_po.analysis.classic --table docs/results/paper/runs.csv --out docs/results`` writes, for
+``python -m adaptive_po.analysis.reports.staleness_and_paper_verdicts --table docs/results/paper/runs.csv --out docs/results`` writes, for
 each suite, into ``<out>/<suite>/``:
 
 * ``per_run.csv``: one row per run of the suite's grid: configuration keys (the budget among them),
@@ -28,8 +28,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .stats import normalize_score
-from .verdicts import SATURATED, aggregated_tasks, aggregates, arm_aggregates, improvement_probabilities, per_task, replace_block, win_tie_loss
+from ..stats import normalize_score
+from ..verdicts import SATURATED, aggregated_tasks, aggregates, arm_aggregates, ci_text, improvement_probabilities, per_task, replace_block, win_tie_loss
 
 BASELINE = "ppo"
 CONFIG_KEYS = (
@@ -37,7 +37,7 @@ CONFIG_KEYS = (
     "sampler_temperature", "sampler_precision", "seed", "total_timesteps",
 )
 PER_RUN_COLUMNS = (*CONFIG_KEYS, "status", "random_score", "solved_threshold", "final_eval_return", "score", "auc")
-MADE_BY = "`make classic-from-table` (`python -m adaptive_po.analysis.classic --table docs/results/paper/runs.csv --out docs/results`)"
+MADE_BY = "`make classic-from-table` (`python -m adaptive_po.analysis.reports.staleness_and_paper_verdicts --table docs/results/paper/runs.csv --out docs/results`)"
 NO_CURVES = (
     "Evaluation curves are not in the table; the run folders were not kept, so the curves cannot be redrawn "
     "from committed data (the figures committed under docs/results were drawn from them)."
@@ -177,7 +177,7 @@ def _algos(algos) -> list[str]:
 
 
 def _ci(value: float, low: float, high: float, fmt: str) -> str:
-    return f"{value:{fmt}} [{low:{fmt}}, {high:{fmt}}]"
+    return ci_text(value, low, high, fmt)
 
 
 def _agg_rows(v: Verdicts, algos: Sequence[str] | None = None) -> list[tuple[str, str, pd.Series, pd.Series, tuple[int, int, int]]]:
@@ -210,7 +210,7 @@ def verdicts_markdown(suite: Suite, v: Verdicts, others: pd.DataFrame | None = N
         f"budgets (environment steps per run): {budgets}. Final return = the last deterministic evaluation (10 episodes). "
         f"{NO_CURVES}",
         "",
-        "Rules (`analysis/verdicts.py`): a difference to ppo is a win or a loss when its 95% bootstrap CI excludes 0 "
+        "Rules (`adaptive_po/analysis/verdicts.py`): a difference to ppo is a win or a loss when its 95% bootstrap CI excludes 0 "
         "(the arms' runs resampled independently), else a tie. A task and condition is saturated when every arm's mean "
         f"normalized score is at least {SATURATED}; saturated tasks are marked and left out of the aggregates. "
         "Normalized score = (return - random) / (solved threshold - random), the constants of each task's YAML file.",
@@ -345,7 +345,7 @@ def write_readme(readme: Path, blocks: dict[str, str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.classic", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.reports.staleness_and_paper_verdicts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--table", required=True, help="the committed run table (docs/results/paper/runs.csv) or a per_run.csv written before")
     parser.add_argument("--out", required=True, help="the results folder: writes <out>/<suite>/per_run.csv and verdicts.md")
     parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=list(SUITES))

@@ -1,32 +1,29 @@
-"""Build the report of one suite: figures (PNG), tables (CSV, Markdown), ``report.md`` and
-``results.md`` (the tables only, for embedding in the project README).
+"""The report of one suite: figures (PNG), tables (CSV, Markdown), ``report.md`` and ``results.md``
+(the tables only, for embedding in the project README).
 
-Command line: ``python -m adaptive_po.analysis <suite_root> [--out DIR]`` (see :func:`main`).
+Command line: ``python -m adaptive_po.analysis <suite_root> [--out DIR]`` or, the same,
+``python -m adaptive_po.analysis.reports.suite <suite_root> [--out DIR]`` (see :func:`main`).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
+from adaptive_po.contract import atomic_write_text
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from adaptive_po.contract import atomic_write, atomic_write_text  # noqa: E402
-
-from .labels import BASELINE_ALGO  # noqa: E402
-from .load import LoadedRuns, load_runs, run_reporting  # noqa: E402
-from .plots import algo_colors, plot_ess, plot_learning_curves, plot_noise, plot_staleness  # noqa: E402
-from .stats import DEFAULT_RESAMPLES, add_bootstrap_arguments, parse_report_arguments  # noqa: E402
-from .tables import (  # noqa: E402
+from ..labels import BASELINE_ALGO
+from ..load import LoadedRuns, load_runs, run_reporting
+from ..output import save_csv, save_figure
+from ..plots import algo_colors, plot_ess, plot_learning_curves, plot_noise, plot_staleness
+from ..stats import DEFAULT_RESAMPLES, NO_INTERVAL, add_bootstrap_arguments, parse_report_arguments
+from ..tables import (
     Aggregate,
     aggregate_table,
     condition_table,
@@ -36,23 +33,10 @@ from .tables import (  # noqa: E402
     to_markdown,
 )
 
-__all__ = ["Report", "make_report", "main", "save_figure", "save_csv"]
+__all__ = ["Report", "make_report", "main"]
 
-
-# Every output of every report goes through these two and the contract's atomic write: a reader
-# (or a second analysis run) never sees a half-written figure or table.
-def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
-    """Save a matplotlib figure as PNG (the format is explicit: the temporary name has no .png)
-    and close it."""
-    try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
-    finally:
-        plt.close(fig)
-
-
-def save_csv(df: pd.DataFrame, path: str | os.PathLike) -> Path:
-    """Save a table as CSV without its index."""
-    return atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
+#: what the report says in place of any comparison where the baseline has no run
+NO_BASELINE = "There is no baseline to compare with: no probability of improvement and no verdicts."
 
 
 @dataclass
@@ -103,15 +87,28 @@ def _setup_sentence(runs: LoadedRuns, agg: Aggregate) -> str:
     )
 
 
+def _aggregate_markdown(agg: Aggregate, confidence: float) -> str:
+    table = format_aggregate_table(agg, confidence)
+    return to_markdown(table, align="llrr" + "l" * (len(table.columns) - 4))
+
+
 def _method_sentence(agg: Aggregate, confidence: float, n_resamples: int) -> str:
     pct = round(confidence * 100)
+    comparison = (
+        f"P(algorithm > {agg.baseline}) is P(X > Y) + 0.5 P(X = Y) for a run X of the algorithm and a run Y of "
+        f"{agg.baseline} at the same condition (Mann-Whitney U / (n_x n_y)), averaged over the "
+        f"environments where both ran, with a stratified bootstrap CI. "
+        if agg.baseline_ran else NO_BASELINE + " "
+    )
+    t = agg.table
+    single = (
+        f" One run per environment gives no interval ({NO_INTERVAL}): nothing to resample."
+        if not t.empty and (t["iqm"].notna() & t["iqm_low"].isna()).any() else ""
+    )
     return (
         f"IQM = interquartile mean (`scipy.stats.trim_mean(x, 0.25)`) of the normalized scores of all runs "
         f"of all environments (the AUC is normalized with the same random and reference scores); {pct}% CIs are percentile intervals of a stratified bootstrap "
-        f"({n_resamples} resamples, runs resampled within each environment). P(algorithm > "
-        f"{agg.baseline}) is P(X > Y) + 0.5 P(X = Y) for a run X of the algorithm and a run Y of "
-        f"{agg.baseline} at the same condition (Mann-Whitney U / (n_x n_y)), averaged over the "
-        f"environments where both ran, with a stratified bootstrap CI. With few seeds these intervals "
+        f"({n_resamples} resamples, runs resampled within each environment).{single} {comparison}With few seeds these intervals "
         f"are approximate; read them as descriptive."
     )
 
@@ -202,7 +199,7 @@ def make_report(
     }
 
 
-    agg_md = to_markdown(format_aggregate_table(agg, confidence), align="llrrlll") if not agg.table.empty \
+    agg_md = _aggregate_markdown(agg, confidence) if not agg.table.empty \
         else "_No environment could be normalized (no random_score / reference); see the table below._\n"
     refs_md = to_markdown(format_references(agg.references), align="lrrlll")
     cond_md = to_markdown(format_condition_table(conditions, confidence), align="lllrrrlllr")
@@ -212,7 +209,7 @@ def make_report(
 
     verdicts_md, per_run = "", None
     if baseline in set(runs.finals["algo"]) and runs.finals["algo"].nunique() > 1:
-        from .verdicts import table_from_runs, verdicts_section
+        from ..verdicts import table_from_runs, verdicts_section
 
         per_run = table_from_runs(runs, root)
         verdicts_md = verdicts_section(per_run, baseline, made_by=f"`python -m adaptive_po.analysis {root}`", seed=seed or 0, level=4).split("\n", 2)[2]
@@ -295,13 +292,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rep is None:
         return 1
 
-    print(f"Aggregate across environments ({rep.aggregate.baseline} = baseline):\n")
+    agg = rep.aggregate
+    print(f"Aggregate across environments ({agg.baseline} = baseline):\n" if agg.baseline_ran
+          else f"Aggregate across environments. {NO_BASELINE}\n")
     if rep.aggregate.table.empty:
         print("(no environment could be normalized)")
     else:
-        print(to_markdown(format_aggregate_table(rep.aggregate, args.confidence), align="llrrlll"))
+        print(_aggregate_markdown(rep.aggregate, args.confidence))
     print(rep.aggregate.normalization)
     for note in rep.aggregate.notes:
         print(f"note: {note}")
     print(f"\nWrote {len(rep.figures)} figure(s), tables and report.md to {rep.out_dir}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,31 +1,28 @@
-"""One benchmark run, start to finish, into its run folder (the contract in ``runs/README.md``).
+"""A run's identity and its folder's life: what a run is, what it records, whether it is done.
 
-``execute_run(spec)`` builds the vectorized environment, the agent and its collector, trains,
-evaluates, and writes ``config.json``, ``progress.csv``, ``eval.csv``, TensorBoard events,
-``summary.json`` and finally the ``COMPLETE`` marker, each atomically. A run that raises or
-produces a non-finite loss leaves a ``FAILED`` file with its traceback instead; it never raises.
+:class:`RunSpec` identifies one run (suite, environment, algorithm, seed, budget, its
+:class:`~adaptive_po.dials.DataDials`, variant); :func:`config_for` is the resolved configuration
+its ``config.json`` records; :func:`run_folder_state` decides on resume whether a complete run is
+the same, damaged or changed; :func:`start_run_folder`, :func:`finish_run_folder` and
+:func:`fail_run_folder` are the folder's life, written atomically (the contract in
+``runs/README.md``). Both engines use them.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import time
-import traceback
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from adaptive_po import contract
 from adaptive_po.dials import DataDials
 from adaptive_po.contract import FAILED, STATUS_FILE
 from adaptive_po.contract import atomic_write_json, is_complete
-from adaptive_po.bench.divergence import check_finite, compact_traceback, divergence_of_file, error_line
-from adaptive_po.bench.recorder import RunRecorder, nonfinite_reason
-from adaptive_po.environments import resolve_backend, resolve_device
+from adaptive_po.bench.divergence import divergence_of_file
 from adaptive_po.bench.locks import claim_run_folder, owned_by_another, release_run_folder, wait_for_owner
-
 
 
 @dataclass(frozen=True)
@@ -166,152 +163,6 @@ def _json_friendly(values: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(values, default=repr))
 
 
-#: the live progress of runs on the process engine (the ``train`` command's progress bar): each
-#: listener is called as ``listener(timesteps, updates, last_eval_return)`` after every update and
-#: every evaluation of a run trained in this process (``last_eval_return``: None before the first)
-PROGRESS_LISTENERS: list[Callable[[int, int, float | None], None]] = []
-
-
-def _report_progress(recorder: RunRecorder, timesteps: int) -> None:
-    if PROGRESS_LISTENERS:
-        last = recorder.evaluations[-1]["eval_return_mean"] if recorder.evaluations else None
-        for listener in list(PROGRESS_LISTENERS):
-            listener(int(timesteps), len(recorder.progress), last)
-
-
-def _make_callback(model, recorder: RunRecorder, evaluate):  # type: ignore[no-untyped-def]
-    from stable_baselines3.common.callbacks import BaseCallback
-
-    class RunCallback(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.episodes = 0
-
-        def _on_step(self) -> bool:
-            for info in self.locals.get("infos", ()):
-                if "episode" in info:
-                    self.episodes += 1
-            if recorder.evaluation_due(self.num_timesteps):
-                evaluate(self.num_timesteps)
-            return True
-
-    callback = RunCallback()
-
-    def on_update(stats: dict[str, float]) -> None:
-        update = len(recorder.progress) + 1
-        reason = nonfinite_reason(stats, update)
-        if reason is not None:
-            raise FloatingPointError(f"{reason}; statistics: {stats}")
-        check_finite(model.policy.named_parameters(), f"after update {update}")
-        buffer = model.ep_info_buffer or ()
-        recorder.add_update(
-            stats, timesteps=model.num_timesteps, episodes=callback.episodes,
-            returns=[e["r"] for e in buffer], lengths=[e["l"] for e in buffer],
-        )
-        _report_progress(recorder, model.num_timesteps)
-
-    model.add_update_listener(on_update)
-    return callback
-
-
-def build_training(spec: RunSpec) -> tuple[Any, Any, Any, Any, str, str]:
-    """``(model, train_env, eval_env, env_cfg, backend, env_id)`` of one run on the process engine:
-    the SB3 class with the run's settings and data dials, its training and evaluation environments
-    (normalized where the environment's config says so). The caller closes the environments."""
-    import torch
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    from adaptive_po.algorithms import BatchPolicyOptimization
-    from adaptive_po.environments import make_vec_env
-    from adaptive_po.bench.config import get_env_config
-
-    device = resolve_device(spec.device)
-    if device == "cpu":
-        torch.set_num_threads(1)
-    env_cfg = get_env_config(spec.env, spec.envs_dir)
-    backend, env_id = resolve_backend(env_cfg.ids, spec.backend)
-    hp, objective_kwargs = run_settings(spec, env_cfg.hyperparams)
-    n_envs = hp.n_envs
-
-    train_env = make_vec_env(env_id, n_envs, spec.seed, backend, training=True)
-    eval_envs = min(env_cfg.eval_episodes, 10)
-    eval_env = make_vec_env(env_id, eval_envs, spec.seed + 10_000, backend, training=False)
-    if env_cfg.normalize:
-        train_env = VecNormalize(train_env, gamma=hp.gamma)
-        eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
-    try:
-        model = BatchPolicyOptimization(
-            hp.policy,
-            train_env,
-            objective=spec.algo,
-            objective_kwargs=objective_kwargs,
-            seed=spec.seed,
-            device=device,
-            dials=spec.dials,
-            verbose=0,
-            **hp.algorithm_kwargs(),
-        )
-    except BaseException:
-        train_env.close()
-        eval_env.close()
-        raise
-    return model, train_env, eval_env, env_cfg, backend, env_id
-
-
-def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
-    from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.logger import configure
-    from stable_baselines3.common.vec_env import sync_envs_normalization
-
-    model, train_env, eval_env, env_cfg, backend, env_id = build_training(spec)
-    recorder = RunRecorder(run_dir, spec.total_timesteps, env_cfg.eval_every)
-
-    try:
-        model.set_logger(configure(str(run_dir / contract.TENSORBOARD_DIR), ["tensorboard"]) if spec.tensorboard else configure(None, []))
-
-        def evaluate(timesteps: int) -> dict[str, Any]:
-            if env_cfg.normalize:
-                sync_envs_normalization(train_env, eval_env)
-            returns, _ = evaluate_policy(
-                model, eval_env, n_eval_episodes=env_cfg.eval_episodes, deterministic=True, return_episode_rewards=True, warn=False
-            )
-            row = recorder.add_evaluation(timesteps, returns)
-            model.logger.record("eval/mean_reward", row["eval_return_mean"])
-            _report_progress(recorder, timesteps)
-            return row
-
-        callback = _make_callback(model, recorder, evaluate)
-        evaluate(0)
-        try:
-            model.learn(spec.total_timesteps, callback=callback, tb_log_name="tb")
-        except (ValueError, RuntimeError) as err:
-            # a diverged update surfaces as the next forward pass's error (e.g. a distribution
-            # refusing NaN logits, inside train(), before the update listener's check): name it
-            where = f"during update {len(recorder.progress) + 1}"
-            check_finite(model.policy.named_parameters(), where)
-            if "invalid values" in str(err):
-                raise FloatingPointError(f"non-finite policy output {where} (the update diverged): {error_line(err)}") from err
-            raise
-        recorder.write_progress(force=True)
-        final = evaluate(model.num_timesteps)
-        model.logger.dump(model.num_timesteps)
-        return {
-            "final_eval_return_mean": final["eval_return_mean"],
-            "final_eval_return_std": final["eval_return_std"],
-            "eval_episodes": final["eval_episodes"],
-            "timesteps": int(model.num_timesteps),
-            "updates": len(recorder.progress),
-            "backend": backend,
-            "env_id": env_id,
-            "engine": "process",
-        }
-    finally:
-        if recorder.progress:
-            recorder.write_progress(force=True)
-        train_env.close()
-        eval_env.close()
-
-
 #: what :func:`run_folder_state` finds in a run folder before a run starts
 RUN_NEW = "new"  #: no complete run (absent, incomplete or failed): the run is (re)done
 RUN_SAME = "same"  #: complete, intact, with the requested configuration: skipped
@@ -441,35 +292,3 @@ def fail_run_folder(spec: RunSpec, text: str) -> None:
         pass
 
 
-def execute_run(spec: RunSpec | dict[str, Any]) -> dict[str, Any]:
-    """Run one configuration into its folder; never raises. Returns a small result record.
-
-    ``status`` is ``"skipped"`` (already complete with the same configuration), ``"complete"``
-    or ``"failed"`` (``error`` holds the cause: the exception's type and first line).
-    """
-    if isinstance(spec, dict):
-        spec = RunSpec.from_dict(spec)
-    run_dir = spec.run_dir
-    started = time.time()
-    result: dict[str, Any] = {"run_dir": str(run_dir), "relative_dir": str(spec.relative_dir), "status": "failed"}
-    try:
-        config = config_for(spec)
-        summary = completed_summary(spec, config)
-        if summary is not None:
-            return {**result, "status": "skipped", "final_return": summary.get("final_eval_return_mean"), "wall_time_s": 0.0}
-        start_run_folder(spec, config)
-        summary = finish_run_folder(spec, _train(spec, run_dir, config), time.time() - started)
-        return {
-            **result,
-            "status": "complete",
-            "final_return": summary["final_eval_return_mean"],
-            "wall_time_s": summary["wall_time_s"],
-            "diverged": summary.get(contract.SUMMARY_DIVERGED),
-        }
-    except BaseException as err:  # noqa: BLE001 - a run must never take the sweep down
-        text = compact_traceback(traceback.format_exc())
-        fail_run_folder(spec, text)
-        if isinstance(err, KeyboardInterrupt):
-            raise
-        # the cause in one line: the exception's type and message, never the tail of a tensor
-        return {**result, "status": "failed", "error": error_line(text) if text.strip() else error_line(err), "traceback": text, "wall_time_s": time.time() - started}

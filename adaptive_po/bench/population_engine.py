@@ -1,6 +1,6 @@
 """The population engine's harness side: many runs of one environment in one process.
 
-:func:`execute_population` is :func:`adaptive_po.bench.runner.execute_run` for a *population*:
+:func:`execute_population` is :func:`adaptive_po.bench.process_engine.execute_run` for a *population*:
 K runs that share the environment, the algorithm, the budget and the hyper-parameters, and differ
 in seed and in the data dials (policy lag, action noise, behaviour recording). It trains them in
 lockstep with :class:`adaptive_po.population.PopulationLearner` on one envpool pool of K x n_envs
@@ -30,7 +30,7 @@ from adaptive_po import contract
 from adaptive_po.bench.divergence import compact_traceback, error_line
 from adaptive_po.bench.recorder import RunRecorder, nonfinite_reason
 from adaptive_po.environments import resolve_backend, resolve_device
-from adaptive_po.bench.runner import (
+from adaptive_po.bench.run_folder import (
     RunSpec,
     completed_summary,
     config_for,
@@ -459,7 +459,7 @@ def execute_population(specs: Sequence[RunSpec | dict[str, Any]], observer: Popu
     """Train a population into its members' run folders; never raises. ``observer`` (diagnostics
     only) sees the training loop's events.
 
-    Returns one record per spec, in order, shaped like :func:`~adaptive_po.bench.runner.execute_run`'s:
+    Returns one record per spec, in order, shaped like :func:`~adaptive_po.bench.process_engine.execute_run`'s:
     ``{"run_dir", "relative_dir", "status": "skipped" | "complete" | "failed", "final_return",
     "wall_time_s", "error"?, "traceback"?}``. Complete members with the same configuration are
     skipped (resume works per run); the folders of the others are started afresh.

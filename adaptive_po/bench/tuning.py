@@ -38,8 +38,8 @@ from typing import Any, Mapping, Sequence
 
 from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
-from adaptive_po.bench.runner import RunSpec
-from adaptive_po.bench.sweep import Grid, expand_grid
+from adaptive_po.bench.run_folder import RunSpec
+from adaptive_po.bench.grid import Grid, expand_grid
 from adaptive_po.bench.variants import SHARED_KNOBS, make_variant, objective_knobs
 
 #: the shared knobs' search space, as factors of the environment's tuned (RL Zoo) value

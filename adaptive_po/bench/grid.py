@@ -1,0 +1,181 @@
+"""The grid: which runs a sweep request means, validated before anything runs.
+
+:class:`Grid` is a sweep request after the suite's defaults are filled in (environments,
+algorithms and their variants, seeds, data conditions, budget, device, backend);
+:func:`expand_grid` checks every axis (errors name the bad value) and lists its
+:class:`~adaptive_po.bench.run_folder.RunSpec` runs, each carrying one
+:class:`~adaptive_po.dials.DataDials`. :func:`parse_list` and :func:`seeds_from` read the command
+line's comma-separated lists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from adaptive_po.bench.config import ConfigError, check_policy, check_run_limits, get_env_config
+from adaptive_po.dials import DIAL_DEFAULTS, DIAL_NAMES, DataDials
+from adaptive_po.contract import check_name
+from adaptive_po.bench.run_folder import RunSpec
+from adaptive_po.environments import resolve_backend, resolve_device
+from adaptive_po.bench.suites import get_suite
+from adaptive_po.bench.variants import parse_variant
+from adaptive_po.objectives import get_objective
+
+
+@dataclass
+class Grid:
+    """A sweep request after defaults from the suite were filled in."""
+
+    suite: str
+    envs: list[str]
+    algos: list[str]
+    seeds: list[int]
+    lags: list[int]
+    noise: list[float]
+    replay: list[int]
+    behaviour_log_prob: list[str] = field(default_factory=lambda: [DIAL_DEFAULTS["behaviour_log_prob"]])
+    temperatures: list[float] = field(default_factory=lambda: [DIAL_DEFAULTS["sampler_temperature"]])
+    precisions: list[str] = field(default_factory=lambda: [DIAL_DEFAULTS["sampler_precision"]])
+    #: explicit data conditions (dicts of DataDials fields) instead of the product of the lists above
+    conditions: list[dict[str, Any]] | None = None
+    #: per algorithm, the variants to run ("" = the defaults); algorithms not named run "" only
+    variants: dict[str, list[str]] | None = None
+    timesteps: int | None = None
+    device: str = "cpu"
+    backend: str = "auto"
+    out: str = "runs"
+    suite_name: str | None = None
+    envs_dir: str | None = None
+    executor: str = "local"
+    tensorboard: bool = True
+
+
+def _dials(values: dict[str, Any]) -> DataDials:
+    """One data condition (numbers as the run folders record them); ``ValueError`` names a bad dial."""
+    unknown = sorted(set(values) - set(DIAL_NAMES))
+    if unknown:
+        raise ValueError(f"unknown condition key(s) {unknown} in {values}")
+    dials = DataDials(**values)
+    floats = {name: float(getattr(dials, name)) for name in ("action_noise", "sampler_temperature")}
+    return dataclasses.replace(dials, **floats)
+
+
+def grid_conditions(grid: Grid) -> list[DataDials]:
+    """The grid's data conditions: its explicit list, or the product of its dial lists."""
+    if grid.conditions is not None:
+        if not grid.conditions:
+            raise ValueError("no conditions selected")
+        return [_dials(dict(c)) for c in grid.conditions]
+    axes = (grid.lags, grid.noise, grid.replay, grid.behaviour_log_prob, grid.temperatures, grid.precisions)
+    order = ("policy_lag", "action_noise", "replay", "behaviour_log_prob", "sampler_temperature", "sampler_precision")
+    return [_dials(dict(zip(order, levels))) for levels in itertools.product(*axes)]
+
+
+def expand_grid(grid: Grid) -> list[RunSpec]:
+    """Validate every axis of the grid (errors name the bad value) and list its runs.
+
+    Order: environment, algorithm, condition, seed, so that a partial sweep already holds
+    comparable runs for the first environments.
+    """
+    suite = get_suite(grid.suite)
+    if grid.executor not in ("local", "ray"):
+        raise ValueError(f"unknown executor {grid.executor!r}; use local or ray")
+    if not grid.envs:
+        raise ValueError("no environments selected")
+    if not grid.algos:
+        raise ValueError("no algorithms selected")
+    if not grid.seeds:
+        raise ValueError("no seeds selected")
+    for seed in grid.seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    for algo in grid.algos:
+        get_objective(algo)
+    conditions = grid_conditions(grid)  # validated, each a DataDials
+    variants = {algo: list((grid.variants or {}).get(algo, [""])) for algo in grid.algos}
+    for algo, names in variants.items():
+        if not names:
+            raise ValueError(f"no variants selected for {algo}")
+        for name in names:
+            parse_variant(algo, name)
+    unknown = sorted(set(grid.variants or {}) - set(grid.algos))
+    if unknown:
+        raise ValueError(f"variants given for algorithms not in the grid: {unknown}")
+    if grid.timesteps is not None and (isinstance(grid.timesteps, bool) or grid.timesteps < 1):
+        raise ValueError(f"timesteps must be a positive integer, got {grid.timesteps!r}")
+    # Ray workers resolve "auto" themselves: the driver may have no GPU while the workers do
+    device = grid.device if grid.executor == "ray" else resolve_device(grid.device)
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"unknown device {device!r}; use auto, cpu or cuda")
+    # a folder under --out, never a path (contract.check_name)
+    suite_name = check_name("suite name", grid.suite_name if grid.suite_name is not None else suite.name)
+
+    specs: list[RunSpec] = []
+    for env_name in grid.envs:
+        env_cfg = get_env_config(env_name, grid.envs_dir)
+        resolve_backend(env_cfg.ids, grid.backend)  # fails now, not in a worker
+        check_policy(env_cfg, grid.backend)  # its policy_kwargs build a policy (only when it has some)
+        if grid.timesteps is not None:
+            total = grid.timesteps
+        elif suite.name in env_cfg.budget:
+            total = env_cfg.budget[suite.name]
+        else:
+            raise ConfigError(
+                f"{env_cfg.path}: key 'budget.{suite.name}' is missing; give --timesteps or add a budget for suite {suite.name!r}"
+            )
+        check_run_limits(env_cfg, total, "--timesteps" if grid.timesteps is not None else f"{env_cfg.path}: key 'budget.{suite.name}'")
+        rollout = env_cfg.hyperparams.n_envs * env_cfg.hyperparams.n_steps
+        runs = ((a, v, c, s) for a in grid.algos for v in variants[a] for c in conditions for s in grid.seeds)
+        for algo, variant, condition, seed in runs:
+            if total < rollout:
+                raise ValueError(f"timesteps={total} is smaller than one rollout of {env_name} ({rollout} steps)")
+            specs.append(
+                RunSpec(
+                    suite=suite_name,
+                    env=env_name,
+                    algo=algo,
+                    seed=seed,
+                    total_timesteps=total,
+                    dials=condition,
+                    variant=variant,
+                    device=device,
+                    backend=grid.backend,
+                    out=grid.out,
+                    envs_dir=grid.envs_dir,
+                    tensorboard=grid.tensorboard,
+                )
+            )
+    return specs
+
+
+def parse_list(text: str | None, cast: Callable[[str], Any], name: str) -> list[Any] | None:
+    """``"0,1,2"`` -> ``[0, 1, 2]``; a bad item is a ``ValueError`` naming the flag and item."""
+    if text is None:
+        return None
+    out = []
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        try:
+            out.append(cast(item))
+        except ValueError:
+            raise ValueError(f"{name}: {item!r} is not a valid {cast.__name__}") from None
+    return out
+
+
+def seeds_from(text: str | None, default: int) -> list[int]:
+    """``--seeds 5`` -> 0..4; ``--seeds 0,3,7`` -> those seeds."""
+    if text is None:
+        return list(range(default))
+    if "," not in text and "-" not in text.strip()[1:]:
+        try:
+            n = int(text)
+        except ValueError:
+            raise ValueError(f"--seeds: {text!r} is neither a count nor a comma-separated list") from None
+        if n < 1:
+            raise ValueError(f"--seeds: the count must be >= 1, got {n}")
+        return list(range(n))
+    return parse_list(text, int, "--seeds") or []

@@ -1,0 +1,174 @@
+"""The local executor: each job in its own worker process, one torch thread each.
+
+A worker runs ``python -m adaptive_po _run SPEC`` (one run, the process engine) or
+``_run_population SPECS`` (a population) with its output in ``<suite>/.logs``. A worker that dies
+without a result has ``FAILED`` written for each of its unfinished runs, so a crash costs that job
+only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from adaptive_po.contract import FAILED, STATUS_FILE, SUMMARY_FILE
+from adaptive_po.contract import atomic_write_text, is_complete
+from adaptive_po.bench.jobs import Job, ResultCallback, TickCallback, check_jobs
+from adaptive_po.bench.locks import DRIVER_PID_ENV, WORKER_DISK_EXITS, disk_error_text
+from adaptive_po.bench.run_folder import RunSpec
+
+
+@dataclass
+class _Active:
+    job: Job
+    process: subprocess.Popen
+    result_path: Path
+    log_path: Path
+    started: float
+
+
+def _log_dir(spec: RunSpec) -> Path:
+    return Path(spec.out) / spec.suite / ".logs"
+
+
+def _start_local(job: Job) -> _Active:
+    """Start ``job``'s worker: ``_run SPEC`` for one run, ``_run_population SPECS`` for a population.
+
+    Its files lie in ``<out>/<suite>/.logs/``, named after the (first) run's folder.
+    """
+    first = job.specs[0]
+    logs = _log_dir(first)
+    logs.mkdir(parents=True, exist_ok=True)
+    stem = str(first.relative_dir).replace(os.sep, "__") + (f".population-{len(job.specs)}" if job.population else "")
+    spec_path = logs / f"{stem}.spec.json"
+    result_path = logs / f"{stem}.result.json"
+    log_path = logs / f"{stem}.log"
+    if job.population:
+        command, payload = "_run_population", [spec.to_dict() for spec in job.specs]
+    else:
+        command, payload = "_run", first.to_dict()
+    atomic_write_text(spec_path, json.dumps(payload))
+    if result_path.exists():
+        result_path.unlink()
+    # the worker SIGKILLs itself when this driver dies (locks.die_with_driver): no orphans
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", DRIVER_PID_ENV: str(os.getpid())}
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "adaptive_po", command, str(spec_path), "--result", str(result_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    return _Active(job, process, result_path, log_path, time.time())
+
+
+def _read_results(active: _Active) -> list[dict[str, Any]] | None:
+    """The worker's records, one per run of its job, or None if it left none (or a wrong one)."""
+    try:
+        data = json.loads(active.result_path.read_text())
+    except (OSError, ValueError):
+        return None
+    records = data if active.job.population else [data]
+    if not isinstance(records, list) or len(records) != len(active.job.specs) or not all(isinstance(r, dict) for r in records):
+        return None
+    return records
+
+
+def _finish_local(active: _Active) -> list[dict[str, Any]]:
+    """One record per run of the finished job. A worker that died without its result leaves its
+    complete runs as they are and writes ``FAILED`` (with its log's last lines) into the others."""
+    records = _read_results(active)
+    if records is not None:
+        return records
+    code = active.process.returncode
+    tail = ""
+    try:
+        tail = "\n".join(active.log_path.read_text().splitlines()[-20:])
+    except OSError:
+        pass
+    error = f"worker process exited with status {code} without a result"
+    disk = [line.strip() for line in tail.splitlines() if disk_error_text(line)]
+    # it could not write its files: say so (the sweep ends on it, see run_sweep)
+    disk_error = bool(disk) or code in WORKER_DISK_EXITS
+    if disk:
+        error += f": {disk[-1]}"
+    elif disk_error:
+        error += ": it could not write its files (a full disk, a quota or a read-only filesystem)"
+    out = []
+    for spec in active.job.specs:
+        run_dir = spec.run_dir
+        record = {"run_dir": str(run_dir), "relative_dir": str(spec.relative_dir)}
+        if is_complete(run_dir):  # a population member that finished before its worker died
+            try:
+                summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+                out.append({**record, "status": "complete", "final_return": summary["final_eval_return_mean"], "wall_time_s": summary.get("wall_time_s", 0.0)})
+                continue
+            except (OSError, ValueError, KeyError):
+                pass
+        else:
+            try:
+                run_dir.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(run_dir / FAILED, f"{error}\n--- last lines of {active.log_path} ---\n{tail}\n")
+            except OSError:
+                if not disk_error:
+                    raise
+                # no room for FAILED either: the run stays incomplete (a rerun redoes it)
+        out.append({**record, "status": "failed", "error": error, "disk_error": disk_error})
+    return out
+
+
+def live_timesteps(spec: RunSpec) -> int:
+    try:
+        return int(json.loads((spec.run_dir / STATUS_FILE).read_text())["timesteps"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def run_local(
+    jobs: Sequence[Job],
+    workers: int,
+    on_result: ResultCallback | None = None,
+    on_tick: TickCallback | None = None,
+) -> None:
+    """Run ``jobs`` (planned by :func:`~adaptive_po.bench.jobs.plan_jobs`) in at most
+    ``workers`` concurrent processes.
+
+    ``on_result(spec, record)`` is called once per run when its job ends; ``on_tick`` about every
+    quarter second with the runs of the jobs in flight.
+    """
+    check_jobs(jobs)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    on_result = on_result or (lambda spec, record: None)
+    on_tick = on_tick or (lambda active: None)
+    pending = list(jobs)
+    active: list[_Active] = []
+    try:
+        while pending or active:
+            while pending and len(active) < workers:
+                active.append(_start_local(pending.pop(0)))
+            time.sleep(0.25)
+            still = []
+            for item in active:
+                if item.process.poll() is None:
+                    still.append(item)
+                else:
+                    for spec, record in zip(item.job.specs, _finish_local(item)):
+                        on_result(spec, record)
+            active = still
+            on_tick([spec for a in active for spec in a.job.specs])
+    except BaseException:
+        for item in active:
+            item.process.terminate()
+        for item in active:
+            try:
+                item.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                item.process.kill()
+        raise

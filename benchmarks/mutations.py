@@ -1,0 +1,341 @@
+"""The mutation table: do the fast tests catch a wrong training step?
+
+Each mutation is one single-line bug planted in the training step (``adaptive_po/update.py``,
+``adaptive_po/objectives.py``, ``adaptive_po/distributions.py``): a flipped sign, an off-by-one, a
+wrong operator, a dropped term, swapped arguments, a wrong reduction. One at a time, in a copy of
+the repository (this checkout is never written to), the script plants it and runs a fixed
+selection of fast tests (``-m "not slow"``, stopping at the first failure); a mutation is *caught*
+when a test fails, and *survives* when they all pass. It prints a Markdown table (file, the line as
+written, the mutation, caught?, the first failing test) and exits 1 if any mutation survives.
+
+A mutation is ``(path, exact original text, replacement)``: the text must occur exactly once in
+the file, or the script stops and says which one moved (the files are refactored as the project
+goes; fix the anchor, keep the bug). Before the mutants, the unmutated copy must pass the same
+tests, and must be the copy that the tests import (the project is installed in editable mode,
+pointing at this checkout).
+
+Usage::
+
+    python benchmarks/mutations.py                       # every mutation, the default tests
+    python benchmarks/mutations.py --only 3              # the third mutation only
+    python benchmarks/mutations.py --list                # the mutations, without running anything
+    python benchmarks/mutations.py --out docs/mutations.md --tests tests/test_sb3_oracle.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: fast test files (no ``slow`` marker needed), cheapest first: with ``-x`` a mutant stops at its
+#: first failure, so the unit tests of the pure functions run before the end-to-end oracles
+DEFAULT_TESTS: tuple[str, ...] = (
+    "tests/test_objectives.py",
+    "tests/test_objectives_cited.py",
+    "tests/test_update.py",
+    "tests/test_sb3_oracle.py",
+)
+
+#: seconds one mutant's test run may take before it counts as a failure of the script itself
+RUN_TIMEOUT = 900
+
+
+@dataclass(frozen=True)
+class Mutation:
+    path: str  #: relative to the repository root
+    original: str  #: exact text, found exactly once in the file
+    replacement: str
+    description: str  #: what bug this is, in words
+
+
+UPDATE, OBJECTIVES, DISTRIBUTIONS = "adaptive_po/update.py", "adaptive_po/objectives.py", "adaptive_po/distributions.py"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # -- the minibatch loss (update.py) ------------------------------------------------------------
+    Mutation(UPDATE, "entropy_loss = -torch.mean(entropy)", "entropy_loss = torch.mean(entropy)",
+             "entropy bonus with the wrong sign (an entropy penalty)"),
+    Mutation(UPDATE, "ent_coef * entropy_loss + vf_coef * value_loss", "ent_coef * entropy_loss + 0.5 * value_loss",
+             "vf_coef ignored (SB3's default 0.5 hard-coded)"),
+    Mutation(UPDATE, 'value_loss = torch.mean((minibatch["returns"] - values) ** 2)',
+             'value_loss = torch.sum((minibatch["returns"] - values) ** 2)',
+             "value loss summed, not averaged, over the minibatch"),
+    Mutation(UPDATE, "values = start + torch.clamp(values - start, -clip_range_vf, clip_range_vf)",
+             "values = torch.clamp(values - start, -clip_range_vf, clip_range_vf)",
+             "value clipping drops the start value (clips the value itself around 0)"),
+    Mutation(UPDATE, "if normalize_advantage:", "if True:",
+             "normalize_advantage=False ignored (always normalized)"),
+    Mutation(UPDATE, "return (advantages - advantages.mean()) / (advantages.std() + 1e-8)",
+             "return advantages / (advantages.std() + 1e-8)",
+             "advantage normalization does not subtract the mean"),
+    Mutation(UPDATE, "if not objective.needs_kl:", "if objective.needs_kl:",
+             "KL-to-behaviour gradient given to the wrong objectives (ESSPO's KL pull detached)"),
+    Mutation(UPDATE, 'stats["entropy"] = -entropy_loss', 'stats["entropy"] = entropy_loss',
+             "logged entropy with the wrong sign"),
+    Mutation(UPDATE, "return ((torch.exp(log_ratio) - 1.0) - log_ratio).mean(-1)",
+             "return ((torch.exp(log_ratio) - 1.0) + log_ratio).mean(-1)",
+             "approx_kl (target_kl's early stop) with the wrong sign of log r"),
+    # -- data preparation and statistics (update.py) --------------------------------------------------
+    Mutation(UPDATE, "last_values, last_dones, gamma, gae_lambda)", "last_values, last_dones, gae_lambda, gamma)",
+             "GAE with gamma and gae_lambda swapped"),
+    Mutation(UPDATE, "rewards = rewards + gamma * truncation_values", "rewards = rewards + truncation_values",
+             "time-limit bootstrap not discounted by gamma"),
+    Mutation(UPDATE, '"loss": column["loss"][..., -1]', '"loss": column["loss"][..., 0]',
+             "logged loss of the first minibatch, not the last (off by one)"),
+    Mutation(UPDATE, 'torch.full_like(var_y, float("nan")), 1.0 - ratio)', 'torch.full_like(var_y, float("nan")), ratio)',
+             "explained variance without the 1 - (reports the unexplained fraction)"),
+    # -- the objectives (objectives.py) -------------------------------------------------------------------
+    Mutation(OBJECTIVES, "- math.log(n) - torch.logsumexp(2.0 * shifted, 0)", "- math.log(n - 1) - torch.logsumexp(2.0 * shifted, 0)",
+             "ESS divided by n - 1 instead of n (off by one)"),
+    Mutation(OBJECTIVES, "weight64 = torch.minimum(ratio, e) if cap else ratio", "weight64 = torch.maximum(ratio, e) if cap else ratio",
+             "ESS cap as a floor: max(rho, e_B) instead of min(rho, e_B)"),
+    Mutation(OBJECTIVES, "kl_weight = (1.0 - e).to(batch.log_prob.dtype)", "kl_weight = e.to(batch.log_prob.dtype)",
+             "KL weight e_B instead of 1 - e_B"),
+    Mutation(OBJECTIVES, "loss = policy_term + kl_weight * kl_values.mean() if regularizer",
+             "loss = policy_term - kl_weight * kl_values.mean() if regularizer",
+             "ESS objective's KL pull with the wrong sign (a push away from pi_b)"),
+    Mutation(OBJECTIVES, "ratio * batch.advantages, torch.clamp(ratio, 1.0 - clip_range, 1.0 + clip_range) * batch.advantages",
+             "ratio * batch.advantages, torch.clamp(ratio, 1.0 - clip_range, 1.0) * batch.advantages",
+             "PPO clip's upper bound 1 instead of 1 + clip_range"),
+    Mutation(OBJECTIVES, "clipped = ((ratio.detach() - 1.0).abs() > clip_range)", "clipped = ((ratio.detach() - 1.0) > clip_range)",
+             "PPO's clip fraction counts only ratios above 1 + clip_range (abs dropped)"),
+    Mutation(OBJECTIVES, "torch.exp(torch.clamp(-log_ratio, -SAMPLED_KL_CLAMP", "torch.exp(torch.clamp(log_ratio, -SAMPLED_KL_CLAMP",
+             "sampled KL estimator with exp(+log r) instead of exp(-log r)"),
+    # -- the distributions (distributions.py) -------------------------------------------------------------
+    Mutation(DISTRIBUTIONS, "/ (2.0 * var) - log_std - _HALF_LOG_2PI", "/ var - log_std - _HALF_LOG_2PI",
+             "Gaussian log-prob without the 2 in (a - mu)^2 / (2 sigma^2)"),
+    Mutation(DISTRIBUTIONS, "var = torch.exp(2.0 * log_std)", "var = torch.exp(log_std)",
+             "Gaussian variance exp(log_std) (the std) instead of exp(2 log_std)"),
+    Mutation(DISTRIBUTIONS, "return (0.5 + _HALF_LOG_2PI + log_std).sum(-1)", "return (0.5 + _HALF_LOG_2PI - log_std).sum(-1)",
+             "Gaussian entropy decreasing in the std (sign of log_std flipped)"),
+    Mutation(DISTRIBUTIONS, "return -(log_p.exp() * log_p).sum(-1)", "return -(log_p.exp() * log_p).mean(-1)",
+             "categorical entropy averaged, not summed, over the actions"),
+    Mutation(DISTRIBUTIONS, "return (log_p.exp() * (log_p - log_q)).sum(-1)", "return (log_q.exp() * (log_p - log_q)).sum(-1)",
+             "categorical KL weighted by q instead of p"),
+    Mutation(DISTRIBUTIONS, "mean_term = ((mean_p - mean_q) * torch.exp(-log_std_q)) ** 2",
+             "mean_term = ((mean_p - mean_q) * torch.exp(-log_std_p)) ** 2",
+             "Gaussian KL's mean term scaled by p's std, not q's (swapped)"),
+    Mutation(DISTRIBUTIONS, "- 1.0) - (log_std_p - log_std_q)).sum(-1)", "- 1.0) + (log_std_p - log_std_q)).sum(-1)",
+             "Gaussian KL's log-std term with the wrong sign"),
+)
+
+
+class AnchorError(RuntimeError):
+    """A mutation's original text is not in its file exactly once."""
+
+
+def repository_files(root: Path) -> list[str]:
+    """Tracked and untracked-but-not-ignored files of ``root`` that exist (the working tree as
+    it is now, other people's uncommitted edits included)."""
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root, check=True,
+        capture_output=True,
+    ).stdout.decode()
+    return sorted({name for name in out.split("\0") if name and (root / name).is_file()})
+
+
+def copy_repository(root: Path, destination: Path) -> None:
+    for name in repository_files(root):
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, target)
+    # tests and docs refer to ../shared (the reference texts) beside the checkout
+    shared = root.parent / "shared"
+    if shared.exists() and not (destination.parent / "shared").exists():
+        (destination.parent / "shared").symlink_to(shared, target_is_directory=True)
+
+
+def locate(mutation: Mutation, text: str) -> int:
+    """The offset of the mutation's original text, which must occur exactly once."""
+    count = text.count(mutation.original)
+    if count != 1:
+        where = "not found" if count == 0 else f"found {count} times"
+        raise AnchorError(
+            f"{mutation.path}: the original text {mutation.original!r} is {where}; it must occur exactly once "
+            f"(has the file been refactored? update the anchor in benchmarks/mutations.py, keeping the bug: "
+            f"{mutation.description})"
+        )
+    return text.index(mutation.original)
+
+
+def line_as_written(mutation: Mutation, text: str) -> tuple[int, str, str]:
+    """The (1-based) line number, and the stripped line that holds the original text, as written
+    and as mutated."""
+    offset = locate(mutation, text)
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    line = text[start : end if end >= 0 else len(text)]
+    return text.count("\n", 0, offset) + 1, line.strip(), line.replace(mutation.original, mutation.replacement, 1).strip()
+
+
+def check_anchors(root: Path, mutations: list[tuple[int, Mutation]]) -> None:
+    problems = []
+    for _, mutation in mutations:
+        try:
+            locate(mutation, (root / mutation.path).read_text())
+        except AnchorError as error:
+            problems.append(str(error))
+        if "\n" in mutation.original or "\n" in mutation.replacement:
+            problems.append(f"{mutation.path}: mutation {mutation.original!r} spans lines; keep it to one line")
+        if mutation.original == mutation.replacement:
+            problems.append(f"{mutation.path}: mutation {mutation.original!r} changes nothing")
+    if problems:
+        raise AnchorError("\n".join(problems))
+
+
+def child_environment(copy: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a mutant of the same size within the same second: no stale .pyc
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def check_imports_the_copy(copy: Path) -> None:
+    """Fail loudly unless ``import adaptive_po`` inside the copy imports the copy (the installed
+    package is an editable install of this checkout)."""
+    code = "import adaptive_po, sys; sys.stdout.write(adaptive_po.__file__)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=copy, env=child_environment(copy), capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"importing adaptive_po in the copy failed:\n{result.stderr}")
+    imported = Path(result.stdout).resolve()
+    if not imported.is_relative_to(copy.resolve()):
+        raise RuntimeError(f"inside the copy {copy}, adaptive_po is imported from {imported}, not from the copy")
+
+
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+
+
+def run_tests(copy: Path, tests: list[str]) -> tuple[bool, str, str]:
+    """``(passed, first failing test id, output)`` of the selected tests in the copy."""
+    command = [
+        sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-m", "not slow",
+        "-rfE", "--no-header", *tests,
+    ]
+    try:
+        result = subprocess.run(
+            command, cwd=copy, env=child_environment(copy), capture_output=True, text=True, timeout=RUN_TIMEOUT
+        )
+    except subprocess.TimeoutExpired as error:
+        output = (error.stdout or b"").decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
+        return False, f"(timed out after {RUN_TIMEOUT} s)", output
+    output = result.stdout + result.stderr
+    if result.returncode == 0:
+        return True, "", output
+    match = _FAILED.search(output)
+    if match:
+        return False, match.group(1), output
+    if result.returncode == 5:
+        raise RuntimeError(f"no test was collected from {tests}:\n{output[-2000:]}")
+    return False, f"(pytest exit status {result.returncode})", output
+
+
+def markdown_table(rows: list[dict[str, str]]) -> str:
+    escape = lambda s: s.replace("|", "\\|")  # noqa: E731
+    lines = [
+        "| # | file:line | line as written | mutation (the line as mutated) | caught? | first failing test |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['n']} | {row['file']} | `{escape(row['line'])}` | {escape(row['mutation'])} | "
+            f"{row['caught']} | {escape(row['test'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tests", nargs="+", default=list(DEFAULT_TESTS), help="test files (or ids) to run on each mutant")
+    parser.add_argument("--only", type=int, action="append", metavar="N", help="run mutation N only (1-based; repeatable)")
+    parser.add_argument("--out", type=Path, help="also write the Markdown table to this file (atomically)")
+    parser.add_argument("--list", action="store_true", help="list the mutations and check their anchors; run nothing")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary copy (its path is printed)")
+    args = parser.parse_args(argv)
+
+    numbered = list(enumerate(MUTATIONS, start=1))
+    if args.only:
+        unknown = [n for n in args.only if not 1 <= n <= len(MUTATIONS)]
+        if unknown:
+            parser.error(f"--only takes 1 to {len(MUTATIONS)}, got {unknown}")
+        numbered = [(n, m) for n, m in numbered if n in set(args.only)]
+    check_anchors(ROOT, numbered)  # before any copying: a moved anchor is the likeliest failure
+    if args.list:
+        for n, mutation in numbered:
+            number, line, _ = line_as_written(mutation, (ROOT / mutation.path).read_text())
+            print(f"{n:2d}. {mutation.path}:{number}: {line}\n    -> {mutation.description}")
+        return 0
+
+    started = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="mutations-"))
+    copy = workdir / ROOT.name
+    try:
+        copy_repository(ROOT, copy)
+        check_anchors(copy, numbered)  # the copy is what is mutated (the files may have moved since)
+        check_imports_the_copy(copy)
+        print(f"copy of {ROOT} in {copy}; tests: {' '.join(args.tests)}", file=sys.stderr)
+        passed, failing, output = run_tests(copy, args.tests)
+        if not passed:
+            print(output[-4000:], file=sys.stderr)
+            raise RuntimeError(f"the unmutated copy fails the selected tests ({failing}): fix that first")
+        print(f"unmutated: the selected tests pass ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+
+        rows = []
+        for n, mutation in numbered:
+            path = copy / mutation.path
+            original_text = path.read_text()
+            number, line, mutated = line_as_written(mutation, original_text)
+            path.write_text(original_text.replace(mutation.original, mutation.replacement, 1))
+            mutant_started = time.monotonic()
+            try:
+                passed, failing, _ = run_tests(copy, args.tests)
+            finally:
+                path.write_text(original_text)
+            verdict = "survived" if passed else "caught"
+            print(f"{n:2d}. {verdict:8s} {time.monotonic() - mutant_started:5.1f} s  {mutation.description}  {failing}", file=sys.stderr)
+            rows.append({
+                "n": str(n), "file": f"{mutation.path}:{number}", "line": line,
+                "mutation": f"`{mutated}`: {mutation.description}",
+                "caught": "yes" if not passed else "**NO**", "test": failing or "-",
+            })
+    finally:
+        if args.keep:
+            print(f"kept the copy in {copy}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    survivors = [row for row in rows if row["caught"] != "yes"]
+    table = markdown_table(rows)
+    summary = (
+        f"\n{len(rows) - len(survivors)} of {len(rows)} mutations caught by `{' '.join(args.tests)}` "
+        f"(fast tests only; {time.monotonic() - started:.0f} s).\n"
+    )
+    print(table + summary)
+    if args.out:
+        write_atomically(args.out, table + summary)
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
