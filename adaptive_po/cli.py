@@ -311,7 +311,8 @@ class _TrainProgress:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from adaptive_po.bench.config import budget_notes, get_env_config, trained_timesteps
-    from adaptive_po.bench.population_engine import execute_population, supports_population
+    from adaptive_po.bench.jobs import supports_population
+    from adaptive_po.bench.population_engine import execute_population
     from adaptive_po.bench.process_engine import execute_run
     from adaptive_po.bench.grid import Grid, expand_grid
     specs = expand_grid(

@@ -14,7 +14,8 @@ from adaptive_po import BatchPolicyOptimization
 from adaptive_po.environments import MINATAR_GAMES, make_vec_env
 from adaptive_po.environments import minatar as minatar_backend
 from adaptive_po.bench.config import check_policy, get_env_config
-from adaptive_po.bench.population_engine import execute_population, supports_population
+from adaptive_po.bench.jobs import supports_population
+from adaptive_po.bench.population_engine import execute_population
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.bench.suites import MINATAR_ENVS, SUITES
 

@@ -21,7 +21,8 @@ import adaptive_po.analysis as analysis
 from adaptive_po.dials import DataDials
 from adaptive_po import BatchPolicyOptimization
 from adaptive_po import contract
-from adaptive_po.bench.population_engine import execute_population, group_populations, population_key
+from adaptive_po.bench.jobs import group_populations, population_key
+from adaptive_po.bench.population_engine import execute_population
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.bench.process_engine import execute_run
 from adaptive_po.objectives import OBJECTIVES

@@ -359,20 +359,13 @@ def test_the_population_engine_refuses_what_it_does_not_run():
 
 
 def test_unsupported_runs_go_to_the_process_engine(tmp_path):
-    import yaml
-
-    from adaptive_po.bench.config import DEFAULT_ENVS_DIR
-    from adaptive_po.bench.population_engine import supports_population
+    from adaptive_po.bench.config import write_env_config_copy
+    from adaptive_po.bench.jobs import supports_population
     from adaptive_po.bench.run_folder import RunSpec
 
-    pendulum = yaml.safe_load((DEFAULT_ENVS_DIR / "Pendulum-v1.yaml").read_text())
-    (tmp_path / "Pendulum-v1.yaml").write_text(yaml.safe_dump(pendulum))
-    pendulum["name"] = "PendulumSDE"
-    pendulum["hyperparams"].update(use_sde=True, sde_sample_freq=4)
-    (tmp_path / "PendulumSDE.yaml").write_text(yaml.safe_dump(pendulum))
-    frozen = dict(pendulum, name="FrozenLake", ids={"gymnasium": "FrozenLake-v1"})
-    frozen["hyperparams"] = dict(pendulum["hyperparams"], use_sde=False)
-    (tmp_path / "FrozenLake.yaml").write_text(yaml.safe_dump(frozen))
+    write_env_config_copy("Pendulum-v1", tmp_path)
+    write_env_config_copy("Pendulum-v1", tmp_path, name="PendulumSDE", hyperparams__use_sde=True, hyperparams__sde_sample_freq=4)
+    write_env_config_copy("Pendulum-v1", tmp_path, name="FrozenLake", ids={"gymnasium": "FrozenLake-v1"})
     spec = lambda env: RunSpec("quick", env, "esspo", 0, 1000, envs_dir=str(tmp_path))  # noqa: E731
     assert supports_population(spec("Pendulum-v1"))
     assert not supports_population(spec("PendulumSDE"))  # gSDE

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from adaptive_po.contract import COMPLETE, FAILED, STATUS_FILE
-from adaptive_po.bench.population_engine import group_populations, population_key
+from adaptive_po.bench.jobs import group_populations, population_key
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.bench.jobs import plan_jobs
 from adaptive_po.bench.grid import Grid, expand_grid

@@ -100,7 +100,7 @@ class Cost:
 def estimate_cost(specs: Sequence[RunSpec], engine: str = "population") -> Cost:
     """The cost estimate behind the dry run (:func:`describe_grid`) and every duration the
     documentation states: steps x the measured speed of ``engine`` per environment."""
-    from adaptive_po.bench.population_engine import supports_population
+    from adaptive_po.bench.jobs import supports_population
     from adaptive_po.environments.ids import is_atari
 
     check_engine(engine)

@@ -6,15 +6,19 @@ A sweep's runs are split into *jobs* by :func:`plan_jobs`; a job is what one wor
 engine, :mod:`adaptive_po.bench.population_engine`) or a single run (the process engine, and runs the
 population engine does not support, such as gSDE or Dict observations).
 
-This module sits below both executors: they import it, it imports neither of them.
+Which runs may share a population (:func:`population_key`, :func:`supports_population`) and how
+they are grouped (:func:`group_populations`) is decided here too. This module sits below both
+executors and both engines: they import it, it imports none of them.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from adaptive_po.bench.run_folder import RunSpec
+from adaptive_po.environments import resolve_backend
 
 #: the engines: ``population`` trains the runs of one environment together in one process where
 #: the runs allow it (MLP and CNN policies without gSDE), ``process`` gives every run its own process
@@ -72,8 +76,8 @@ def check_jobs(jobs: Sequence[Job]) -> None:
 def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members: int | None = None) -> list[Job]:
     """Split ``specs`` into jobs, in the order of their first run.
 
-    ``population``: the runs :func:`~adaptive_po.bench.population_engine.supports_population` accepts
-    are grouped by :func:`~adaptive_po.bench.population_engine.group_populations` (at most
+    ``population``: the runs :func:`supports_population` accepts
+    are grouped by :func:`group_populations` (at most
     ``max_members`` each, default ``DEFAULT_MAX_MEMBERS``); every other run is a job of its own.
     ``process``: every run is a job of its own.
     """
@@ -82,7 +86,6 @@ def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members:
         return [Job((spec,)) for spec in specs]
     # imported here: the population engine pulls in gymnasium, which a process-engine plan does
     # not need
-    from adaptive_po.bench.population_engine import DEFAULT_MAX_MEMBERS, group_populations, supports_population
 
     supported: dict[tuple[str, str | None], bool] = {}  # one YAML read per environment
 
@@ -97,3 +100,69 @@ def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members:
     jobs = [Job(tuple(group), population=True) for group in groups]
     jobs += [Job((spec,)) for spec in specs if not fits(spec)]
     return sorted(jobs, key=lambda job: order[id(job.specs[0])])
+
+
+#: the largest population the bench builds by default (memory and evaluation stay bounded)
+DEFAULT_MAX_MEMBERS = 64
+
+
+def population_key(spec: RunSpec) -> tuple[Any, ...]:
+    """Runs with equal keys can train in one population: everything but the seed and the
+    per-member data dials (policy lag, action noise, behaviour recording, sampler temperature and
+    precision) must agree, the variant's knobs included. Replay changes the amount of data per
+    update, so it is shared too."""
+    return (
+        spec.suite, spec.env, spec.algo, spec.variant, spec.total_timesteps, spec.dials.replay, spec.device, spec.backend,
+        spec.out, spec.envs_dir,
+    )
+
+
+def supports_population(spec: RunSpec) -> bool:
+    """Whether the population engine can run ``spec``: MLP and CNN policies (classic control,
+    Box2D, MinAtar, Atari) without gSDE, on Box observations with Discrete or one-dimensional Box
+    actions (:func:`adaptive_po.population.check_population_spaces`); the process engine runs the
+    rest (gSDE, Dict observations, multi-dimensional actions).
+    """
+    from adaptive_po.bench.config import get_env_config
+
+    env_cfg = get_env_config(spec.env, spec.envs_dir)
+    if env_cfg.hyperparams.policy not in ("MlpPolicy", "CnnPolicy") or env_cfg.hyperparams.use_sde:
+        return False
+    try:
+        backend, env_id = resolve_backend(env_cfg.ids, spec.backend)
+    except ValueError:
+        return False  # the process engine records the reason in the run folder
+    return _population_spaces(env_id, backend)
+
+
+@functools.lru_cache(maxsize=None)
+def _population_spaces(env_id: str, backend: str) -> bool:
+    """Whether the population engine runs ``env_id``'s spaces (one environment is built to see them)."""
+    from adaptive_po.environments import make_vec_env
+    from adaptive_po.population import check_population_spaces
+
+    try:
+        env = make_vec_env(env_id, 1, 0, backend, training=False)
+    except Exception:  # noqa: BLE001 - the process engine records the reason in the run folder
+        return False
+    try:
+        check_population_spaces(env.observation_space, env.action_space)
+    except ValueError:
+        return False
+    finally:
+        env.close()
+    return True
+
+
+def group_populations(specs: Sequence[RunSpec], max_members: int = DEFAULT_MAX_MEMBERS) -> list[list[RunSpec]]:
+    """Split ``specs`` into populations of at most ``max_members`` runs with equal
+    :func:`population_key`, in the order the specs first appear."""
+    if max_members < 1:
+        raise ValueError(f"max_members must be >= 1, got {max_members!r}")
+    groups: dict[tuple[Any, ...], list[RunSpec]] = {}
+    for spec in specs:
+        groups.setdefault(population_key(spec), []).append(spec)
+    out: list[list[RunSpec]] = []
+    for members in groups.values():
+        out.extend(members[i : i + max_members] for i in range(0, len(members), max_members))
+    return out

@@ -16,7 +16,6 @@ observations stay uint8 in the rollout storage (no float32 copy of every frame).
 
 from __future__ import annotations
 
-import functools
 import time
 import traceback
 from collections import deque
@@ -30,6 +29,7 @@ from adaptive_po import contract
 from adaptive_po.bench.divergence import compact_traceback, error_line
 from adaptive_po.bench.recorder import RunRecorder, nonfinite_reason
 from adaptive_po.environments import resolve_backend, resolve_device
+from adaptive_po.bench.jobs import population_key
 from adaptive_po.bench.run_folder import (
     RunSpec,
     completed_summary,
@@ -39,71 +39,6 @@ from adaptive_po.bench.run_folder import (
     run_settings,
     start_run_folder,
 )
-
-#: the largest population the bench builds by default (memory and evaluation stay bounded)
-DEFAULT_MAX_MEMBERS = 64
-
-
-def population_key(spec: RunSpec) -> tuple[Any, ...]:
-    """Runs with equal keys can train in one population: everything but the seed and the
-    per-member data dials (policy lag, action noise, behaviour recording, sampler temperature and
-    precision) must agree, the variant's knobs included. Replay changes the amount of data per
-    update, so it is shared too."""
-    return (
-        spec.suite, spec.env, spec.algo, spec.variant, spec.total_timesteps, spec.dials.replay, spec.device, spec.backend,
-        spec.out, spec.envs_dir,
-    )
-
-
-def supports_population(spec: RunSpec) -> bool:
-    """Whether the population engine can run ``spec``: MLP and CNN policies (classic control,
-    Box2D, MinAtar, Atari) without gSDE, on Box observations with Discrete or one-dimensional Box
-    actions (:func:`adaptive_po.population.check_population_spaces`); the process engine runs the
-    rest (gSDE, Dict observations, multi-dimensional actions).
-    """
-    from adaptive_po.bench.config import get_env_config
-
-    env_cfg = get_env_config(spec.env, spec.envs_dir)
-    if env_cfg.hyperparams.policy not in ("MlpPolicy", "CnnPolicy") or env_cfg.hyperparams.use_sde:
-        return False
-    try:
-        backend, env_id = resolve_backend(env_cfg.ids, spec.backend)
-    except ValueError:
-        return False  # the process engine records the reason in the run folder
-    return _population_spaces(env_id, backend)
-
-
-@functools.lru_cache(maxsize=None)
-def _population_spaces(env_id: str, backend: str) -> bool:
-    """Whether the population engine runs ``env_id``'s spaces (one environment is built to see them)."""
-    from adaptive_po.environments import make_vec_env
-    from adaptive_po.population import check_population_spaces
-
-    try:
-        env = make_vec_env(env_id, 1, 0, backend, training=False)
-    except Exception:  # noqa: BLE001 - the process engine records the reason in the run folder
-        return False
-    try:
-        check_population_spaces(env.observation_space, env.action_space)
-    except ValueError:
-        return False
-    finally:
-        env.close()
-    return True
-
-
-def group_populations(specs: Sequence[RunSpec], max_members: int = DEFAULT_MAX_MEMBERS) -> list[list[RunSpec]]:
-    """Split ``specs`` into populations of at most ``max_members`` runs with equal
-    :func:`population_key`, in the order the specs first appear."""
-    if max_members < 1:
-        raise ValueError(f"max_members must be >= 1, got {max_members!r}")
-    groups: dict[tuple[Any, ...], list[RunSpec]] = {}
-    for spec in specs:
-        groups.setdefault(population_key(spec), []).append(spec)
-    out: list[list[RunSpec]] = []
-    for members in groups.values():
-        out.extend(members[i : i + max_members] for i in range(0, len(members), max_members))
-    return out
 
 
 class _StackedNormalizer:

@@ -14,7 +14,7 @@ The protocol (``adaptive-po tune``, ``make bench-tuned``):
    earlier trial, so the default wins a tie).
 3. **Scoring.** The default and the configuration selected on fresh data train again on the
    *scoring seeds*, which the search never saw, under every condition; each other condition's
-   own selection under that condition. The analysis (``analysis.tuned``) compares
+   own selection under that condition. The analysis (``adaptive_po.analysis.reports.equal_tuning``) compares
    default with default and tuned with tuned, and prices retuning (the configuration selected on
    fresh data, run on stale data, against the one selected on stale data) without selection bias.
 
