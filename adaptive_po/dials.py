@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+import itertools
+from typing import Any, Mapping, Sequence
 
 #: how the behaviour log-probability is recorded: the distribution actually sampled from, or the
 #: learner's clean float32 policy at T = 1
@@ -62,6 +63,18 @@ class DataDials:
             raise ValueError(f"sampler temperature must be a finite number > 0, got {temperature!r}")
         if self.sampler_precision not in SAMPLER_PRECISIONS:
             raise ValueError(f"sampler precision must be one of {SAMPLER_PRECISIONS}, got {self.sampler_precision!r}")
+        # numbers as run folders record them: 0 and 0.0 are one condition with one config.json
+        object.__setattr__(self, "action_noise", float(noise))
+        object.__setattr__(self, "sampler_temperature", float(temperature))
+
+    @classmethod
+    def from_condition(cls, values: Mapping[str, Any]) -> "DataDials":
+        """One data condition as a suite or a tuning plan writes it (``{"policy_lag": 16}``):
+        ``ValueError`` naming an unknown key or a bad value."""
+        unknown = sorted(set(values) - set(DIAL_NAMES))
+        if unknown:
+            raise ValueError(f"unknown data dial(s) {unknown} in condition {dict(values)}; the dials are {list(DIAL_NAMES)}")
+        return cls(**values)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "DataDials":
@@ -125,3 +138,20 @@ def dials_from_arguments(dials: DataDials | None, **keywords: Any) -> DataDials:
     if both:
         raise ValueError(f"the data dials come either as dials=DataDials(...) or as keywords, not both: {both} given beside dials")
     return dials
+
+
+def dial_product(**levels: Sequence[Any] | None) -> list[DataDials]:
+    """Every combination of the given levels of each dial (``dial_product(policy_lag=[0, 16])``),
+    the dials not given (or given None) at their defaults, in :data:`DIAL_NAMES` order, each
+    validated. ``ValueError`` names an unknown dial, an empty list or a bad level."""
+    unknown = sorted(set(levels) - set(DIAL_NAMES))
+    if unknown:
+        raise ValueError(f"unknown data dial(s) {unknown}; the dials are {list(DIAL_NAMES)}")
+    axes = []
+    for name in DIAL_NAMES:
+        values = levels.get(name)
+        values = [DIAL_DEFAULTS[name]] if values is None else list(values)
+        if not values:
+            raise ValueError(f"no levels selected for {name}")
+        axes.append(values)
+    return [DataDials(**dict(zip(DIAL_NAMES, combination))) for combination in itertools.product(*axes)]

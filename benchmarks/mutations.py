@@ -259,6 +259,7 @@ def write_atomically(path: Path, text: str) -> None:
     try:
         with os.fdopen(handle, "w") as stream:
             stream.write(text)
+        os.chmod(temporary, 0o644)  # mkstemp's 0600 is for the temporary name only
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from adaptive_po.dials import DIAL_NAMES, DataDials, dial_product
 from adaptive_po.dials import DataDials
 from adaptive_po.bench.grid import Grid, expand_grid, seeds_from
 from adaptive_po.bench.sweep import run_sweep
@@ -97,13 +98,15 @@ def test_invalid_yaml_and_unknown_env_are_clear(tmp_path):
 
 # -- the grid -------------------------------------------------------------------------------------
 def grid(**kw):
-    base = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0], lags=[0], noise=[0.0], replay=[0], device="cpu")
+    """A small grid; dial levels given by name (``policy_lag=[0, 4]``) become its conditions."""
+    levels = {name: kw.pop(name) for name in DIAL_NAMES if name in kw}
+    base = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0], conditions=dial_product(**levels), device="cpu")
     base.update(kw)
     return Grid(**base)
 
 
 def test_grid_expansion_and_folders(tmp_path):
-    specs = expand_grid(grid(algos=["esspo", "ppo"], seeds=[0, 1], lags=[0, 4], noise=[0.0, 0.5], out=str(tmp_path)))
+    specs = expand_grid(grid(algos=["esspo", "ppo"], seeds=[0, 1], conditions=dial_product(policy_lag=[0, 4], action_noise=[0.0, 0.5]), out=str(tmp_path)))
     assert len(specs) == 2 * 2 * 2 * 2
     assert len({s.run_dir for s in specs}) == len(specs)
     spec = [s for s in specs if s.algo == "ppo" and s.dials.policy_lag == 4 and s.dials.action_noise == 0.5 and s.seed == 1][0]
@@ -114,9 +117,10 @@ def test_grid_expansion_and_folders(tmp_path):
 @pytest.mark.parametrize(
     "kw,needle",
     [
-        (dict(lags=[-1]), "policy_lag"),
-        (dict(noise=[-0.1]), "action_noise"),
+        (dict(policy_lag=[-1]), "policy_lag"),
+        (dict(action_noise=[-0.1]), "action_noise"),
         (dict(replay=[-3]), "replay"),
+        (dict(policy_lag=[]), "no levels selected for policy_lag"),
         (dict(algos=["ppo2"]), "'ppo2'"),
         (dict(envs=["Nope-v0"]), "'Nope-v0'"),
         (dict(suite="huge"), "'huge'"),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from adaptive_po.dials import DataDials
 from adaptive_po.bench.config import (
     DEFAULT_ENVS_DIR,
     MAX_FILE_BYTES,
@@ -62,7 +63,7 @@ def files_under(folder: Path) -> list[Path]:
 
 
 def grid(**kw) -> Grid:
-    base = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0], lags=[0], noise=[0.0], replay=[0], device="cpu")
+    base = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0], conditions=[DataDials()], device="cpu")
     return Grid(**{**base, **kw})
 
 

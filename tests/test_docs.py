@@ -67,17 +67,14 @@ def _bench_specs(argv: list[str]) -> list:
         elif flag != "--no-report":
             raise AssertionError(f"a Makefile bench command has a flag this test does not model: {flag} in {argv}")
     suite = get_suite(values["--suite"])
-    lags = [int(x) for x in values["--lags"].split(",")] if "--lags" in values else list(suite.lags)
+    lags = [int(x) for x in values["--lags"].split(",")] if "--lags" in values else None
     return expand_grid(
         Grid(
             suite=suite.name,
             envs=values["--envs"].split(",") if "--envs" in values else list(suite.envs),
             algos=list(suite.algos),
             seeds=list(range(suite.seeds)),
-            lags=lags,
-            noise=list(suite.noise),
-            replay=list(suite.replay),
-            conditions=[dict(c) for c in suite.conditions] if suite.conditions and "--lags" not in values else None,
+            conditions=suite.data_conditions(policy_lag=lags),
             variants={a: list(v) for a, v in (suite.variants or {}).items()} or None,
             suite_name=values.get("--suite-name"),
             tensorboard=False,

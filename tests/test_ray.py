@@ -39,6 +39,7 @@ except ImportError:
     _restore_auth_mode_env()
     pytest.skip("Ray is not installed: pip install 'adaptive-po[distributed]'", allow_module_level=True)
 
+from adaptive_po.dials import DataDials, dial_product
 from adaptive_po.bench import ray_executor  # noqa: E402
 from adaptive_po.bench.jobs import Job, plan_jobs  # noqa: E402
 from adaptive_po.bench.grid import Grid, expand_grid
@@ -52,7 +53,7 @@ from adaptive_po.bench.run_folder import RunSpec  # noqa: E402
 pytestmark = pytest.mark.xdist_group("ray")
 
 TIME_COLUMNS = {"time_elapsed"}
-GRID = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo", "ppo"], seeds=[0, 1], lags=[0, 2], noise=[0.0], replay=[0])
+GRID = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo", "ppo"], seeds=[0, 1], conditions=dial_product(policy_lag=[0, 2]))
 TIMESTEPS = 1024  # 4 updates: a killer still finds a worker mid-run (after its first update, before its summary)
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from adaptive_po.dials import DataDials
 from adaptive_po import contract
 from adaptive_po.bench import locks
 from adaptive_po.contract import COMPLETE, FAILED, verify_complete_run
@@ -129,8 +130,8 @@ def test_kill_9_of_the_driver_then_an_immediate_rerun(tmp_path):
     assert not (out / "quick" / locks.LOCK_FILE).exists()  # released when the rerun exited
     # the results of an uninterrupted sweep: the same runs, here in this process (fixed seeds)
     reference = tmp_path / "reference"
-    specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo", "ppo"], seeds=[0], lags=[0], noise=[0.0],
-                             replay=[0], timesteps=2048, device="cpu", out=str(reference), tensorboard=False))
+    specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo", "ppo"], seeds=[0], conditions=[DataDials()],
+                             timesteps=2048, device="cpu", out=str(reference), tensorboard=False))
     assert [execute_run(spec)["status"] for spec in specs] == ["complete", "complete"]
     for run_dir in runs:
         assert verify_complete_run(run_dir) is None
@@ -170,8 +171,8 @@ def test_a_live_lock_refuses_and_a_stale_one_is_taken_over(tmp_path, capfd):
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0], lags=[0], noise=[0.0],
-                                 replay=[0], timesteps=1024, device="cpu", out=str(tmp_path / "runs")))
+        specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0], conditions=[DataDials()],
+                                 timesteps=1024, device="cpu", out=str(tmp_path / "runs")))
         with pytest.raises(locks.SweepLocked, match=f"pid {holder.pid}"):
             run_sweep(specs, workers=1, show_progress=False, engine="process")
         assert not (folder / "CartPole-v1").exists()  # refused before anything ran
@@ -225,8 +226,8 @@ def test_corrupt_results_are_redone_by_the_bench_and_named_by_analysis(tmp_path,
     monkeypatch.setenv("COLUMNS", "500")
 
     out = tmp_path / "runs"
-    specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0, 1, 2, 3], lags=[0], noise=[0.0],
-                             replay=[0], timesteps=1024, device="cpu", out=str(out), tensorboard=False))
+    specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0, 1, 2, 3], conditions=[DataDials()],
+                             timesteps=1024, device="cpu", out=str(out), tensorboard=False))
     for spec in specs:
         assert execute_run(spec)["status"] == "complete"
     originals = {spec.seed: (spec.run_dir / "eval.csv").read_text() for spec in specs}

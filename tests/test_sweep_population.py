@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from adaptive_po.dials import DataDials, dial_product
 from adaptive_po.contract import COMPLETE, FAILED, STATUS_FILE
 from adaptive_po.bench.jobs import group_populations, population_key
 from adaptive_po.bench.run_folder import RunSpec
@@ -48,13 +49,13 @@ def run_files(out: Path) -> dict[str, list[str]]:
 
 
 def specs_of(out: Path, **kw) -> list[RunSpec]:
-    base = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo", "ppo"], seeds=[0, 1], lags=[0], noise=[0.0], replay=[0])
+    base = dict(suite="quick", envs=["CartPole-v1"], algos=["esspo", "ppo"], seeds=[0, 1], conditions=[DataDials()])
     return expand_grid(Grid(**{**base, **kw}, device="cpu", out=str(out)))
 
 
 # -- jobs -----------------------------------------------------------------------------------------
 def test_populations_respect_the_key_and_the_size_limit(tmp_path):
-    specs = specs_of(tmp_path, envs=["CartPole-v1", "Acrobot-v1"], seeds=[0, 1, 2], lags=[0, 2], noise=[0.0, 0.5], timesteps=4096)
+    specs = specs_of(tmp_path, envs=["CartPole-v1", "Acrobot-v1"], seeds=[0, 1, 2], conditions=dial_product(policy_lag=[0, 2], action_noise=[0.0, 0.5]), timesteps=4096)
     specs += specs_of(tmp_path / "other", seeds=[0, 1], timesteps=2048)  # another budget: other populations
     groups = group_populations(specs, max_members=5)
     assert sorted((str(s.run_dir), s.total_timesteps) for g in groups for s in g) == sorted((str(s.run_dir), s.total_timesteps) for s in specs)
@@ -205,17 +206,17 @@ def test_dry_run_names_the_engine_and_bad_workers_fail_first(tmp_path):
 def test_the_estimate_uses_each_engines_measured_speed_per_environment():
     from adaptive_po.bench.estimate import SECONDS_PER_MILLION, describe_grid
     from adaptive_po.bench.grid import Grid, expand_grid
-    specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0, 1], lags=[0], noise=[0.0], replay=[0], timesteps=1_000_000, device="cpu"))
+    specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0, 1], conditions=[DataDials()], timesteps=1_000_000, device="cpu"))
     for engine in ("population", "process"):
         text = describe_grid(specs, engine)
         minutes = 2 * SECONDS_PER_MILLION[engine]["CartPole-v1"] / 60  # under an hour: in minutes
         assert minutes < 60 and f"~ {minutes:.0f} CPU-core-minutes" in text and "not measured" not in text
-    long = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=list(range(40)), lags=[0], noise=[0.0], replay=[0], timesteps=1_000_000, device="cpu"))
+    long = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=list(range(40)), conditions=[DataDials()], timesteps=1_000_000, device="cpu"))
     hours = 40 * SECONDS_PER_MILLION["process"]["CartPole-v1"] / 3600
     assert hours >= 1 and f"~ {hours:.1f} CPU-core-hours" in describe_grid(long, "process")
-    mountain = expand_grid(Grid(suite="quick", envs=["MountainCar-v0"], algos=["esspo"], seeds=[0], lags=[0], noise=[0.0], replay=[0], device="cpu"))
+    mountain = expand_grid(Grid(suite="quick", envs=["MountainCar-v0"], algos=["esspo"], seeds=[0], conditions=[DataDials()], device="cpu"))
     assert "not measured, estimated at the mean measured speed: MountainCar-v0" in describe_grid(mountain)
     # Pendulum's speed was measured for populations (the quick suite), not for the process engine
-    pendulum = expand_grid(Grid(suite="quick", envs=["Pendulum-v1"], algos=["esspo"], seeds=[0], lags=[0], noise=[0.0], replay=[0], device="cpu"))
+    pendulum = expand_grid(Grid(suite="quick", envs=["Pendulum-v1"], algos=["esspo"], seeds=[0], conditions=[DataDials()], device="cpu"))
     assert "not measured" not in describe_grid(pendulum, "population")
     assert "not measured, estimated at the mean measured speed: Pendulum-v1" in describe_grid(pendulum, "process")

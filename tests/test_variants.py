@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from adaptive_po.dials import DataDials
 from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
 from adaptive_po.bench.run_folder import config_for, run_settings
@@ -69,8 +70,8 @@ def test_the_sensitivity_suite_is_valid_and_one_knob_at_a_time():
 def test_a_grid_with_conditions_and_variants_names_every_run(tmp_path):
     specs = expand_grid(
         Grid(
-            suite="paper", envs=["CartPole-v1"], algos=["ppo", "esspo"], seeds=[0, 1], lags=[0], noise=[0.0], replay=[0],
-            conditions=[dict(c) for c in PAPER_CONDITIONS], variants={"ppo": ["", "clip_range=0.3"]}, out=str(tmp_path), device="cpu",
+            suite="paper", envs=["CartPole-v1"], algos=["ppo", "esspo"], seeds=[0, 1],
+            conditions=[DataDials.from_condition(c) for c in PAPER_CONDITIONS], variants={"ppo": ["", "clip_range=0.3"]}, out=str(tmp_path), device="cpu",
         )
     )
     assert len(specs) == (2 + 1) * 5 * 2
@@ -92,16 +93,20 @@ def test_a_grid_with_conditions_and_variants_names_every_run(tmp_path):
     [
         ({"conditions": [{"sampler_temperature": 0.0}]}, "temperature"),
         ({"conditions": [{"sampler_precision": "int4"}]}, "precision"),
-        ({"conditions": [{"lag": 3}]}, "unknown condition key"),
+        ({"conditions": [{"lag": 3}]}, "unknown data dial"),
         ({"conditions": []}, "no conditions"),
+        ({"conditions": [{}, {"policy_lag": 0}]}, "listed twice"),
         ({"variants": {"ppo": ["clip=1"]}}, "unknown knob"),
         ({"variants": {"spo": ["eps=0.1"]}}, "not in the grid"),
     ],
 )
 def test_bad_grids_fail_before_compute(grid_changes, match, tmp_path):
-    grid = dict(suite="paper", envs=["CartPole-v1"], algos=["ppo"], seeds=[0], lags=[0], noise=[0.0], replay=[0], out=str(tmp_path))
+    grid = dict(suite="paper", envs=["CartPole-v1"], algos=["ppo"], seeds=[0], conditions=[DataDials()], out=str(tmp_path))
     with pytest.raises(ValueError, match=match):
-        expand_grid(Grid(**{**grid, **grid_changes}))
+        changes = dict(grid_changes)
+        if "conditions" in changes:  # as a suite writes them
+            changes["conditions"] = [DataDials.from_condition(c) for c in changes["conditions"]]
+        expand_grid(Grid(**{**grid, **changes}))
 
 
 def test_train_cli_takes_the_sampler_dials_and_a_variant(tmp_path):

@@ -10,13 +10,11 @@ line's comma-separated lists.
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from adaptive_po.bench.config import ConfigError, check_policy, check_run_limits, get_env_config
-from adaptive_po.dials import DIAL_DEFAULTS, DIAL_NAMES, DataDials
+from adaptive_po.dials import DataDials
 from adaptive_po.contract import check_name
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.environments import resolve_backend, resolve_device
@@ -33,14 +31,9 @@ class Grid:
     envs: list[str]
     algos: list[str]
     seeds: list[int]
-    lags: list[int]
-    noise: list[float]
-    replay: list[int]
-    behaviour_log_prob: list[str] = field(default_factory=lambda: [DIAL_DEFAULTS["behaviour_log_prob"]])
-    temperatures: list[float] = field(default_factory=lambda: [DIAL_DEFAULTS["sampler_temperature"]])
-    precisions: list[str] = field(default_factory=lambda: [DIAL_DEFAULTS["sampler_precision"]])
-    #: explicit data conditions (dicts of DataDials fields) instead of the product of the lists above
-    conditions: list[dict[str, Any]] | None = None
+    #: the data conditions, one DataDials each (:func:`adaptive_po.dials.dial_product` builds a
+    #: product of dial levels); each run's RunSpec carries one of these very objects
+    conditions: list[DataDials]
     #: per algorithm, the variants to run ("" = the defaults); algorithms not named run "" only
     variants: dict[str, list[str]] | None = None
     timesteps: int | None = None
@@ -53,25 +46,16 @@ class Grid:
     tensorboard: bool = True
 
 
-def _dials(values: dict[str, Any]) -> DataDials:
-    """One data condition (numbers as the run folders record them); ``ValueError`` names a bad dial."""
-    unknown = sorted(set(values) - set(DIAL_NAMES))
-    if unknown:
-        raise ValueError(f"unknown condition key(s) {unknown} in {values}")
-    dials = DataDials(**values)
-    floats = {name: float(getattr(dials, name)) for name in ("action_noise", "sampler_temperature")}
-    return dataclasses.replace(dials, **floats)
-
-
 def grid_conditions(grid: Grid) -> list[DataDials]:
-    """The grid's data conditions: its explicit list, or the product of its dial lists."""
-    if grid.conditions is not None:
-        if not grid.conditions:
-            raise ValueError("no conditions selected")
-        return [_dials(dict(c)) for c in grid.conditions]
-    axes = (grid.lags, grid.noise, grid.replay, grid.behaviour_log_prob, grid.temperatures, grid.precisions)
-    order = ("policy_lag", "action_noise", "replay", "behaviour_log_prob", "sampler_temperature", "sampler_precision")
-    return [_dials(dict(zip(order, levels))) for levels in itertools.product(*axes)]
+    """The grid's data conditions, checked: a non-empty list of distinct DataDials."""
+    if not grid.conditions:
+        raise ValueError("no conditions selected")
+    for condition in grid.conditions:
+        if not isinstance(condition, DataDials):
+            raise TypeError(f"a grid's conditions are DataDials, got {condition!r}")
+    if len(set(grid.conditions)) < len(grid.conditions):
+        raise ValueError(f"a data condition is listed twice in {[c.condition for c in grid.conditions]}")
+    return list(grid.conditions)
 
 
 def expand_grid(grid: Grid) -> list[RunSpec]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+from adaptive_po.dials import DataDials, dial_product
 from adaptive_po.objectives import OBJECTIVES
 
 #: the paper's headline data conditions ("Trust the Batch", arXiv 2605.12380): fresh data, a
@@ -70,6 +71,15 @@ class Suite:
     variants: Mapping[str, tuple[str, ...]] | None = None
     #: also write the paper analysis (analysis.reports.paper) into <suite>/paper
     paper_report: bool = False
+
+    def data_conditions(self, **levels: Sequence[Any] | None) -> list[DataDials]:
+        """The suite's data conditions, or those of the dial levels given (``policy_lag=[0, 4]``;
+        None: not given). Its explicit conditions apply unless a dial is given; otherwise the
+        product of the given levels and the suite's lags, noise and replay."""
+        if self.conditions and all(v is None for v in levels.values()):
+            return [DataDials.from_condition(c) for c in self.conditions]
+        axes = {"policy_lag": self.lags, "action_noise": self.noise, "replay": self.replay}
+        return dial_product(**{**axes, **{k: v for k, v in levels.items() if v is not None}})
 
 
 SUITES: dict[str, Suite] = {

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from adaptive_po.dials import DataDials
 from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
 from adaptive_po.bench.run_folder import RunSpec
@@ -156,10 +157,7 @@ def plan_specs(
         envs=[env],
         algos=[algo],
         seeds=list(seeds),
-        lags=[0],
-        noise=[0.0],
-        replay=[0],
-        conditions=[dict(c) for c in (plan.conditions if conditions is None else conditions)],
+        conditions=[DataDials.from_condition(c) for c in (plan.conditions if conditions is None else conditions)],
         variants={algo: list(dict.fromkeys(variants))},
         device=plan.device,
         out=plan.out,
