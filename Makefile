@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -31,6 +31,7 @@ help:
 	@echo "make classic-from-table, tuned-from-table, minatar-from-table, fresh-data-from-table"
 	@echo "                        a report's verdicts and its docs/results/README.md block, rebuilt from its committed tables (no runs/)"
 	@echo "make plot               figures, tables and report.md from runs/ (SUITE=quick)"
+	@echo "make mutations          27 one-line bugs planted in update, objectives and distributions, each run against the fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (environment throughput, learner time per update, runs per hour of both engines)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
 	@echo "make clean-runs         delete the folders the bench targets write under runs/"
@@ -190,6 +191,11 @@ perf: $(STAMP)
 	$(VPY) benchmarks/learner.py
 	$(VPY) benchmarks/engines_speed.py
 	$(VPY) benchmarks/engines_speed.py --envs Breakout-MinAtar --members 16 --steps 49152 --process-runs 2
+
+# Planted one-line bugs of the training step, each against the fast tests, in a copy of the tree (the
+# checkout is never modified); exits 1 if a bug survives
+mutations: $(STAMP)
+	$(VPY) benchmarks/mutations.py --out docs/results/mutations.md
 
 # The quick suite through the process engine too (runs/quick-process), then both engines' per-cell
 # final-return CIs side by side. Needs `make bench` first (runs/quick, population engine).
