@@ -31,7 +31,7 @@ help:
 	@echo "make classic-from-table, tuned-from-table, minatar-from-table, fresh-data-from-table"
 	@echo "                        a report's verdicts and its docs/results/README.md block, rebuilt from its committed tables (no runs/)"
 	@echo "make plot               figures, tables and report.md from runs/ (SUITE=quick)"
-	@echo "make mutations          27 one-line bugs planted in update, objectives and distributions, each run against the fast tests; the table into docs/results/mutations.md"
+	@echo "make mutations          32 one-line bugs planted in update, objectives and distributions, each run against the fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (environment throughput, learner time per update, runs per hour of both engines)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
 	@echo "make clean-runs         delete the folders the bench targets write under runs/"

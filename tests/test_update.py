@@ -275,3 +275,56 @@ def test_members_of_one_population_share_their_replay_depth():
         PopulationLearner(env.observation_space, env.action_space, [Member(0, replay=1), Member(1, replay=2)], **SMALL)
     learner = PopulationLearner(env.observation_space, env.action_space, [Member(0, replay=2), Member(1, replay=2)], **SMALL)
     assert learner.replay == 2
+
+
+# -- what one update owes the loss (update.run_update) --------------------------------------------------
+def test_one_update_hands_the_loss_the_replayed_batches_ess_and_the_objectives_state():
+    """Every minibatch of an update on replayed data gets the replayed part's ESS of pi_prox/pi_b
+    (P3O reads it); an objective's per-run state reaches its loss as updated after the previous
+    update (adaptive KL-PPO's coefficient); the update's explained variance is the fresh rollout's."""
+    from adaptive_po.environments import make_vec_env
+
+    n_steps, n_envs = 16, 2
+    n_fresh = n_steps * n_envs
+    for algo in ("p3o", "kl-ppo"):
+        model = BatchPolicyOptimization(
+            "MlpPolicy", make_vec_env("CartPole-v1", n_envs=n_envs, seed=0), objective=algo, n_steps=n_steps,
+            batch_size=16, n_epochs=2, learning_rate=3e-3, seed=0, device="cpu", replay=1,
+        )
+        spec = model.objective_spec
+        calls: list[tuple[int, object, dict]] = []
+        states: list[dict[str, float]] = [{k: float(v) for k, v in model.objective_state.items()}]
+        datas: list[dict] = []
+        stats: list[dict[str, float]] = []
+
+        def spy(batch, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append((len(stats), batch, kwargs))
+            return spec.loss(batch, **kwargs)
+
+        def after_update(update_stats: dict[str, float]) -> None:
+            stats.append(update_stats)
+            states.append({k: float(v) for k, v in model.objective_state.items()})
+
+        model.objective_spec = dataclasses.replace(spec, loss=spy)
+        model.add_epoch_listener(lambda epoch, rows, data: datas.append(data) if epoch == 0 else None)
+        model.add_update_listener(after_update)
+        model.learn(4 * n_fresh)
+        assert len(stats) == 4 and len(datas) == 4
+        for update_index, data in enumerate(datas):
+            n = data["advantages"].shape[-1]
+            assert n == n_fresh * (1 if update_index == 0 else 2)  # the fresh batch, then one replayed
+            ev = update.explained_variance(data["values"][:n_fresh], data["returns"][:n_fresh])
+            assert stats[update_index]["explained_variance"] == pytest.approx(float(ev), rel=1e-6)
+            if update_index:
+                whole = update.explained_variance(data["values"], data["returns"])
+                assert float(whole) != pytest.approx(float(ev), rel=1e-3)
+        if algo == "p3o":
+            for update_index, batch, _ in calls:
+                data = datas[update_index]
+                expected = update.whole_batch_ess(data["proximal_log_prob"][n_fresh:], data["behaviour_log_prob"][n_fresh:])
+                assert float(batch.replay_ess) == pytest.approx(float(expected), rel=1e-6)
+            assert min(float(b.replay_ess) for u, b, _ in calls if u > 0) < 0.999  # replayed data is off-policy
+        else:
+            assert len({s["kl_coef"] for s in states}) > 1  # the coefficient moved
+            for update_index, _, kwargs in calls:
+                assert float(kwargs["kl_coef"]) == pytest.approx(states[update_index]["kl_coef"])
