@@ -8,17 +8,17 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
 help:
 	@echo "make bench              the quick suite: Pendulum, LunarLander x esspo, ppo x lag 0, 16 x 5 seeds (40 runs, about 9 min on 2 CPU cores), then its report"
 	@echo "make test               the test suite, on every core"
-	@echo "make bench-full         the classic suite: 5 environments x all 15 algorithms x 5 seeds x lags 0-8 x noise 0, 0.5 (3,750 runs, about 37.5 h on 2 CPU cores)"
+	@echo "make bench-full         the classic suite: 5 environments x all 16 algorithms x 5 seeds x lags 0-8 x noise 0, 0.5 (4,000 runs, about 40.0 h on 2 CPU cores)"
 	@echo "make bench-staleness    4 classic environments x esspo, ppo, decoupled-ppo, tis-pg x lags 0-64 x 5 seeds (320 runs, about 49 min on 2 CPU cores); report into docs/results/staleness"
 	@echo "make bench-paper        the paper's conditions: 10 objectives x fresh, lag 16, T=1.2, fp8 (own or learner log-probs) x 3 environments x 5 seeds (750 runs, about 1.4 h on 2 CPU cores); report into docs/results/paper"
-	@echo "make bench-sensitivity  the tuning tax: each objective over its own and the shared knobs x 3 conditions x 2 environments x 3 seeds (648 runs, about 18 min on 2 CPU cores)"
+	@echo "make bench-sensitivity  the tuning tax: each objective over its own and the shared knobs x 3 conditions x 2 environments x 3 seeds (792 runs, about 22 min on 2 CPU cores)"
 	@echo "make paper-report       the paper report (IQM, profiles, tuning tax) from runs/paper, runs/sensitivity, runs/staleness"
 	@echo "make bench-tuned        equal tuning, held-out selection: esspo and ppo each get a 6-trial Optuna search on Pendulum and LunarLander, fresh and lag 16, seeds 100-101 (96 search runs); default and selected configurations scored on seeds 0-4; report into docs/results/tuned"
 	@echo "make bench-minatar      the MinAtar tier: 5 games x esspo, ppo, decoupled-ppo x lag 0, 4 x 5 seeds, plus PPO at the published step (170 runs, about 2.6 h on 2 CPU cores); report into docs/results/minatar"
@@ -31,6 +31,7 @@ help:
 	@echo "make classic-from-table, tuned-from-table, minatar-from-table, fresh-data-from-table"
 	@echo "                        a report's verdicts and its docs/results/README.md block, rebuilt from its committed tables (no runs/)"
 	@echo "make plot               figures, tables and report.md from runs/ (SUITE=quick)"
+	@echo "make bench-r2vpo        after R2VPO on the staleness grid: r2vpo x 4 classic environments x lags 0-64 x 5 seeds (80 runs, about 12 min on 2 CPU cores); verdicts against the published PPO runs into docs/results/r2vpo"
 	@echo "make mutations          32 one-line bugs planted in update, objectives and distributions, each run against the fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (environment throughput, learner time per update, runs per hour of both engines)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
@@ -73,6 +74,19 @@ bench: $(STAMP)
 
 bench-full: $(STAMP)
 	$(VPY) -m adaptive_po bench --suite classic $(WORKERS_FLAG)
+
+# after R2VPO on the staleness grid (its own suite folder), its verdicts against the published PPO
+# runs of that grid (docs/results/r2vpo); publishes even when runs failed, then the bench's status
+R2VPO_BENCH = bench --suite staleness --algos r2vpo --suite-name staleness-r2vpo --no-report
+R2VPO_REPORT = $(VPY) -m adaptive_po.analysis.reports.r2vpo --runs runs/staleness-r2vpo --baseline docs/results/staleness/per_run.csv --out docs/results/r2vpo
+bench-r2vpo: $(STAMP)
+	$(call bench_then_publish,R2VPO_BENCH,$(R2VPO_REPORT))
+
+r2vpo-report: $(STAMP)
+	$(R2VPO_REPORT)
+
+r2vpo-from-table: $(STAMP)
+	$(VPY) -m adaptive_po.analysis.reports.r2vpo --table docs/results/r2vpo/per_run.csv --out docs/results/r2vpo
 
 # the staleness grid, its report and its block in docs/results/README.md
 STALENESS_BENCH = bench --suite staleness
@@ -210,6 +224,6 @@ readme: $(STAMP)
 # Every folder the bench targets write under runs/: each suite of adaptive_po/bench/suites.py, the
 # tuner's two and the --suite-name folders above (tests/test_docs.py keeps the list complete).
 # runs/README.md, the run-folder contract, stays.
-RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 atari atari-smoke
+RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 staleness-r2vpo atari atari-smoke
 clean-runs:
 	rm -rf $(addprefix runs/,$(RUN_FOLDERS))

@@ -55,7 +55,7 @@ from adaptive_po.collector import (
 from adaptive_po.dials import DIAL_DEFAULTS, DataDials, dials_from_arguments
 from adaptive_po.hyperparams import SB3_DEFAULTS as _D
 from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
-from adaptive_po.objectives import KL_FORMS, get_objective
+from adaptive_po.objectives import KL_FORMS, get_objective, initial_state
 from adaptive_po.update import MINIBATCH_KEYS, advantages_and_returns, check_update_settings, minibatch_loss, run_update
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
@@ -254,7 +254,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         self.target_kl = target_kl
         # an algorithm that replays by design (P3O) does so unless the run sets its own depth
         self.dials = dataclasses.replace(dials, replay=dials.replay or self.objective_spec.replay)
-        self.objective_state = {k: th.tensor(float(v)) for k, v in self.objective_spec.state.items()}
+        self.objective_state = {k: th.tensor(v) for k, v in initial_state(self.objective_spec, self.objective_kwargs).items()}
         super().__init__(
             policy,
             env,
@@ -591,9 +591,11 @@ class _SB3Face:
         model.policy.optimizer.step()
         return stats, False
 
-    def update_objective_state(self, reverse_kl: th.Tensor, schedule_values: dict[str, Any]) -> None:
+    def update_objective_state(self, reverse_kl: th.Tensor, ratio_variance: th.Tensor, schedule_values: dict[str, Any]) -> None:
         model = self.model
-        model.objective_state = model.objective_spec.update_state(model.objective_state, reverse_kl, **schedule_values, **model.objective_state)
+        model.objective_state = model.objective_spec.update_state(
+            model.objective_state, reverse_kl, ratio_variance=ratio_variance, **schedule_values, **model.objective_state
+        )
 
 
 #: SB3 PPO's trust-region arguments, and why ESSPO has none of them

@@ -516,17 +516,22 @@ def _cmd_trace(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    import inspect
+
     from adaptive_po.bench.config import DEFAULT_ENVS_DIR, available_envs, load_env_config
-    from adaptive_po.objectives import OBJECTIVES
     from adaptive_po.bench.suites import SUITES
+    from adaptive_po.bench.variants import objective_knobs
+    from adaptive_po.objectives import OBJECTIVES
 
     print(f"environments ({args.envs_dir or DEFAULT_ENVS_DIR}/*.yaml):")
     for name, path in available_envs(args.envs_dir).items():
         cfg = load_env_config(path)
         print(f"  {name:18s} ids {cfg.ids}  budgets {cfg.budget}")
-    print("algorithms:")
+    print("algorithms (their own knobs, defaults: what variants and the tuner set):")
     for name, spec in OBJECTIVES.items():
-        print(f"  {name:18s} {spec.description}")
+        defaults = {p.name: p.default for p in inspect.signature(spec.loss).parameters.values()}
+        knobs = ", ".join(f"{k} {defaults[k]:g}" for k in objective_knobs(name))
+        print(f"  {name:18s} {spec.description}" + (f"\n  {'':18s} knobs: {knobs}" if knobs else ""))
     print("suites:")
     width = max(len(name) for name in SUITES)
 

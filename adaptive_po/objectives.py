@@ -22,10 +22,11 @@ Conventions
   what the training loop must give the loss. Adding an objective is one function and one entry.
 
 The cited systems (``../shared/reference/OBJECTIVES.md``) are restated for one action per sample:
-CISPO, DAPO, SPO, PPO with the adaptive KL penalty, V-trace and the 2019 P3O are registered. GSPO
+CISPO, DAPO, SPO, PPO with the adaptive KL penalty, V-trace, the 2019 P3O and R2VPO are registered. GSPO
 is not: its sequence-level ratio is the geometric mean over a sequence's tokens, which with one
-action per sample is the ratio itself, so GSPO reduces to PPO's clip ("ppo"). R2VPO is not either:
-no public formula details or code for its primal-dual ratio-variance penalty were found.
+action per sample is the ratio itself, so GSPO reduces to PPO's clip ("ppo"). R2VPO is registered
+"after R2VPO" (``r2vpo``): its papers' public text fixes the construction (a constraint on the
+ratio's variance, a primal-dual scheme), not every detail; :func:`r2vpo_loss` names each choice.
 
 This module imports torch and :mod:`adaptive_po.distributions` only.
 """
@@ -431,6 +432,67 @@ def kl_ppo_update(state: Mapping[str, Any], kl: Tensor | float, *, kl_target: fl
     return {"kl_coef": new.to(beta.dtype)}
 
 
+def r2vpo_loss(
+    batch: PolicyBatch,
+    *,
+    multiplier: Tensor | float,
+    variance_target: float = 0.02,
+    dual_step: float = 10.0,
+    initial_multiplier: float = 1.0,
+) -> ObjectiveOutput:
+    """After R2VPO, ratio-variance regularized policy optimization (Luo et al., arXiv 2601.03320
+    and 2605.26784): the clip replaced by a constraint on the variance of the policy ratio over
+    the batch, enforced by a Lagrange multiplier adapted by dual ascent.
+
+    ``L = -mean(rho A) + lambda * (Var_B(rho) - v)``, ``rho = pi_theta / pi_b`` with gradient (the
+    importance-weighted policy-gradient surrogate), ``Var_B(rho) = mean((rho - mean(rho))^2)`` the
+    minibatch's second central moment, ``lambda = multiplier`` the per-run state that
+    :func:`r2vpo_update` adapts between updates, ``v = variance_target``.
+
+    What the papers' public text fixes: the variance (second central moment) of the ratio as the
+    constrained quantity, a primal-dual scheme, stale data down-weighted rather than discarded.
+    What is chosen here, since no formula details or code are public:
+
+    * ratios against the behaviour policy, as the other stale-data corrections here take them, so
+      the constraint also bounds how far the learner may move from stale data;
+    * the multiplier updated once per update, not per minibatch, by projected dual ascent
+      ``lambda <- max(0, lambda + dual_step * (Var_D(rho) - v))`` on the whole update's data under
+      the updated parameters (the objective-state mechanism adaptive KL-PPO uses);
+    * ``variance_target`` 0.02 (a ratio standard deviation of about 0.14, the spread of ratios
+      that PPO's 0.2 clip leaves roughly untouched), ``dual_step`` 10 (a violation of 0.1 moves
+      lambda by 1 in one update), ``initial_multiplier`` 1 (the start value of the state; the
+      loss itself reads ``multiplier``). All three are the objective's tuned knobs.
+
+    ``kl_weight`` reports lambda (the constraint's strength), ``cap_fraction`` the fraction of
+    ratios outside [0.8, 1.2] (what PPO's clip would have cut), for comparison with the others.
+    The variance is quadratic in rho: past a log-ratio of about 44 it overflows float32, as SPO's
+    penalty does.
+    """
+    del dual_step, initial_multiplier  # the state update's and the state's start (same arguments)
+    ratio = torch.exp(batch.log_prob - batch.behaviour_log_prob)
+    policy_term = -(ratio * batch.advantages).mean()
+    variance = ((ratio - ratio.mean()) ** 2).mean()
+    lam = _as_tensor_like(multiplier, batch.log_prob)
+    loss = policy_term + lam * (variance - variance_target)
+    outside = ((ratio.detach() - 1.0).abs() > 0.2).to(torch.float64).mean()
+    return ObjectiveOutput(loss, {"kl_weight": _detached(lam), "policy_loss": _detached(policy_term), "cap_fraction": outside})
+
+
+def r2vpo_update(
+    state: Mapping[str, Any], kl: Tensor | float, *, ratio_variance: Tensor | float, variance_target: float = 0.02,
+    dual_step: float = 10.0, **_: Any,
+) -> dict[str, Tensor]:
+    """Projected dual ascent on R2VPO's multiplier: ``lambda <- max(0, lambda + dual_step *
+    (ratio_variance - variance_target))``, with ``ratio_variance`` the variance of pi_theta/pi_b
+    over the whole update's data under the updated parameters (``kl`` is not used)."""
+    lam = state["multiplier"]
+    if not isinstance(lam, Tensor):
+        lam = torch.tensor(float(lam), dtype=torch.float64)
+    v = ratio_variance if isinstance(ratio_variance, Tensor) else torch.tensor(float(ratio_variance), dtype=lam.dtype, device=lam.device)
+    new = torch.clamp(lam + dual_step * (v.to(lam.dtype) - variance_target), min=0.0)
+    return {"multiplier": new}
+
+
 def p3o_loss(batch: PolicyBatch, *, kl: KLForm = "analytic") -> ObjectiveOutput:
     """P3O, Policy-on Policy-off Policy Optimization (Fakoor et al. 2019, arXiv 1905.01756;
     rasoolfa/P3O ``algs/P3O/p3o.py``), its on-policy step and replay steps in one loss.
@@ -499,9 +561,12 @@ class ObjectiveSpec:
     :param state: per-run state the objective carries across updates, with its initial values
         (e.g. the adaptive KL coefficient); passed to the loss as keyword arguments, one value
         per run (a 0-dim tensor), so the population engine keeps one per member.
-    :param update_state: ``update_state(state, kl, **arguments) -> new state``, called after every
-        update with ``kl`` the mean analytic KL(pi_b || pi_theta) over the update's data under the
+    :param update_state: ``update_state(state, kl, *, ratio_variance, **arguments) -> new state``,
+        called after every update with ``kl`` the mean analytic KL(pi_b || pi_theta) and
+        ``ratio_variance`` the variance of pi_theta/pi_b, both over the update's data under the
         updated parameters, and the objective's arguments; pure tensor code (no ``.item()``).
+        A state's start value is its entry here, or the objective's keyword ``initial_<name>``
+        where the loss takes one (so a variant or the tuner can set it).
     :param advantage_estimator: ``"gae"`` or ``"vtrace"``: how the training loop computes the
         advantages and the critic's targets for this objective (:mod:`adaptive_po.buffers`).
     :param replay: older rollouts the algorithm itself replays at each update (P3O), used when
@@ -523,6 +588,12 @@ class ObjectiveSpec:
     advantage_estimator: str = "gae"
     replay: int = 0
     needs_batch_ess: bool = False
+
+
+def initial_state(spec: ObjectiveSpec, kwargs: Mapping[str, Any]) -> dict[str, float]:
+    """The objective's per-run state at the start of training: each entry of ``spec.state``, or the
+    value of the keyword ``initial_<name>`` in ``kwargs`` where given (a variant, the tuner)."""
+    return {name: float(kwargs.get(f"initial_{name}", value)) for name, value in spec.state.items()}
 
 
 #: algorithm name -> objective. Adding an objective is one function above and one entry here.
@@ -587,6 +658,12 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
         needs_kl=True,
         needs_replay_info=True,
         replay=2,
+    ),
+    "r2vpo": ObjectiveSpec(
+        r2vpo_loss,
+        "after R2VPO (arXiv 2601.03320, 2605.26784): rho A minus lambda (Var(rho) - 0.02), lambda by projected dual ascent after each update",
+        state={"multiplier": 1.0},
+        update_state=r2vpo_update,
     ),
 }
 

@@ -47,7 +47,7 @@ from adaptive_po.collector import SamplerActor
 from adaptive_po.dials import DataDials
 from adaptive_po.hyperparams import check_hyperparams
 from adaptive_po.networks import resolve_policy_kwargs
-from adaptive_po.objectives import get_objective
+from adaptive_po.objectives import get_objective, initial_state
 from adaptive_po.update import (
     MINIBATCH_KEYS,
     EpochListener,
@@ -259,7 +259,7 @@ class PopulationLearner:
         self.noise = torch.tensor([m.action_noise for m in self.members], device=self.device, dtype=torch.float32)
         self.temperature = torch.tensor([m.sampler_temperature for m in self.members], device=self.device, dtype=torch.float32)
         self.objective_state = {
-            k: torch.full((self.k,), float(v), device=self.device) for k, v in self.objective_spec.state.items()
+            k: torch.full((self.k,), v, device=self.device) for k, v in initial_state(self.objective_spec, self.objective_kwargs).items()
         }
         self.record_actual = torch.tensor([m.behaviour_log_prob == "actual" for m in self.members], device=self.device)
         self.action_generators = [self._generator(m.seed) for m in self.members]
@@ -541,8 +541,8 @@ class _StackedFace:
         learner._adam_step(grads, self.lr)
         return stats, False
 
-    def update_objective_state(self, reverse_kl: Tensor, schedule_values: dict[str, Any]) -> None:
+    def update_objective_state(self, reverse_kl: Tensor, ratio_variance: Tensor, schedule_values: dict[str, Any]) -> None:
         learner = self.learner
-        update = vmap(lambda st, kl: learner.objective_spec.update_state(st, kl, **schedule_values, **st))
-        new_state = update(learner.objective_state, reverse_kl)
+        update = vmap(lambda st, kl, rv: learner.objective_spec.update_state(st, kl, ratio_variance=rv, **schedule_values, **st))
+        new_state = update(learner.objective_state, reverse_kl, ratio_variance)
         learner.objective_state = {k: torch.where(learner.alive, v, learner.objective_state[k]) for k, v in new_state.items()}

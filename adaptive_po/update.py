@@ -271,8 +271,9 @@ class UpdateFace(Protocol):
         """Forward, :func:`minibatch_loss`, gradient and optimizer step on one minibatch; returns
         its statistics and whether the update stops here (SB3's ``target_kl``, before the step)."""
 
-    def update_objective_state(self, reverse_kl: Tensor, schedule_values: Mapping[str, Any]) -> None:
-        """Advance the objective's per-run state (adaptive KL-PPO's coefficient) after the epochs."""
+    def update_objective_state(self, reverse_kl: Tensor, ratio_variance: Tensor, schedule_values: Mapping[str, Any]) -> None:
+        """Advance the objective's per-run state (adaptive KL-PPO's coefficient, R2VPO's
+        multiplier) after the epochs, from the update's mean KL(pi_b || pi_theta) and ratio variance."""
 
 
 def training_data(face: UpdateFace, batches: Sequence[Any]) -> dict[str, Any]:
@@ -341,9 +342,14 @@ def run_update(
 
     with torch.no_grad():
         dist_params = face.dist_params(data)
-        final_kl = approx_kl(D.log_prob(kind, dist_params, data["actions"]) - data["proximal_log_prob"])
+        log_prob = D.log_prob(kind, dist_params, data["actions"])
+        final_kl = approx_kl(log_prob - data["proximal_log_prob"])
         if objective.update_state is not None:
-            face.update_objective_state(mean_reverse_kl(kind, data["behaviour_params"], dist_params), schedule_values)
+            face.update_objective_state(
+                mean_reverse_kl(kind, data["behaviour_params"], dist_params),
+                ratio_variance(log_prob, data["behaviour_log_prob"]),
+                schedule_values,
+            )
     statistics = reduce_statistics(
         rows, approx_kl=final_kl, values=data["values"][..., :n_fresh], returns=data["returns"][..., :n_fresh],
         learning_rate=learning_rate,
@@ -363,6 +369,13 @@ def mean_reverse_kl(kind: D.Kind, behaviour_params: Tensor, dist_params: Tensor)
     """Mean analytic KL(pi_b || pi_theta) over the last data dimension, float32 accumulated in
     float64: what an objective's state update (KL-PPO's coefficient) sees after an update."""
     return D.kl(kind, behaviour_params, dist_params).to(torch.float64).mean(-1).to(torch.float32)
+
+
+def ratio_variance(log_prob: Tensor, behaviour_log_prob: Tensor) -> Tensor:
+    """Variance (second central moment) of pi_theta/pi_b over the last data dimension, computed in
+    float64, returned in float32: what R2VPO's dual ascent sees after an update."""
+    ratio = torch.exp((log_prob - behaviour_log_prob).to(torch.float64))
+    return ratio.var(dim=-1, unbiased=False).to(torch.float32)
 
 
 def explained_variance(values: Tensor, returns: Tensor) -> Tensor:

@@ -62,7 +62,7 @@ def _bench_specs(argv: list[str]) -> list:
     values: dict[str, str] = {}
     flags = iter(argv)
     for flag in flags:
-        if flag in ("--suite", "--suite-name", "--envs", "--lags", "--device", "--workers"):
+        if flag in ("--suite", "--suite-name", "--envs", "--algos", "--lags", "--device", "--workers"):
             values[flag] = next(flags)
         elif flag != "--no-report":
             raise AssertionError(f"a Makefile bench command has a flag this test does not model: {flag} in {argv}")
@@ -72,7 +72,7 @@ def _bench_specs(argv: list[str]) -> list:
         Grid(
             suite=suite.name,
             envs=values["--envs"].split(",") if "--envs" in values else list(suite.envs),
-            algos=list(suite.algos),
+            algos=values["--algos"].split(",") if "--algos" in values else list(suite.algos),
             seeds=list(range(suite.seeds)),
             conditions=suite.data_conditions(policy_lag=lags),
             variants={a: list(v) for a, v in (suite.variants or {}).items()} or None,
@@ -121,7 +121,7 @@ def _adaptive_po_commands(target: str, command: str) -> list[list[str]]:
 
 
 #: the targets that run the bench, and so state a dry-run estimate
-BENCH_TARGETS = ("bench", "bench-full", "bench-staleness", "bench-paper", "bench-sensitivity", "bench-minatar", "bench-fresh-data", "bench-atari")
+BENCH_TARGETS = ("bench", "bench-full", "bench-staleness", "bench-paper", "bench-sensitivity", "bench-minatar", "bench-fresh-data", "bench-atari", "bench-r2vpo")
 
 
 @lru_cache(maxsize=None)
@@ -164,7 +164,7 @@ def _help_lines() -> list[str]:
     return [m.group(1) for m in re.finditer(r'^\t@echo "(.*)"$', MAKEFILE.read_text(), re.M)]
 
 
-TARGET = re.compile(r"\bmake ([a-z][a-z-]*)")
+TARGET = re.compile(r"\bmake ([a-z][a-z0-9-]*)")
 #: a stated duration, in the dry run's own format ("9 min", "37.5 h"); a measurement reads "took ..."
 DURATION = re.compile(r"(?<!took )\babout (<1|\d+(?:\.\d+)?) (min|h)\b")
 #: any other way to state how long something takes, which the checks below refuse beside a target
@@ -230,7 +230,7 @@ def _target_rows() -> dict[str, str]:
     section = README.read_text().split("## Make targets", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
-        match = re.match(r"\| `make ([a-z-]+)", line)
+        match = re.match(r"\| `make ([a-z0-9-]+)", line)
         if match:
             rows[match.group(1)] = line
     return rows
@@ -382,7 +382,7 @@ def test_the_generated_results_blocks_live_in_the_results_page():
 @needs_make
 def test_every_make_target_that_writes_a_block_writes_it_into_the_results_page():
     writers: dict[str, set[str]] = {}
-    for target in re.findall(r"^([a-z][a-z-]*):", MAKEFILE.read_text(), re.M):
+    for target in re.findall(r"^([a-z][a-z0-9-]*):", MAKEFILE.read_text(), re.M):
         for argv in _adaptive_po_commands(target, "readme"):
             assert "--readme" in argv, f"`make {target}` leaves `adaptive-po readme` its default page: {argv}"
         for path in re.findall(r"--readme (\S+)", _make_n(target)):
@@ -395,7 +395,7 @@ def test_no_recipe_line_holds_make_beside_another_command():
     # `make -n` runs a recipe line that holds $(MAKE): beside a bench, it would start the bench
     text = MAKEFILE.read_text().replace("\\\n", " ")
     lines = [line.strip() for line in text.splitlines() if line.startswith("\t") and "$(MAKE)" in line]
-    assert all(re.fullmatch(r"\$\(MAKE\) [a-z-]+", line) for line in lines), lines
+    assert all(re.fullmatch(r"\$\(MAKE\) [a-z0-9-]+", line) for line in lines), lines
 
 
 @needs_make

@@ -1,4 +1,4 @@
-"""The objectives of the cited systems (CISPO, DAPO, SPO, adaptive-KL PPO, P3O, V-trace) against
+"""The objectives of the cited systems (CISPO, DAPO, SPO, adaptive-KL PPO, P3O, V-trace, R2VPO) against
 numbers worked out by hand here, their gradients, and their behaviour under vmap(grad)."""
 
 import math
@@ -17,7 +17,10 @@ from adaptive_po.objectives import (
     kl_ppo_loss,
     kl_ppo_update,
     objective_statistics,
+    initial_state,
     p3o_loss,
+    r2vpo_loss,
+    r2vpo_update,
     sampled_kl,
     spo_loss,
     truncated_is_loss,
@@ -234,6 +237,102 @@ def test_p3o_sampled_kl_and_validation():
         p3o_loss(batch)
 
 
+# -- after R2VPO: the ratio-variance constraint and its multiplier ----------------------------------------
+def test_r2vpo_loss_gradient_and_statistics():
+    rho = [1.5, 0.5, 1.0, 1.0]
+    adv = [1.0, -1.0, 2.0, 0.0]
+    batch = batch_with_ratios([-1.0, -0.4, -2.0, -0.7], rho, adv)
+    lam = torch.tensor(3.0, dtype=D)
+    out = r2vpo_loss(batch, multiplier=lam, variance_target=0.05)
+    # mean rho = 1, Var(rho) = (0.25 + 0.25 + 0 + 0) / 4 = 0.125
+    policy = -(1.5 * 1.0 + 0.5 * -1.0 + 1.0 * 2.0 + 0.0) / 4
+    assert out.loss.item() == pytest.approx(policy + 3.0 * (0.125 - 0.05), abs=1e-12)
+    out.loss.backward()
+    # d/d log pi_i = rho_i * dL/d rho_i; dL/d rho_i = -A_i / B + lambda * 2 (rho_i - mean rho) / B
+    # (the mean's own derivative sums to zero against sum(rho - mean) = 0)
+    expected = [r * (-a / 4 + 3.0 * 2 * (r - 1.0) / 4) for r, a in zip(rho, adv)]
+    assert batch.log_prob.grad.tolist() == pytest.approx(expected, abs=1e-12)
+    stats = objective_statistics(out)
+    assert stats["kl_weight"].item() == 3.0 and stats["policy_loss"].item() == pytest.approx(policy)
+    assert stats["cap_fraction"].item() == pytest.approx(2 / 4)  # 1.5 and 0.5 lie outside [0.8, 1.2]
+    # on-policy data (rho = 1 everywhere) has no variance: the plain policy gradient, shifted by -lambda v
+    fresh = batch_with_ratios([-1.0, -0.5], [1.0, 1.0], [1.0, -3.0])
+    assert r2vpo_loss(fresh, multiplier=2.0).loss.item() == pytest.approx(-(1.0 - 3.0) / 2 - 2.0 * 0.02)
+
+
+def test_r2vpo_multiplier_by_projected_dual_ascent():
+    lam = torch.tensor(1.0, dtype=D)
+    # violated: lambda + 10 * (0.12 - 0.02) = 2; satisfied: 1 + 10 * (0.0 - 0.02) = 0.8
+    assert r2vpo_update({"multiplier": lam}, 0.0, ratio_variance=torch.tensor(0.12, dtype=D))["multiplier"].item() == pytest.approx(2.0)
+    assert r2vpo_update({"multiplier": lam}, 0.0, ratio_variance=torch.tensor(0.0, dtype=D))["multiplier"].item() == pytest.approx(0.8)
+    # projected onto lambda >= 0
+    assert r2vpo_update({"multiplier": torch.tensor(0.1, dtype=D)}, 0.0, ratio_variance=0.0, dual_step=50.0)["multiplier"].item() == 0.0
+    # its own knobs, the loss's keywords; other arguments (the KL, the loss's knobs) are ignored
+    out = r2vpo_update({"multiplier": lam}, 5.0, ratio_variance=0.5, variance_target=0.3, dual_step=2.0, initial_multiplier=7.0)
+    assert out["multiplier"].item() == pytest.approx(1.4)
+    # elementwise under vmap: one multiplier per member
+    lams, rvs = torch.tensor([1.0, 0.05, 2.0], dtype=D), torch.tensor([0.12, 0.0, 0.02], dtype=D)
+    mapped = torch.func.vmap(lambda m, v: r2vpo_update({"multiplier": m}, 0.0, ratio_variance=v)["multiplier"])(lams, rvs)
+    assert mapped.tolist() == pytest.approx([2.0, 0.0, 2.0])
+
+
+def test_r2vpo_knobs_are_declared_and_its_start_value_is_one():
+    from adaptive_po.bench.variants import objective_knobs
+    from adaptive_po.zoo.search_space import knob_space
+
+    assert objective_knobs("r2vpo") == ("variance_target", "dual_step", "initial_multiplier")
+    assert set(knob_space("r2vpo")) == {"variance_target", "dual_step", "initial_multiplier"}
+    spec = get_objective("r2vpo")
+    assert initial_state(spec, {}) == {"multiplier": 1.0}
+    assert initial_state(spec, {"initial_multiplier": 4.0}) == {"multiplier": 4.0}
+
+
+def test_r2vpo_multiplier_follows_the_data_in_both_engines():
+    """The SB3 class on stale data: after each update the multiplier moves by dual_step x (the
+    variance of pi_theta/pi_b over the update's data under the updated parameters - the target),
+    projected onto >= 0; the population engine starts its members at the same knob."""
+    import dataclasses
+
+    from adaptive_po import BatchPolicyOptimization
+    from adaptive_po import distributions as Dist
+    from adaptive_po.environments import make_vec_env
+    from adaptive_po.population import Member, PopulationLearner
+
+    kwargs = dict(n_steps=16, batch_size=32, n_epochs=2, learning_rate=3e-3)
+    model = BatchPolicyOptimization(
+        "MlpPolicy", make_vec_env("CartPole-v1", n_envs=2, seed=1), objective="r2vpo", seed=1, device="cpu",
+        policy_lag=2, objective_kwargs={"initial_multiplier": 0.5, "variance_target": 0.001}, **kwargs,
+    )
+    spec = model.objective_spec
+    steps, datas, checked = [], [], []
+
+    def spy(state, kl, *, ratio_variance, **arguments):  # type: ignore[no-untyped-def]
+        new = spec.update_state(state, kl, ratio_variance=ratio_variance, **arguments)
+        steps.append((float(state["multiplier"]), float(ratio_variance), float(new["multiplier"])))
+        return new
+
+    def after(stats):  # type: ignore[no-untyped-def]
+        data = datas[-1]
+        with torch.no_grad():
+            log_prob = Dist.log_prob(model.kind, model._dist_params(data), data["actions"])
+        rho = torch.exp((log_prob - data["behaviour_log_prob"]).double())
+        checked.append(float(rho.var(unbiased=False)))
+
+    model.objective_spec = dataclasses.replace(spec, update_state=spy)
+    model.add_epoch_listener(lambda epoch, rows, data: datas.append(data))
+    model.add_update_listener(after)
+    model.learn(4 * 32)
+    assert len(steps) == len(checked) == 4 and steps[0][0] == 0.5
+    for (old, variance, new), expected_variance in zip(steps, checked):
+        assert variance == pytest.approx(expected_variance, rel=1e-4)
+        assert new == pytest.approx(max(0.0, old + 10.0 * (variance - 0.001)), rel=1e-5)
+    assert steps[-1][2] > 0.5  # lag 2 with a small target: the constraint binds and lambda grows
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=1)
+    learner = PopulationLearner(env.observation_space, env.action_space, [Member(1), Member(2)], objective="r2vpo",
+                                objective_kwargs={"initial_multiplier": 0.5}, **kwargs)
+    assert learner.objective_state["multiplier"].tolist() == [0.5, 0.5]
+
+
 # -- vmap(grad) over a population ------------------------------------------------------------------
 def test_kl_ppo_under_vmap_grad_with_per_member_coefficients():
     blp = torch.tensor([-1.0, -0.5, -2.0, -0.3], dtype=D)
@@ -365,7 +464,7 @@ def test_vtrace_huge_log_ratios_do_not_overflow():
 
 
 # -- the registry ---------------------------------------------------------------------------------
-NEW = ("cispo", "dapo", "spo", "kl-ppo", "vtrace", "p3o")
+NEW = ("cispo", "dapo", "spo", "kl-ppo", "vtrace", "p3o", "r2vpo")
 
 
 def test_new_registry_entries():
@@ -383,15 +482,18 @@ def test_new_registry_entries():
     assert vt.advantage_estimator == "vtrace"
     p3o = get_objective("p3o")
     assert p3o.loss is p3o_loss and p3o.needs_kl and p3o.needs_replay_info and p3o.replay == 2
+    r2 = get_objective("r2vpo")
+    assert r2.loss is r2vpo_loss and r2.update_state is r2vpo_update and dict(r2.state) == {"multiplier": 1.0}
+    assert not (r2.needs_kl or r2.needs_reverse_kl or r2.needs_proximal or r2.needs_replay_info)
     assert list(OBJECTIVES)[-len(NEW):] == list(NEW)
-    assert "gspo" not in OBJECTIVES and "r2vpo" not in OBJECTIVES
+    assert "gspo" not in OBJECTIVES
 
 
 @pytest.mark.parametrize("name", NEW)
 def test_new_entries_finite_at_extreme_log_ratios(name):
     spec = get_objective(name)
-    # SPO's penalty is quadratic in rho: exp(2 * 50) overflows float32, so it gets +-20
-    big = 20.0 if name == "spo" else 50.0
+    # SPO's penalty and R2VPO's variance are quadratic in rho: exp(2 * 50) overflows float32, so they get +-20
+    big = 20.0 if name in ("spo", "r2vpo") else 50.0
     log_ratios = torch.tensor([big, -50.0, 0.0, 3.0, -3.0, big])
     lp = (torch.full((6,), -1.0) + log_ratios).requires_grad_(True)
     batch = PolicyBatch(
@@ -410,3 +512,13 @@ def test_new_entries_finite_at_extreme_log_ratios(name):
     assert torch.isfinite(lp.grad).all()
     stats = objective_statistics(out)
     assert all(torch.isfinite(v) and v.dtype == D for v in stats.values())
+
+
+def test_the_list_command_shows_r2vpo_with_its_knobs_and_source(capsys):
+    from adaptive_po.cli import main
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    line = out[out.index("  r2vpo "):].splitlines()
+    assert "arXiv 2601.03320" in line[0]
+    assert line[1].split() == ["knobs:", "variance_target", "0.02,", "dual_step", "10,", "initial_multiplier", "1"]

@@ -37,6 +37,7 @@ OWN_KNOB_VARIANTS: dict[str, tuple[str, ...]] = {
     "cispo": ("eps_high=1", "eps_high=4"),
     "spo": ("eps=0.1", "eps=0.3"),
     "kl-ppo": ("kl_target=0.003", "kl_target=0.03"),
+    "r2vpo": ("variance_target=0.005", "variance_target=0.08", "dual_step=2.5", "dual_step=40"),
 }
 
 

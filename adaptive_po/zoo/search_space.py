@@ -25,6 +25,9 @@ KNOB_RANGES: dict[str, list[float] | tuple[float, float]] = {
     "eps_high": (0.1, 4.0),
     "eps": (0.05, 0.5),
     "kl_target": (0.003, 0.05),
+    "variance_target": (0.005, 0.08),  # R2VPO: a ratio std of about 0.07 to 0.28
+    "dual_step": (1.0, 100.0),
+    "initial_multiplier": (0.1, 10.0),
 }
 
 

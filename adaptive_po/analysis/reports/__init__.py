@@ -12,6 +12,8 @@
   against tuned, the retuning tax (``make tuned-report``, ``make tuned-from-table``)
 * :mod:`.minatar`: the MinAtar tier's verdicts and our PPO beside published PPO
   (``make minatar-report``, ``make minatar-from-table``)
+* :mod:`.r2vpo`: after R2VPO on the staleness grid, its verdicts against the published PPO runs
+  (``make bench-r2vpo``, ``make r2vpo-from-table``)
 * :mod:`.fresh_data`: why the ESS objective loses on fresh data (per-epoch traces) and the verdicts
   of the variants pre-registered to fix it (``make fresh-data-diagnosis``, ``make fresh-data-from-table``)
 """
