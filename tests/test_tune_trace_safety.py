@@ -1,0 +1,98 @@
+"""Issue 32, second pass, on the commands added since the first (`tune`, `trace`, the Zoo entry
+point) and on reports: one writer per tuning study, traces that record and compare their settings
+under the sweep lock and the run-size limits, trace workers that die with their driver, and clear
+errors without leftovers. Real processes and real files, no mocks."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "adaptive_po", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=cwd)
+
+
+def _wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.time() + timeout
+    while not predicate():
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the process ended (exit {proc.returncode}) before {what}: {err[-3000:]}")
+        if time.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+# -- 1. one writer for a whole tuning study ------------------------------------------------------
+TUNE = ["tune", "--envs", "CartPole-v1", "--algos", "esspo", "--round-size", "1", "--timesteps", "512",
+        "--search-seeds", "100", "--stale-lag", "2", "--no-progress", "--workers", "1"]
+
+
+@pytest.mark.slow
+def test_a_second_tune_on_the_same_output_is_refused_before_it_writes_and_the_record_is_the_first_ones(tmp_path):
+    out = tmp_path / "runs"
+    search = out / "tuning-search"
+    first = subprocess.Popen([sys.executable, "-m", "adaptive_po", *TUNE, "--trials", "3", "--score-seeds", "0,1,2", "--out", str(out)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # the first tune is scoring (its record written): the moment the old code let a second one in
+        _wait_for(lambda: (search / "selected.json").exists(), 600, "the first tune's selection", first)
+        record = (search / "selected.json").read_bytes(), (search / "trials.csv").read_bytes()
+        second = _cli(*TUNE, "--trials", "2", "--score-seeds", "1", "--out", str(out))
+        first_running = first.poll() is None
+        out_text, err_text = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first_running, "the first tune ended before the second one tried; the test proves nothing"
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert "another sweep is writing into" in second.stderr and str(first.pid) in second.stderr
+    assert "Traceback" not in second.stderr
+    assert first.returncode == 0, err_text[-3000:]
+    # the record is the first tune's: 3 trials, and the selection it scored
+    assert (search / "selected.json").read_bytes() == record[0]
+    assert (search / "trials.csv").read_bytes() == record[1]
+    rows = list(csv.DictReader((search / "trials.csv").open()))
+    assert len(rows) == 3
+    assert json.loads((search / "selected.json").read_text())["plan"]["trials"] == 3
+    assert not list(out.rglob("*.tmp")) and not list(out.rglob(".sweep.lock"))
+
+
+def test_with_round_size_1_the_second_trial_is_not_the_default_again(tmp_path):
+    from adaptive_po.bench.tuning import TuningPlan, run_tuning
+
+    plan = TuningPlan(envs=("CartPole-v1",), algos=("esspo",), trials=4, round_size=1, timesteps=512,
+                      search_seeds=(100,), score_seeds=(0,), out=str(tmp_path))
+    run_tuning(plan, lambda specs: None, log=lambda line: None)  # nothing trains: every run scores the random score
+    rows = list(csv.DictReader((tmp_path / "tuning-search" / "trials.csv").open()))
+    variants = [r["variant"] for r in rows]
+    assert variants[0] == "" and len(set(variants)) == 4, variants  # the default first, then no repeats
+    assert [r["trial"] for r in rows] == ["0", "1", "2", "3"]
+
+
+@pytest.mark.slow
+def test_tune_hints_name_only_flags_tune_accepts(tmp_path):
+    out = tmp_path / "runs"
+    first = _cli(*TUNE, "--trials", "1", "--score-seeds", "1", "--out", str(out))
+    assert first.returncode == 0, first.stderr[-3000:]
+    changed = _cli(*TUNE, "--trials", "1", "--score-seeds", "1", "--out", str(out), "--timesteps", "640")
+    assert changed.returncode == 2, changed.stderr[-2000:]
+    message = changed.stderr.strip().splitlines()[-1]
+    assert "--redo-changed" in message and "--suite-name" not in message
+    accepted = _cli("tune", "--help").stdout
+    for flag in {w.strip("`,.;()") for w in message.split() if w.startswith(("--", "`--"))}:
+        assert flag in accepted, flag
+    redone = _cli(*TUNE, "--trials", "1", "--score-seeds", "1", "--out", str(out), "--timesteps", "640", "--redo-changed")
+    assert redone.returncode == 0, redone.stderr[-3000:]
