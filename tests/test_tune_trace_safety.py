@@ -96,3 +96,107 @@ def test_tune_hints_name_only_flags_tune_accepts(tmp_path):
         assert flag in accepted, flag
     redone = _cli(*TUNE, "--trials", "1", "--score-seeds", "1", "--out", str(out), "--timesteps", "640", "--redo-changed")
     assert redone.returncode == 0, redone.stderr[-3000:]
+
+
+# -- 4, 5, 6a. trace under the rules of bench and train ----------------------------------------------
+TRACE = ["trace", "--envs", "CartPole-v1", "--algos", "esspo", "--lags", "0", "--seeds", "0", "--workers", "1"]
+
+
+def test_trace_records_its_settings_and_refuses_or_redoes_a_changed_trace(tmp_path):
+    out = tmp_path / "trace"
+    first = _cli(*TRACE, "--timesteps", "512", "--out", str(out))
+    assert first.returncode == 0, first.stderr[-3000:]
+    path = Path(first.stdout.split()[-1])
+    settings = path.with_name("seed-0.settings.json")
+    before = path.read_bytes(), settings.read_bytes()
+    assert json.loads(before[1])["total_timesteps"] == 512 and json.loads(before[1])["every"] == 1
+    same = _cli(*TRACE, "--timesteps", "512", "--out", str(out))  # the same settings: kept, not retrained
+    assert same.returncode == 0 and (path.read_bytes(), settings.read_bytes()) == before
+    for changed in (["--timesteps", "1024"], ["--timesteps", "512", "--every", "2"]):
+        refused = _cli(*TRACE, *changed, "--out", str(out))
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        assert str(path) in refused.stderr and "--redo-changed" in refused.stderr and "Traceback" not in refused.stderr
+        assert (path.read_bytes(), settings.read_bytes()) == before  # never silently kept, never half-replaced
+    redone = _cli(*TRACE, "--timesteps", "1024", "--out", str(out), "--redo-changed")
+    assert redone.returncode == 0, redone.stderr[-3000:]
+    assert json.loads(settings.read_text())["total_timesteps"] == 1024
+    assert path.read_bytes() != before[0] and len(path.read_text().splitlines()) > len(before[0].splitlines())
+    assert not list(out.rglob("*.tmp")) and not (out / ".sweep.lock").exists()
+
+
+def test_two_traces_on_one_output_cannot_both_write(tmp_path):
+    out = tmp_path / "trace"
+    first = subprocess.Popen([sys.executable, "-m", "adaptive_po", *TRACE, "--timesteps", "4096", "--out", str(out)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: (out / ".sweep.lock").exists(), 120, "the first trace's lock", first)
+        second = _cli(*TRACE, "--timesteps", "512", "--out", str(out))
+        first_running = first.poll() is None
+        _, err = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first_running
+    assert second.returncode == 2 and "another sweep is writing into" in second.stderr, second.stderr[-2000:]
+    assert first.returncode == 0, err[-3000:]
+    settings = json.loads(next(out.rglob("seed-0.settings.json")).read_text())
+    assert settings["total_timesteps"] == 4096  # the first trace's, not overwritten by the second
+
+
+def test_trace_applies_the_run_size_limits_before_training(tmp_path):
+    out = tmp_path / "trace"
+    limited = _cli(*TRACE, "--timesteps", "512", "--out", str(out), env={**os.environ, "ADAPTIVE_PO_MAX_TIMESTEPS": "100"})
+    assert limited.returncode == 2 and "ADAPTIVE_PO_MAX_TIMESTEPS" in limited.stderr, limited.stderr[-2000:]
+    absurd = _cli(*TRACE, "--timesteps", "5000000000", "--out", str(out))
+    assert absurd.returncode == 2 and "5,000,000,000" in absurd.stderr, absurd.stderr[-2000:]
+    assert not out.exists()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and b"spawn_main" in (stat.parent / "cmdline").read_bytes():
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_trace_workers_die_with_their_driver_on_kill_9(tmp_path):
+    out = tmp_path / "trace"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "adaptive_po", "trace", "--envs", "CartPole-v1", "--algos", "esspo", "--lags", "0",
+         "--seeds", "0,1", "--workers", "2", "--timesteps", "400000", "--out", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    workers: list[int] = []
+    try:
+        def two_workers() -> bool:
+            workers[:] = _children(driver.pid)
+            return len(workers) == 2
+
+        _wait_for(two_workers, 120, "two trace workers", driver)
+        time.sleep(1.0)  # they are past their start, training
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+        deadline = time.time() + 15
+        while any(_alive(w) for w in workers) and time.time() < deadline:
+            time.sleep(0.2)
+        left = [w for w in workers if _alive(w)]
+        assert not left, f"trace workers {left} outlived their killed driver"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
