@@ -200,3 +200,31 @@ def test_trace_workers_die_with_their_driver_on_kill_9(tmp_path):
         for w in workers:
             if _alive(w):
                 os.kill(w, signal.SIGKILL)
+
+
+# -- 7. clear errors and no leftovers -----------------------------------------------------------------
+def _zoo_train(cwd: Path, *params: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "adaptive_po.zoo", "train", "--algo", "esspo", "--env", "CartPole-v1",
+                           "-n", "256", "--seed", "1", "-params", *params], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_zoo_bad_dial_params_are_one_line_and_failed_tries_leave_no_run_folder(tmp_path):
+    for bad, named in (("policy_lag:-1", "policy_lag must be an integer >= 0, got -1"),
+                       ("sampler_precision:'fp7'", "fp7"), ("replay:abc", "replay must be a number")):
+        done = _zoo_train(tmp_path, bad)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert done.stderr.strip().count("\n") == 0 and named in done.stderr, done.stderr[-2000:]
+        assert not (tmp_path / "logs").exists()  # refused before the Zoo built or wrote anything
+    # a failure inside the Zoo (a knob ESSPO does not have) still fails, and leaves no <env>_<n> folder
+    failed = _zoo_train(tmp_path, "not_a_knob:1")
+    assert failed.returncode != 0 and "not_a_knob" in failed.stderr
+    assert not list((tmp_path / "logs" / "esspo").iterdir())
+
+
+def test_an_empty_adaptive_po_envs_is_the_packaged_suite_not_the_current_directory(tmp_path):
+    env = {**os.environ, "ADAPTIVE_PO_ENVS": ""}
+    listed = _cli("list", env=env, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "CartPole-v1" in listed.stdout and f"({tmp_path}" not in listed.stdout
+    dry = _cli("bench", "--suite", "quick", "--envs", "CartPole-v1", "--dry-run", "--out", str(tmp_path / "runs"), env=env, cwd=tmp_path)
+    assert dry.returncode == 0 and "unknown environment" not in dry.stderr, dry.stderr[-2000:]
