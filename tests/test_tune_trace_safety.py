@@ -228,3 +228,44 @@ def test_an_empty_adaptive_po_envs_is_the_packaged_suite_not_the_current_directo
     assert "CartPole-v1" in listed.stdout and f"({tmp_path}" not in listed.stdout
     dry = _cli("bench", "--suite", "quick", "--envs", "CartPole-v1", "--dry-run", "--out", str(tmp_path / "runs"), env=env, cwd=tmp_path)
     assert dry.returncode == 0 and "unknown environment" not in dry.stderr, dry.stderr[-2000:]
+
+
+def _folder(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(path.iterdir())}
+
+
+def test_a_sigterm_while_a_report_is_written_leaves_the_old_report_or_the_new_one_and_no_temporary_files(tmp_path):
+    out = tmp_path / "runs"
+    bench = _cli("bench", "--suite", "quick", "--envs", "CartPole-v1", "--algos", "esspo,ppo", "--seeds", "1", "--lags", "0",
+                 "--timesteps", "512", "--no-progress", "--no-report", "--out", str(out))
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    root, report = out / "quick", out / "quick" / "report"
+    analysis = [sys.executable, "-m", "adaptive_po.analysis", str(root)]
+    assert subprocess.run(analysis, capture_output=True).returncode == 0
+    old = _folder(report)
+    new_reference = tmp_path / "reference"
+    assert subprocess.run([*analysis, "--out", str(new_reference), "--confidence", "0.9"], capture_output=True).returncode == 0
+    new = _folder(new_reference)
+    assert new != old  # another confidence level: another report.md
+
+    def writing() -> bool:  # the report has started writing files (old code: into report/, new: into a sibling)
+        if any(p.name.endswith(".tmp") for p in report.iterdir()):
+            return True
+        return any(p.name.startswith(".report.") and p.is_dir() and any(p.iterdir()) for p in root.iterdir())
+
+    proc = subprocess.Popen([*analysis, "--confidence", "0.9"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not writing() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.002)
+        stopped_midway = proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert stopped_midway, "the report finished before it could be stopped; the test proves nothing"
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert not [p for p in root.iterdir() if p.name.startswith(".report")]  # no staging folder left
+    assert _folder(report) in (old, new)
+    assert _folder(report) == old or proc.returncode == 0
