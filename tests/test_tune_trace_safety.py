@@ -126,7 +126,7 @@ def test_trace_records_its_settings_and_refuses_or_redoes_a_changed_trace(tmp_pa
 
 def test_two_traces_on_one_output_cannot_both_write(tmp_path):
     out = tmp_path / "trace"
-    first = subprocess.Popen([sys.executable, "-m", "adaptive_po", *TRACE, "--timesteps", "4096", "--out", str(out)],
+    first = subprocess.Popen([sys.executable, "-m", "adaptive_po", *TRACE, "--timesteps", "8192", "--out", str(out)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(lambda: (out / ".sweep.lock").exists(), 120, "the first trace's lock", first)
@@ -140,7 +140,7 @@ def test_two_traces_on_one_output_cannot_both_write(tmp_path):
     assert second.returncode == 2 and "another sweep is writing into" in second.stderr, second.stderr[-2000:]
     assert first.returncode == 0, err[-3000:]
     settings = json.loads(next(out.rglob("seed-0.settings.json")).read_text())
-    assert settings["total_timesteps"] == 4096  # the first trace's, not overwritten by the second
+    assert settings["total_timesteps"] == 8192  # the first trace's, not overwritten by the second
 
 
 def test_trace_applies_the_run_size_limits_before_training(tmp_path):
