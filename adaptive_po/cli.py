@@ -173,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--envs-dir", default=None, help="folder of environment YAML files (default: the environments shipped with the package, or $ADAPTIVE_PO_ENVS)")
     tune.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     tune.add_argument("--timesteps", type=int, default=None, help="environment steps per run (default: budget.tuning in each environment's YAML file)")
+    tune.add_argument("--redo-changed", action="store_true", help="redo complete runs made with another configuration (another budget, an edited YAML file); without it the tune refuses to replace them")
 
     trace = _add_command(sub, "trace", "per-epoch traces inside updates (what the objective saw epoch by epoch): <out>/<env>/<algo>/<condition>/seed-<n>.csv")
     add_trace_arguments(trace)
@@ -476,7 +477,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         trials=args.trials,
         round_size=args.round_size,
         search_seeds=tuple(_seed_list(args.search_seeds, "--search-seeds")),
-        score_seeds=tuple(seeds_from(args.score_seeds, suite.seeds)),
+        score_seeds=tuple(seeds_from(args.score_seeds, suite.seeds, "--score-seeds")),
         out=args.out,
         envs_dir=args.envs_dir,
         device=args.device,
@@ -500,7 +501,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     failed: list[str] = []
 
     def run(specs: list) -> None:
-        result = run_sweep(specs, workers=args.workers, show_progress=not args.no_progress)
+        result = run_sweep(specs, workers=args.workers, show_progress=not args.no_progress,
+                           redo_changed=args.redo_changed, command="tune")
         failed.extend(iter_failed(result))
 
     run_tuning(plan, run, log=lambda line: print(line, file=sys.stderr))

@@ -23,8 +23,9 @@ from adaptive_po.hyperparams import Hyperparams
 
 #: the suite shipped with the package (``env_configs/`` at the top of a checkout links here)
 PACKAGED_ENVS_DIR = Path(__file__).resolve().parents[1] / "env_configs"
-#: where the suite's YAML files live: ``$ADAPTIVE_PO_ENVS``, else the packaged suite
-DEFAULT_ENVS_DIR = Path(os.environ.get("ADAPTIVE_PO_ENVS", PACKAGED_ENVS_DIR))
+#: where the suite's YAML files live: ``$ADAPTIVE_PO_ENVS``, else the packaged suite (an empty or
+#: blank ``ADAPTIVE_PO_ENVS`` counts as unset: ``Path("")`` would be the current directory)
+DEFAULT_ENVS_DIR = Path(os.environ.get("ADAPTIVE_PO_ENVS", "").strip() or PACKAGED_ENVS_DIR)
 
 
 class ConfigError(ValueError):

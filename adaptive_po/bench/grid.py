@@ -150,7 +150,7 @@ def parse_list(text: str | None, cast: Callable[[str], Any], name: str) -> list[
     return out
 
 
-def seeds_from(text: str | None, default: int) -> list[int]:
+def seeds_from(text: str | None, default: int, flag: str = "--seeds") -> list[int]:
     """``--seeds 5`` -> 0..4; ``--seeds 0,3,7`` -> those seeds."""
     if text is None:
         return list(range(default))
@@ -158,8 +158,8 @@ def seeds_from(text: str | None, default: int) -> list[int]:
         try:
             n = int(text)
         except ValueError:
-            raise ValueError(f"--seeds: {text!r} is neither a count nor a comma-separated list") from None
+            raise ValueError(f"{flag}: {text!r} is neither a count nor a comma-separated list") from None
         if n < 1:
-            raise ValueError(f"--seeds: the count must be >= 1, got {n}")
+            raise ValueError(f"{flag}: the count must be >= 1, got {n}")
         return list(range(n))
-    return parse_list(text, int, "--seeds") or []
+    return parse_list(text, int, flag) or []

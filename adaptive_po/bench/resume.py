@@ -56,10 +56,12 @@ class ResumePlan:
         named = "; ".join(f"{spec.relative_dir} ({describe_changes(state)})" for spec, state in changed[:NAMED_RUNS])
         more = f"; and {len(changed) - NAMED_RUNS} more" if len(changed) > NAMED_RUNS else ""
         hint = " (`bench --dry-run` lists them all)" if command == "bench" else ""
+        # name only flags the command accepts (`tune` has no --suite-name: its folders are fixed)
+        elsewhere = "another --out or --suite-name" if command in ("bench", "train") else "another --out"
         raise ChangedRuns(
             f"{len(changed)} complete run(s) in {folders} were made with another configuration and would be "
             f"deleted and trained again: {named}{more}. Nothing was run. Add --redo-changed to replace them, "
-            f"or give another --out or --suite-name to keep both{hint}"
+            f"or give {elsewhere} to keep both{hint}"
         )
 
 

@@ -75,6 +75,7 @@ def run_sweep(
     show_progress: bool = True,
     engine: str = "population",
     redo_changed: bool = False,
+    command: str = "bench",
 ) -> SweepResult:
     """Run every spec not yet complete; report progress; return what happened.
 
@@ -98,7 +99,7 @@ def run_sweep(
 
     with sweep_lock(sweep_folders(specs)):
         try:
-            return _run_sweep(specs, workers, executor, ray_address, show_progress, engine, redo_changed)
+            return _run_sweep(specs, workers, executor, ray_address, show_progress, engine, redo_changed, command)
         except OSError as err:
             if is_disk_error(err):  # the workers are stopped already; the lock is released below
                 raise destination_error(err, sweep_folders(specs)) from None
@@ -113,6 +114,7 @@ def _run_sweep(
     show_progress: bool,
     engine: str,
     redo_changed: bool,
+    command: str = "bench",
 ) -> SweepResult:
     from rich.console import Console
     from rich.markup import escape
@@ -129,7 +131,7 @@ def _run_sweep(
     result = SweepResult()
     started = time.time()
     plan = plan_resume(specs)
-    plan.check_changed(redo_changed)  # before any compute: complete runs are never replaced unasked
+    plan.check_changed(redo_changed, command=command)  # before any compute: complete runs are never replaced unasked
     todo = plan.todo(redo_changed)
     redo = plan.redo_lines(redo_changed)
     for spec, state in plan.of(RUN_SAME):

@@ -21,6 +21,14 @@ the population engine) and records, after every epoch of the traced updates:
 ``adaptive-po trace`` runs a small grid of such runs (resumable: a finished trace is skipped) into
 ``<out>/<env>/<algo>/<condition>/seed-<n>.csv``; ``analysis/fresh_data.py`` turns them into the
 diagnosis figure and report.
+
+``trace`` follows the rules of ``bench`` and ``train``: each trace's settings (budget, ``--every``,
+lag, seed and the environment file's hash) are recorded beside it (``seed-<n>.settings.json``,
+written before the trace, so a trace never exists without them) and compared on a rerun: a trace
+made with other settings is refused (exit 2, naming it) unless ``--redo-changed`` is given, never
+kept silently; the output folder's sweep lock is held throughout (a second trace there is refused);
+the run-size limits (``ADAPTIVE_PO_MAX_TIMESTEPS`` ...) are checked before anything trains; and its
+worker processes die with the driver (``kill -9`` included).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import csv
 import io
 import math
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,10 +172,60 @@ def _cell(value: float) -> str:
     return f"{value:.6g}"
 
 
-def run_trace(spec: TraceSpec) -> Path:
-    """Train one traced run and write its trace atomically; a finished trace is kept as it is."""
-    if spec.path.exists():
+class ChangedTraces(ValueError):
+    """Finished traces made with other settings, and no ``--redo-changed``."""
+
+
+def settings_path(spec: TraceSpec) -> Path:
+    """Where ``spec``'s settings are recorded: ``seed-<n>.settings.json`` beside its trace."""
+    return spec.path.with_name(spec.path.stem + ".settings.json")
+
+
+def trace_settings(spec: TraceSpec) -> dict[str, Any]:
+    """What a trace depends on: its budget, which updates are traced, the data, the seed, and the
+    environment file (by hash: an edited YAML file makes another trace)."""
+    import hashlib
+
+    from adaptive_po.bench.config import get_env_config
+
+    env_file = get_env_config(spec.env, spec.envs_dir).path
+    return {
+        "env": spec.env, "algo": spec.algo, "seed": spec.seed, "policy_lag": spec.policy_lag,
+        "total_timesteps": spec.total_timesteps, "every": spec.every,
+        "env_file_sha256": hashlib.sha256(Path(env_file).read_bytes()).hexdigest(),
+    }
+
+
+def trace_changes(spec: TraceSpec) -> list[str] | None:
+    """None when ``spec`` has no finished trace; ``[]`` when its finished trace was made with these
+    settings; else what differs (``"total_timesteps 1024 -> 2048"``)."""
+    import json
+
+    if not spec.path.exists():
+        return None
+    try:
+        recorded = json.loads(settings_path(spec).read_text())
+    except (OSError, ValueError):
+        recorded = None
+    if not isinstance(recorded, dict):
+        return ["its settings were not recorded (or cannot be read)"]
+    wanted = trace_settings(spec)
+    return [f"{k} {recorded.get(k)!r} -> {v!r}" for k, v in wanted.items() if recorded.get(k) != v]
+
+
+def run_trace(spec: TraceSpec, redo_changed: bool = False) -> Path:
+    """Train one traced run and write its trace atomically; a finished trace made with the same
+    settings is kept as it is; one made with other settings is refused (:class:`ChangedTraces`)
+    unless ``redo_changed``, then trained again."""
+    changes = trace_changes(spec)
+    if changes == []:
         return spec.path
+    if changes and not redo_changed:
+        raise ChangedTraces(f"{spec.path} was made with other settings ({'; '.join(changes)}); add --redo-changed to redo it, or give another --out")
+    settings = trace_settings(spec)
+    if changes:  # redone: the old trace goes first, so a stop midway never leaves it beside new settings
+        spec.path.unlink()
+        settings_path(spec).unlink(missing_ok=True)
     from adaptive_po.bench.run_folder import RunSpec
     from adaptive_po.bench.process_engine import build_training
 
@@ -186,19 +245,56 @@ def run_trace(spec: TraceSpec) -> Path:
         train_env.close()
         eval_env.close()
     spec.path.parent.mkdir(parents=True, exist_ok=True)
+    # the settings first: a trace never exists without the settings it was made with
+    contract.atomic_write_json(settings_path(spec), settings)
     contract.atomic_write_text(spec.path, trace_csv(tracer.rows))
     return spec.path
 
 
-def run_traces(specs: Sequence[TraceSpec], workers: int = 1) -> list[Path]:
-    """Run every traced run, ``workers`` at a time (separate processes); finished ones are skipped."""
-    todo = [s for s in specs if not s.path.exists()]
+def _redo_trace(spec: TraceSpec) -> Path:
+    return run_trace(spec, redo_changed=True)
+
+
+def _worker_start(driver: int) -> None:
+    """A trace worker's first act: be SIGKILLed when the driver dies (as a sweep's workers are)."""
+    from adaptive_po.bench.locks import DRIVER_PID_ENV, die_with_driver
+
+    os.environ[DRIVER_PID_ENV] = str(driver)
+    die_with_driver()
+
+
+def check_changed(specs: Sequence[TraceSpec], redo_changed: bool) -> list[str]:
+    """``"<trace>: <what changed>"`` for every finished trace made with other settings;
+    :class:`ChangedTraces` naming them (before anything trains) unless ``redo_changed``."""
+    lines = []
+    for spec in specs:
+        changes = trace_changes(spec)
+        if changes:
+            lines.append(f"{spec.path}: {'; '.join(changes)}")
+    if lines and not redo_changed:
+        more = f"; and {len(lines) - 3} more" if len(lines) > 3 else ""
+        raise ChangedTraces(
+            f"{len(lines)} finished trace(s) were made with other settings and would be traced again: "
+            f"{'; '.join(lines[:3])}{more}. Nothing was run. Add --redo-changed to redo them, or give another --out to keep both"
+        )
+    return lines
+
+
+def run_traces(specs: Sequence[TraceSpec], workers: int = 1, redo_changed: bool = False) -> list[Path]:
+    """Run every traced run, ``workers`` at a time (separate processes that die with this one);
+    finished ones made with the same settings are skipped; finished ones made with other settings
+    are refused (:class:`ChangedTraces`, before anything trains) unless ``redo_changed``."""
+    check_changed(specs, redo_changed)
+    todo = [s for s in specs if trace_changes(s) != []]
     if workers <= 1 or len(todo) <= 1:
-        return [run_trace(s) for s in specs]
+        for spec in todo:
+            run_trace(spec, redo_changed)
+        return [s.path for s in specs]
     import multiprocessing
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(run_trace, todo))
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_start, initargs=(os.getpid(),)) as pool:
+        list(pool.map(_redo_trace if redo_changed else run_trace, todo))
     return [s.path for s in specs]
 
 
@@ -219,6 +315,15 @@ def plan(
         get_objective(algo)
     for lag in lags:
         DataDials(policy_lag=lag)
+    from adaptive_po.bench.config import check_run_limits
+
+    for env in envs:  # the same size limits as bench and train (ADAPTIVE_PO_MAX_TIMESTEPS ...)
+        if total_timesteps[env] <= 0:
+            raise ValueError(f"--timesteps must be > 0, got {total_timesteps[env]}")
+        check_run_limits(get_env_config(env, envs_dir), total_timesteps[env], "--timesteps")
+    for env, n in every.items():
+        if n < 1:
+            raise ValueError(f"--every must be >= 1, got {n}")
     return [
         TraceSpec(env, algo, seed, total_timesteps[env], lag, every.get(env, 1), out, envs_dir)
         for env in envs for algo in algos for lag in lags for seed in seeds
@@ -236,6 +341,12 @@ def add_trace_arguments(parser: Any) -> None:
     parser.add_argument("--every", type=int, default=1, help="trace every n-th update (default: 1, every update)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="runs at a time (default: one per core)")
     parser.add_argument("--out", default="runs/trace", help="where the traces go (default: runs/trace)")
+    parser.add_argument("--envs-dir", default=None, help="folder of environment YAML files (default: the environments shipped with the package, or $ADAPTIVE_PO_ENVS)")
+    parser.add_argument(
+        "--redo-changed", action="store_true",
+        help="redo finished traces whose recorded settings (budget, --every, the environment file) differ from the "
+        "requested ones; without them such traces are kept and the command refuses (exit 2), naming them",
+    )
 
 
 def run_from_arguments(args: Any) -> int:
@@ -247,11 +358,21 @@ def run_from_arguments(args: Any) -> int:
         raise ValueError(f"--lags and --seeds take comma-separated integers: {err}") from None
     if args.timesteps <= 0:
         raise ValueError(f"--timesteps must be > 0, got {args.timesteps}")
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     specs = plan(
         envs, split(args.algos), lags, seeds,
         total_timesteps={e: args.timesteps for e in envs}, every={e: args.every for e in envs}, out=args.out,
+        envs_dir=args.envs_dir,
     )
-    for path in run_traces(specs, args.workers):
+    from adaptive_po.bench.locks import sweep_lock
+
+    # one writer per output folder, as for a sweep: a second trace there is refused (exit 2)
+    with sweep_lock([args.out]):
+        for line in check_changed(specs, args.redo_changed):
+            print(f"redo  {line}", file=sys.stderr)
+        paths = run_traces(specs, args.workers, args.redo_changed)
+    for path in paths:
         print(path)
     return 0
 

@@ -195,16 +195,54 @@ def _study(plan: TuningPlan, env: str, algo: str) -> Any:
     return study
 
 
+#: how many times a study is asked again for a trial whose configuration it has already tried
+#: (TPE can propose the default again, e.g. with ``round_size`` 1) before the repeat is accepted
+MAX_REASKS = 50
+
+
+def _ask_new(study: Any, algo: str, seen: set[str]) -> tuple[Any, str]:
+    """A trial whose configuration the study has not tried yet: a repeat (which would only spend
+    a trial on runs already done) is discarded (told FAIL, so TPE ignores it) and another asked."""
+    from optuna.trial import TrialState
+
+    for _ in range(MAX_REASKS):
+        trial = study.ask()
+        variant = params_variant(algo, suggest(trial, algo))
+        if variant not in seen:
+            break
+        study.tell(trial, state=TrialState.FAIL)
+    seen.add(variant)
+    return trial, variant
+
+
 def run_tuning(plan: TuningPlan, run: Any, log: Any = print) -> dict[str, Any]:
     """Search, select, score. ``run(specs)`` trains the runs (the sweep; it may skip complete ones
     and must not raise for failed runs). Returns the selection (also written to
-    ``<out>/<search_suite>/selected.json``)."""
+    ``<out>/<search_suite>/selected.json``).
+
+    One writer per study: the sweep locks of both folders (``<out>/<search_suite>`` and
+    ``<out>/<score_suite>``) are held from before the first search run to after the last scoring
+    run, so a second tune on the same ``--out`` is refused
+    (:class:`~adaptive_po.bench.locks.SweepLocked`, exit 2) before it writes anything, and the
+    record (``trials.csv``, ``selected.json``) is only ever written by the holder."""
+    from adaptive_po.bench.locks import sweep_lock
+
     plan.check()
     keys = [(env, algo) for env in plan.envs for algo in plan.algos]
-    random_scores = {env: get_env_config(env, plan.envs_dir).random_score for env in plan.envs}
+    for env in plan.envs:  # bad input is named before a lock file is made
+        get_env_config(env, plan.envs_dir)
     for env, algo in keys:  # every grid validates before any compute
         plan_specs(plan, env, algo, [""], plan.search_seeds[:1], plan.search_suite)
+    with sweep_lock([Path(plan.out) / plan.search_suite, Path(plan.out) / plan.score_suite]):
+        return _run_tuning(plan, run, log)
+
+
+def _run_tuning(plan: TuningPlan, run: Any, log: Any) -> dict[str, Any]:
+    keys = [(env, algo) for env in plan.envs for algo in plan.algos]
+    random_scores = {env: get_env_config(env, plan.envs_dir).random_score for env in plan.envs}
     studies = {key: _study(plan, *key) for key in keys}
+    seen: dict[tuple[str, str], set[str]] = {key: set() for key in keys}
+    numbers: dict[tuple[str, str], int] = {key: 0 for key in keys}
     rows: list[dict[str, Any]] = []
     done = 0
     while done < plan.trials:
@@ -214,9 +252,7 @@ def run_tuning(plan: TuningPlan, run: Any, log: Any = print) -> dict[str, Any]:
         for (env, algo), study in studies.items():
             asked[(env, algo)] = []
             for _ in range(size):
-                trial = study.ask()
-                variant = params_variant(algo, suggest(trial, algo))
-                asked[(env, algo)].append((trial, variant))
+                asked[(env, algo)].append(_ask_new(study, algo, seen[(env, algo)]))
             variants = [v for _, v in asked[(env, algo)]]
             specs += plan_specs(plan, env, algo, variants, plan.search_seeds, plan.search_suite)
         unique = list({str(s.relative_dir): s for s in specs}.values())
@@ -236,8 +272,10 @@ def run_tuning(plan: TuningPlan, run: Any, log: Any = print) -> dict[str, Any]:
                     per_condition[condition_name(condition)] = sum(scores) / len(scores)
                 value = sum(per_condition.values()) / len(per_condition)
                 study.tell(trial, value)
+                number = numbers[(env, algo)]  # the study's n-th trial (discarded repeats are not counted)
+                numbers[(env, algo)] += 1
                 rows.append(
-                    {"env": env, "algo": algo, "trial": trial.number, "variant": variant, "failed_runs": failures,
+                    {"env": env, "algo": algo, "trial": number, "variant": variant, "failed_runs": failures,
                      **{f"score[{k}]": v for k, v in per_condition.items()}, "mean_score": value}
                 )
         done += size

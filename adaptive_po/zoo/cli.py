@@ -83,6 +83,68 @@ def train_arguments(argv: list[str]) -> list[str]:
     return [*argv, "-conf", str(path)]
 
 
+#: the Zoo trainer's option for hyper-parameters given on the command line (``-params key:value ...``)
+PARAMS_OPTIONS: tuple[str, ...] = ("-params", "--hyperparams")
+
+
+def params_values(argv: list[str]) -> list[str]:
+    """The ``key:value`` words of every ``-params`` / ``--hyperparams`` in ``argv`` (the Zoo reads
+    the words that follow the option up to the next option)."""
+    words: list[str] = []
+    taking = False
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        if name in PARAMS_OPTIONS:
+            taking = True
+            if eq:
+                words.append(value)
+            continue
+        if arg.startswith("-") and not arg[1:2].isdigit():
+            taking = False
+        elif taking:
+            words.append(arg)
+    return words
+
+
+def check_dial_params(argv: list[str]) -> None:
+    """``ValueError`` naming the first bad data dial given with ``-params`` (``policy_lag:-1``,
+    ``sampler_precision:fp7``), before the Zoo builds anything (no log folder, no traceback)."""
+    import ast
+
+    from adaptive_po.dials import DIAL_NAMES, DataDials
+
+    dials = {}
+    for word in params_values(argv):
+        key, _, text = word.partition(":")
+        if key not in DIAL_NAMES:
+            continue
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text  # a bare word (the Zoo would fail to evaluate it): named as given below
+        if isinstance(value, str) and key not in ("behaviour_log_prob", "sampler_precision"):
+            raise ValueError(f"-params {word}: {key} must be a number, got {text!r}")
+        dials[key] = value
+    try:
+        DataDials(**dials)
+    except (ValueError, TypeError) as err:
+        given = " ".join(f"{k}:{v!r}" for k, v in dials.items())
+        raise ValueError(f"-params {given}: {err}") from None
+
+
+def _new_run_folders(log_folder: Path, algo: str, before: set[Path]) -> list[Path]:
+    """The Zoo run folders (``<log folder>/<algo>/<env>_<n>``) that are not in ``before``."""
+    root = log_folder / algo
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        tail = path.name.rpartition("_")[2]
+        if path.is_dir() and not path.is_symlink() and tail.isdigit() and path not in before:
+            found.append(path)
+    return found
+
+
 def _cmd_hyperparams(argv: list[str]) -> int:
     from adaptive_po.zoo.hyperparams import write_hyperparams, zoo_hyperparams
     from adaptive_po.zoo.registry import OBJECTIVE_OF
@@ -135,8 +197,19 @@ def main(argv: list[str] | None = None) -> int:
     if command not in ZOO_COMMANDS:
         print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr, end="")
         return 2
-    from adaptive_po.zoo.registry import register
+    from adaptive_po.zoo.registry import OBJECTIVE_OF, register
 
+    before: set[Path] = set()
+    log_folder = Path(_option(rest, "-f", "--log-folder", default="logs") or "logs")
+    algo = _option(rest, "--algo", default="ppo") or "ppo"
+    if command == "train":
+        if algo in OBJECTIVE_OF:
+            try:  # the data dials, before anything is built or written
+                check_dial_params(rest)
+            except ValueError as err:
+                print(f"adaptive_po.zoo train: error: {err}", file=sys.stderr)
+                return 2
+        before = set(_new_run_folders(log_folder, algo, set()))
     register()
     if command == "train":
         rest = train_arguments(rest)
@@ -145,6 +218,14 @@ def main(argv: list[str] | None = None) -> int:
     sys.argv = [f"adaptive_po.zoo {command}", *rest]
     try:
         run()
+    except BaseException as err:
+        if command == "train" and not (isinstance(err, SystemExit) and err.code in (None, 0)):
+            # a failed try leaves no run folder behind (the Zoo makes <log folder>/<algo>/<env>_<n> first)
+            import shutil
+
+            for folder in _new_run_folders(log_folder, algo, before):
+                shutil.rmtree(folder, ignore_errors=True)
+        raise
     finally:
         sys.argv = saved
     return 0

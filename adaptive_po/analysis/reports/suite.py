@@ -20,7 +20,7 @@ from adaptive_po.contract import atomic_write_text
 
 from ..labels import BASELINE_ALGO
 from ..load import LoadedRuns, load_runs, run_reporting
-from ..output import save_csv, save_figure
+from ..output import StagedFolder, save_csv, save_figure
 from ..plots import algo_colors, plot_ess, plot_learning_curves, plot_noise, plot_staleness
 from ..stats import DEFAULT_RESAMPLES, NO_INTERVAL, add_bootstrap_arguments, parse_report_arguments
 from ..tables import (
@@ -158,10 +158,26 @@ def make_report(
     dpi: int = 120,
 ) -> Report:
     """Load ``root``, compute the tables, draw the figures and write everything into ``out``
-    (default ``<root>/report``). Every file is written atomically."""
+    (default ``<root>/report``). The whole folder is written into a hidden sibling and replaces
+    ``out`` in one step (:class:`~adaptive_po.analysis.output.StagedFolder`): a stop midway
+    (SIGTERM included) leaves the old report as it was, and no temporary files."""
+    final = Path(out) if out is not None else Path(root) / "report"
+    runs = load_runs(root)  # a bad root is named before any folder is made
+    with StagedFolder(final) as staging:
+        report = _make_report(root, runs, staging, confidence=confidence, n_resamples=n_resamples, seed=seed,
+                              baseline=baseline, reference=reference, dpi=dpi)
+    moved = lambda path: final / Path(path).name  # noqa: E731
+    report.out_dir, report.report_md, report.results_md = final, moved(report.report_md), moved(report.results_md)
+    report.figures = {k: moved(v) for k, v in report.figures.items()}
+    report.tables = {k: moved(v) for k, v in report.tables.items()}
+    return report
+
+
+def _make_report(
+    root: str | Path, runs: LoadedRuns, out_dir: Path, *, confidence: float, n_resamples: int, seed: int | None, baseline: str,
+    reference: str, dpi: int,
+) -> Report:
     root = Path(root)
-    out_dir = Path(out) if out is not None else root / "report"
-    runs = load_runs(root)
     colors = algo_colors(runs.algos, baseline=baseline)
     kw = dict(confidence=confidence, n_resamples=n_resamples, seed=seed)
 
