@@ -11,6 +11,7 @@ the same, damaged or changed; :func:`start_run_folder`, :func:`finish_run_folder
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -281,9 +282,16 @@ def finish_run_folder(spec: RunSpec, summary: dict[str, Any], wall_time_s: float
 
 def fail_run_folder(spec: RunSpec, text: str) -> None:
     """Leave ``FAILED`` with ``text`` (the error and its traceback) in the run folder, if possible;
-    never in a folder that a live process other than this one owns (its run is not ours to mark)."""
+    never in a folder that a live process other than this one owns (its run is not ours to mark),
+    and never beside a ``COMPLETE`` marker.
+
+    A run is complete from the moment its ``COMPLETE`` is written; an error after that (a stop,
+    SIGTERM or Ctrl-C, reaching the worker while it tidies up, or an error before this attempt
+    cleared the folder of an earlier complete run) is this process's, not the run's: marking the
+    run FAILED would make it "both COMPLETE and FAILED", damaged, and a rerun would train it again
+    (issue 32, case 8). Its outcome still says failed; the folder is left as it is."""
     try:
-        if owned_by_another(spec.run_dir):
+        if owned_by_another(spec.run_dir) or os.path.lexists(spec.run_dir / contract.COMPLETE):
             return
         spec.run_dir.mkdir(parents=True, exist_ok=True)
         contract.atomic_write_text(spec.run_dir / FAILED, text)
