@@ -214,6 +214,9 @@ def run_folder_state(spec: RunSpec, config: dict[str, Any] | None = None) -> Run
     run (skip it), damaged (:func:`~adaptive_po.contract.verify_complete_run` names why)
     or made with another configuration (the differing keys, old -> new)."""
     run_dir = spec.run_dir
+    # a folder of the run's path that is a link (copied results, or planted) would send the run's
+    # files outside the results: named and refused before anything runs (issue 32, case 2)
+    contract.check_no_links(Path(spec.out) / spec.suite, run_dir)
     if not is_complete(run_dir):
         return RunFolderState(RUN_NEW)
     problem = contract.verify_complete_run(run_dir)
@@ -221,8 +224,8 @@ def run_folder_state(spec: RunSpec, config: dict[str, Any] | None = None) -> Run
         return RunFolderState(RUN_DAMAGED, reasons=(problem,))
     config = config if config is not None else config_for(spec)
     try:
-        previous = json.loads((run_dir / contract.CONFIG_FILE).read_text())
-        summary = json.loads((run_dir / contract.SUMMARY_FILE).read_text())
+        previous = json.loads(contract.read_regular_text(run_dir / contract.CONFIG_FILE))
+        summary = json.loads(contract.read_regular_text(run_dir / contract.SUMMARY_FILE))
     except (OSError, ValueError) as err:
         return RunFolderState(RUN_DAMAGED, reasons=(f"{contract.CONFIG_FILE} or {contract.SUMMARY_FILE} cannot be read ({err})",))
     if not isinstance(previous, dict) or not isinstance(summary, dict):
@@ -249,6 +252,7 @@ def start_run_folder(spec: RunSpec, config: dict[str, Any]) -> None:
     A folder that a live process other than this one owns (an orphaned worker of a killed sweep
     that has not died yet) is waited for, never removed under it: ``RunFolderBusy`` if it stays."""
     run_dir = spec.run_dir
+    contract.check_no_links(Path(spec.out) / spec.suite, run_dir)
     if run_dir.exists():
         wait_for_owner(run_dir)
         shutil.rmtree(run_dir)
