@@ -194,3 +194,69 @@ def dials_condition() -> str:
     from adaptive_po import dials
 
     return dials.condition_name(0, 0.0, 0)
+
+
+# -- case 6b: a Ray cluster that cannot be reached fails fast ---------------------------------------
+def _stop_group(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+def test_an_unreachable_ray_address_is_one_line_and_exit_2_at_once(tmp_path):
+    pytest.importorskip("ray")
+    out = tmp_path / "runs"
+    started = time.time()
+    process = subprocess.Popen(bench(out, "--executor", "ray", "--ray-address", "127.0.0.1:1"), env=ENV,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, stderr = process.communicate(timeout=90)  # before: Ray's warnings for minutes, no error
+    finally:
+        _stop_group(process)
+    assert process.returncode == 2, stderr
+    assert time.time() - started < 60
+    errors = [line for line in stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and "127.0.0.1:1" in errors[0] and "timeout 5 s" in errors[0], stderr
+    assert "Traceback" not in stderr and "Failed to get cluster ID" not in stderr
+    assert not (out / "quick" / locks.LOCK_FILE).exists()
+
+
+@pytest.mark.slow
+def test_sigterm_while_ray_connects_is_acted_on_within_seconds(tmp_path):
+    """An address that accepts TCP but is no Ray cluster: ray.init waits inside C code; a SIGTERM
+    sent then ends the bench within seconds (before: about 35 s)."""
+    pytest.importorskip("ray")
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted: list[socket.socket] = []
+    second = threading.Event()
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            if len(accepted) >= 2:  # the address check, then Ray's own connection
+                second.set()
+
+    threading.Thread(target=accept, daemon=True).start()
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    process = subprocess.Popen(bench(tmp_path / "runs", "--executor", "ray", "--ray-address", address), env=ENV,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert second.wait(timeout=120), "Ray never connected to the address"
+        assert process.poll() is None, process.communicate()
+        os.kill(process.pid, signal.SIGTERM)
+        stopped = time.time()
+        process.wait(timeout=30)
+        assert time.time() - stopped < 5, f"SIGTERM acted on after {time.time() - stopped:.1f} s"
+    finally:
+        _stop_group(process)
+        server.close()
+        for conn in accepted:
+            conn.close()
