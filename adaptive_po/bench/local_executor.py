@@ -49,7 +49,7 @@ def _job_files(job: Job) -> tuple[Path, Path, Path, Path]:
 def check_job_files(jobs: Sequence[Job]) -> None:
     """:class:`~adaptive_po.contract.PlantedLink` naming the first of the jobs' ``.logs`` folders and
     files that is a symbolic link, before any worker starts: the log is opened for writing (and
-    truncated), so a planted ``<job>.log -> some file`` would destroy its target (issue 32, case 2).
+    truncated), so a planted ``<job>.log -> some file`` would destroy its target.
     The spec and result files are replaced atomically (a link in their place is replaced, not
     followed) and read only as regular files; they are refused too, to say it at once."""
     for job in jobs:
@@ -78,7 +78,7 @@ def _start_local(job: Job) -> _Active:
         result_path.unlink()
     # the worker SIGKILLs itself when this driver dies (locks.die_with_driver): no orphans
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", DRIVER_PID_ENV: str(os.getpid())}
-    # never through a link: a planted <job>.log -> some file would truncate it (issue 32, case 2)
+    # never through a link: a planted <job>.log -> some file would truncate it
     with os.fdopen(open_regular(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), "w") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "adaptive_po", command, str(spec_path), "--result", str(result_path)],

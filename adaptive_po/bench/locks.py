@@ -236,7 +236,7 @@ def _acquire(folder: Path) -> None:
     for _ in range(50):
         try:
             # never through a link: a planted .sweep.lock -> ~/.bashrc would be truncated and
-            # overwritten with the lock's JSON (issue 32, case 2); PlantedLink names it
+            # overwritten with the lock's JSON; PlantedLink names it
             fd = open_regular(path, os.O_RDWR | os.O_CREAT, 0o644)
         except PlantedLink:
             raise

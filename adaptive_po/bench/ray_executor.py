@@ -73,7 +73,7 @@ def check_ray_available() -> None:
 
 #: seconds the driver waits for a TCP connection to a cluster's address (``--ray-address``) before
 #: Ray is initialised: an address where nothing listens is one error line at once, not minutes of
-#: Ray's "Failed to get cluster ID" warnings (issue 32, case 6)
+#: Ray's "Failed to get cluster ID" warnings
 RAY_CONNECT_TIMEOUT_S = 5.0
 
 

@@ -215,7 +215,7 @@ def run_folder_state(spec: RunSpec, config: dict[str, Any] | None = None) -> Run
     or made with another configuration (the differing keys, old -> new)."""
     run_dir = spec.run_dir
     # a folder of the run's path that is a link (copied results, or planted) would send the run's
-    # files outside the results: named and refused before anything runs (issue 32, case 2)
+    # files outside the results: named and refused before anything runs
     contract.check_no_links(Path(spec.out) / spec.suite, run_dir)
     if not is_complete(run_dir):
         return RunFolderState(RUN_NEW)
@@ -293,7 +293,7 @@ def fail_run_folder(spec: RunSpec, text: str) -> None:
     SIGTERM or Ctrl-C, reaching the worker while it tidies up, or an error before this attempt
     cleared the folder of an earlier complete run) is this process's, not the run's: marking the
     run FAILED would make it "both COMPLETE and FAILED", damaged, and a rerun would train it again
-    (issue 32, case 8). Its outcome still says failed; the folder is left as it is."""
+    after a stop. Its outcome still says failed; the folder is left as it is."""
     try:
         if owned_by_another(spec.run_dir) or os.path.lexists(spec.run_dir / contract.COMPLETE):
             return
