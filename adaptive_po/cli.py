@@ -414,11 +414,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return 0
     from adaptive_po.bench.locks import keep_sweep_locks, sweep_folders
 
-    keep_sweep_locks(sweep_folders(specs))  # one sweep per folder, held through the report; else exit 2
-    if args.executor == "ray":
-        from adaptive_po.bench.ray_executor import check_ray_available
+    if args.executor == "ray":  # before the lock: a cluster that cannot be reached is one line, exit 2
+        from adaptive_po.bench.ray_executor import check_ray_address, check_ray_available
 
         check_ray_available()
+        check_ray_address(args.ray_address)
+    keep_sweep_locks(sweep_folders(specs))  # one sweep per folder, held through the report; else exit 2
     result = run_sweep(
         specs,
         workers=args.workers,

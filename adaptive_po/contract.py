@@ -29,6 +29,7 @@ import io
 import json
 import math
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,7 +178,85 @@ def run_relative_dir(suite: str, env: str, algo: str, condition: str, seed: int)
 
 
 def is_complete(run_dir: str | os.PathLike) -> bool:
-    return (Path(run_dir) / COMPLETE).is_file()
+    """Whether ``run_dir`` holds a ``COMPLETE`` marker: a file, or a symbolic link in its place
+    (never followed: :func:`verify_complete_run` names it, so the run is damaged, not new)."""
+    marker = Path(run_dir) / COMPLETE
+    return os.path.islink(marker) or marker.is_file()
+
+
+# -- files opened only as regular files, never through a link -------------------------------------
+# Result folders are copied between machines, so a symbolic link can arrive in one (or be planted):
+# ``.sweep.lock -> ~/.bashrc``, ``FAILED -> /etc/passwd``. Every file of the project's is opened
+# without following a link (O_NOFOLLOW) and must be a regular file, or replaced atomically (the
+# link itself is replaced, its target untouched); a link found is named and refused.
+class PlantedLink(ValueError):
+    """A symbolic link where the project keeps a file or folder of its own (a ``ValueError``: the
+    command line's exit code 2, with this message naming the path)."""
+
+
+def planted_link(path: str | os.PathLike, what: str = "") -> PlantedLink:
+    """:class:`PlantedLink` naming ``path`` and where it points."""
+    try:
+        target = f" -> {os.readlink(path)}"
+    except OSError:
+        target = ""
+    return PlantedLink(
+        f"{path}{target} is a symbolic link{f' ({what})' if what else ''}; adaptive-po did not make it and never "
+        f"opens its files through a link (results copied from elsewhere may carry one): remove it and rerun"
+    )
+
+
+def link_problem(path: str | os.PathLike) -> str | None:
+    """``"<name> is a symbolic link, not read ..."`` if ``path`` is a link, else None (where it
+    points is not said: analysis puts this reason into reports)."""
+    if not os.path.islink(path):
+        return None
+    return f"{Path(path).name} is a symbolic link, not read (adaptive-po never follows one)"
+
+
+def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
+    """``os.open`` that never follows a link (``O_NOFOLLOW``: :class:`PlantedLink` naming the path)
+    and returns a descriptor of a regular file only (a folder or a device: ``ValueError``)."""
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as err:
+        if os.path.islink(path):
+            raise planted_link(path) from None
+        raise err
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file; adaptive-po reads and writes only its own files")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular_bytes(path: str | os.PathLike) -> bytes:
+    """The bytes of the regular file ``path``, never read through a link (:func:`open_regular`)."""
+    with os.fdopen(open_regular(path), "rb") as fh:
+        return fh.read()
+
+
+def read_regular_text(path: str | os.PathLike, errors: str = "strict") -> str:
+    """The UTF-8 text of the regular file ``path``, never read through a link."""
+    return read_regular_bytes(path).decode("utf-8", errors=errors)
+
+
+def check_no_links(root: str | os.PathLike, path: str | os.PathLike) -> None:
+    """:class:`PlantedLink` if ``path`` or a folder between ``root`` (excluded) and it is a symbolic
+    link: a run's folders are made by the bench, so a link among them came from elsewhere and
+    would send its files outside the results."""
+    root, path = Path(root), Path(path)
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return
+    here = root
+    for part in parts:
+        here = here / part
+        if os.path.islink(here):
+            raise planted_link(here, "a folder of the results")
 
 
 # -- atomic files ---------------------------------------------------------------------------------
@@ -281,7 +360,7 @@ def file_record(path: str | os.PathLike) -> dict[str, Any]:
 
     digest = hashlib.sha256()
     size = 0
-    with open(path, "rb") as fh:
+    with os.fdopen(open_regular(path), "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
             size += len(block)
@@ -322,10 +401,12 @@ def _read_rows(path: Path, columns: Iterable[Column], check_schema: bool) -> tup
     ``check_schema``, the header must also have the required columns, and a cell that is no
     number is a problem too)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path)
     except FileNotFoundError:
         return [], [], f"{path.name} is missing"
-    except (OSError, UnicodeDecodeError) as err:
+    except PlantedLink:
+        return [], [], link_problem(path) or f"{path.name} is a symbolic link, not read"
+    except (OSError, UnicodeDecodeError, ValueError) as err:
         return [], [], f"{path.name} cannot be read ({err})"
     if not text.endswith("\n"):
         return [], [], f"{path.name} is cut short (no final newline)"
@@ -360,7 +441,9 @@ def _check_record(run_dir: Path, name: str, expected: Any, recorded_in: str) -> 
         actual = file_record(run_dir / name)
     except FileNotFoundError:
         return f"{name} is missing"
-    except OSError as err:
+    except PlantedLink:
+        return link_problem(run_dir / name) or f"{name} is a symbolic link, not read"
+    except (OSError, ValueError) as err:
         return f"{name} cannot be read ({err})"
     if actual["bytes"] != expected.get("bytes"):
         return f"{name} has {actual['bytes']} bytes, {expected.get('bytes')} at completion"
@@ -372,9 +455,11 @@ def _check_record(run_dir: Path, name: str, expected: Any, recorded_in: str) -> 
 def _read_object(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(the JSON object in ``path``, None) or (None, why it cannot be read)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular_text(path))
     except FileNotFoundError:
         return None, f"{path.name} is missing"
+    except PlantedLink:
+        return None, link_problem(path) or f"{path.name} is a symbolic link, not read"
     except (OSError, ValueError) as err:
         return None, f"{path.name} cannot be read ({err})"
     if not isinstance(data, dict):
@@ -412,9 +497,15 @@ def verify_complete_run(run_dir: str | os.PathLike, check_schema: bool = True) -
     file in an error of its own.
     """
     run_dir = Path(run_dir)
+    if os.path.islink(run_dir):
+        return link_problem(run_dir)
+    for name in (COMPLETE, FAILED):
+        problem = link_problem(run_dir / name)
+        if problem:
+            return problem
     if not (run_dir / COMPLETE).is_file():
         return "no COMPLETE marker"
-    if (run_dir / FAILED).exists():
+    if os.path.lexists(run_dir / FAILED):
         return "both COMPLETE and FAILED markers (two attempts wrote into one folder)"
     marker, problem = _read_object(run_dir / COMPLETE)
     if problem:

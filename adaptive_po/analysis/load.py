@@ -22,6 +22,7 @@ no ``random_score``, cannot be scored: it is left out and named. A folder with n
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -162,7 +163,8 @@ def _find_run_dirs(root: Path) -> list[Path]:
     """Folders that look like run folders: named ``seed-<n>`` or holding a contract file.
 
     ``<root>/report`` and hidden folders are skipped; a run folder's own subfolders (``tb/``) are
-    not searched.
+    not searched. A folder that is a symbolic link is never entered (``os.walk`` does not follow links): it is
+    returned too, so that :func:`load_runs` names it and leaves it out.
     """
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -174,7 +176,22 @@ def _find_run_dirs(root: Path) -> list[Path]:
         dirnames[:] = sorted(
             d for d in dirnames if not d.startswith(".") and not (here == root and d == "report")
         )
+        found += [here / d for d in dirnames if os.path.islink(here / d)]
     return sorted(found)
+
+
+def _link_problem(d: Path) -> str | None:
+    """Why the run folder ``d`` is not read because of a symbolic link (the folder itself, or its
+    markers, config or tables): analysis reads them only as regular files inside the results root,
+    never through a link that could point at any file of the machine."""
+    if os.path.islink(d):
+        return contract.link_problem(d)
+    for name in (contract.COMPLETE, contract.FAILED, contract.CONFIG_FILE, contract.SUMMARY_FILE,
+                 contract.PROGRESS_FILE, contract.EVAL_FILE):
+        problem = contract.link_problem(d / name)
+        if problem:
+            return problem
+    return None
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -190,11 +207,11 @@ def _rel(path: Path, root: Path) -> str:
 
 
 def _read_json(path: Path) -> dict:
-    if not path.is_file():
-        raise ValueError(f"{path}: missing (a complete run must have it)")
+    if not path.is_file() or path.is_symlink():
+        raise ValueError(f"{path}: missing (a complete run must have it)" if not path.is_symlink()
+                         else f"{path}: a symbolic link, not read")
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(contract.read_regular_text(path))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: invalid JSON ({exc})") from exc
     except UnicodeDecodeError as exc:
@@ -256,10 +273,11 @@ def _parse_config(path: Path) -> dict:
 
 def _read_csv(path: Path, schema: _CsvSchema) -> pd.DataFrame:
     required, known = schema.required, schema.known
-    if not path.is_file():
-        raise ValueError(f"{path}: missing (a complete run must have it)")
+    if not path.is_file() or path.is_symlink():
+        raise ValueError(f"{path}: missing (a complete run must have it)" if not path.is_symlink()
+                         else f"{path}: a symbolic link, not read")
     try:
-        raw = pd.read_csv(path)
+        raw = pd.read_csv(io.BytesIO(contract.read_regular_bytes(path)))
     except pd.errors.EmptyDataError as exc:
         raise ValueError(f"{path}: empty file, expected a CSV header with columns {list(required)}") from exc
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
@@ -337,8 +355,8 @@ def _list_reasons(reasons: dict[Path, str], root: Path, limit: int = 20) -> tupl
 def _failure_line(path: Path) -> str:
     """The first non-empty line of a ``FAILED`` file (the error), at most 300 characters."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
+        text = contract.read_regular_text(path, errors="replace")
+    except (OSError, ValueError) as exc:  # a link (never followed) or a folder in its place
         return f"FAILED cannot be read ({exc})"
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return line[:300]
@@ -424,8 +442,12 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
     complete: list[Path] = []
     damaged: dict[Path, str] = {}
     for d in run_dirs:
+        link = _link_problem(d)
+        if link is not None:  # never read: left out with the reason, like a damaged run
+            damaged[d] = link
+            continue
         has_complete = contract.is_complete(d)
-        has_failed = (d / contract.FAILED).exists()
+        has_failed = os.path.lexists(d / contract.FAILED)
         if has_complete:
             # never trusted unchecked: both markers, a file changed since completion, no
             # integrity record, a non-finite number, a final return other than eval.csv's last
@@ -445,8 +467,8 @@ def load_runs(root: str | os.PathLike) -> LoadedRuns:
               f"{_list_paths(incomplete, root)}", notes)
     if damaged:
         listed, more = _list_reasons(damaged, root)
-        _warn(f"left out {len(damaged)} complete run(s) that fail the integrity check (rerun the bench "
-              f"to redo them) under {root}: {listed}{more}", notes)
+        _warn(f"left out {len(damaged)} run(s) that fail the integrity check or hold a symbolic link "
+              f"(never followed; rerun the bench to redo them) under {root}: {listed}{more}", notes)
     if not complete:
         raise ValueError(
             f"{root}: no complete runs ({len(incomplete)} incomplete, {len(failed)} failed, "

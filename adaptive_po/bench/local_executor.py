@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from adaptive_po.contract import FAILED, STATUS_FILE, SUMMARY_FILE
-from adaptive_po.contract import atomic_write_text, is_complete
+from adaptive_po.contract import atomic_write_text, check_no_links, is_complete, open_regular, planted_link, read_regular_text
 from adaptive_po.bench.jobs import Job, ResultCallback, TickCallback, check_jobs
 from adaptive_po.bench.locks import DRIVER_PID_ENV, WORKER_DISK_EXITS, disk_error_text
 from adaptive_po.bench.run_folder import RunSpec
@@ -37,18 +37,38 @@ def _log_dir(spec: RunSpec) -> Path:
     return Path(spec.out) / spec.suite / ".logs"
 
 
+def _job_files(job: Job) -> tuple[Path, Path, Path, Path]:
+    """``(logs folder, spec file, result file, log file)`` of ``job``: in ``<out>/<suite>/.logs/``,
+    named after the (first) run's folder."""
+    first = job.specs[0]
+    logs = _log_dir(first)
+    stem = str(first.relative_dir).replace(os.sep, "__") + (f".population-{len(job.specs)}" if job.population else "")
+    return logs, logs / f"{stem}.spec.json", logs / f"{stem}.result.json", logs / f"{stem}.log"
+
+
+def check_job_files(jobs: Sequence[Job]) -> None:
+    """:class:`~adaptive_po.contract.PlantedLink` naming the first of the jobs' ``.logs`` folders and
+    files that is a symbolic link, before any worker starts: the log is opened for writing (and
+    truncated), so a planted ``<job>.log -> some file`` would destroy its target.
+    The spec and result files are replaced atomically (a link in their place is replaced, not
+    followed) and read only as regular files; they are refused too, to say it at once."""
+    for job in jobs:
+        first = job.specs[0]
+        logs, *files = _job_files(job)
+        check_no_links(Path(first.out) / first.suite, logs)
+        for path in files:
+            if os.path.islink(path):
+                raise planted_link(path, "a worker's file of the sweep")
+
+
 def _start_local(job: Job) -> _Active:
     """Start ``job``'s worker: ``_run SPEC`` for one run, ``_run_population SPECS`` for a population.
 
     Its files lie in ``<out>/<suite>/.logs/``, named after the (first) run's folder.
     """
     first = job.specs[0]
-    logs = _log_dir(first)
+    logs, spec_path, result_path, log_path = _job_files(job)
     logs.mkdir(parents=True, exist_ok=True)
-    stem = str(first.relative_dir).replace(os.sep, "__") + (f".population-{len(job.specs)}" if job.population else "")
-    spec_path = logs / f"{stem}.spec.json"
-    result_path = logs / f"{stem}.result.json"
-    log_path = logs / f"{stem}.log"
     if job.population:
         command, payload = "_run_population", [spec.to_dict() for spec in job.specs]
     else:
@@ -58,7 +78,8 @@ def _start_local(job: Job) -> _Active:
         result_path.unlink()
     # the worker SIGKILLs itself when this driver dies (locks.die_with_driver): no orphans
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", DRIVER_PID_ENV: str(os.getpid())}
-    with open(log_path, "w") as log:
+    # never through a link: a planted <job>.log -> some file would truncate it
+    with os.fdopen(open_regular(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), "w") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "adaptive_po", command, str(spec_path), "--result", str(result_path)],
             stdout=log,
@@ -71,7 +92,7 @@ def _start_local(job: Job) -> _Active:
 def _read_results(active: _Active) -> list[dict[str, Any]] | None:
     """The worker's records, one per run of its job, or None if it left none (or a wrong one)."""
     try:
-        data = json.loads(active.result_path.read_text())
+        data = json.loads(read_regular_text(active.result_path))
     except (OSError, ValueError):
         return None
     records = data if active.job.population else [data]
@@ -89,8 +110,8 @@ def _finish_local(active: _Active) -> list[dict[str, Any]]:
     code = active.process.returncode
     tail = ""
     try:
-        tail = "\n".join(active.log_path.read_text().splitlines()[-20:])
-    except OSError:
+        tail = "\n".join(read_regular_text(active.log_path, errors="replace").splitlines()[-20:])
+    except (OSError, ValueError):
         pass
     error = f"worker process exited with status {code} without a result"
     disk = [line.strip() for line in tail.splitlines() if disk_error_text(line)]
@@ -106,7 +127,7 @@ def _finish_local(active: _Active) -> list[dict[str, Any]]:
         record = {"run_dir": str(run_dir), "relative_dir": str(spec.relative_dir)}
         if is_complete(run_dir):  # a population member that finished before its worker died
             try:
-                summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+                summary = json.loads(read_regular_text(run_dir / SUMMARY_FILE))
                 out.append({**record, "status": "complete", "final_return": summary["final_eval_return_mean"], "wall_time_s": summary.get("wall_time_s", 0.0)})
                 continue
             except (OSError, ValueError, KeyError):
@@ -125,7 +146,7 @@ def _finish_local(active: _Active) -> list[dict[str, Any]]:
 
 def live_timesteps(spec: RunSpec) -> int:
     try:
-        return int(json.loads((spec.run_dir / STATUS_FILE).read_text())["timesteps"])
+        return int(json.loads(read_regular_text(spec.run_dir / STATUS_FILE))["timesteps"])
     except (OSError, ValueError, KeyError):
         return 0
 
@@ -143,6 +164,7 @@ def run_local(
     quarter second with the runs of the jobs in flight.
     """
     check_jobs(jobs)
+    check_job_files(jobs)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     on_result = on_result or (lambda spec, record: None)

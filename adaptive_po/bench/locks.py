@@ -133,8 +133,10 @@ def _describe(info: dict[str, Any]) -> str:
 
 
 def _read_info(path: Path) -> dict[str, Any] | None:
+    from adaptive_po.contract import read_regular_text
+
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular_text(path))  # never through a link (a planted one says nothing)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -222,8 +224,10 @@ _held_guard = threading.Lock()
 def _acquire(folder: Path) -> None:
     import fcntl
 
+    from adaptive_po.contract import PlantedLink, open_regular
+
     path = folder / LOCK_FILE
-    key = str(path.resolve())
+    key = str(folder.resolve() / LOCK_FILE)  # the lock file itself is never resolved: a link is refused
     with _held_guard:
         if key in _held:
             _held[key][1] += 1
@@ -231,9 +235,13 @@ def _acquire(folder: Path) -> None:
     check_destination(folder)
     for _ in range(50):
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as err:
-            raise DestinationError(f"--out: cannot create the lock file {path}: {err.strerror or err}") from None
+            # never through a link: a planted .sweep.lock -> ~/.bashrc would be truncated and
+            # overwritten with the lock's JSON; PlantedLink names it
+            fd = open_regular(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except PlantedLink:
+            raise
+        except (OSError, ValueError) as err:
+            raise DestinationError(f"--out: cannot create the lock file {path}: {getattr(err, 'strerror', None) or err}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -281,7 +289,7 @@ def _acquire(folder: Path) -> None:
 
 def _release(folder: Path) -> None:
     path = folder / LOCK_FILE
-    key = str(path.resolve())
+    key = str(folder.resolve() / LOCK_FILE)
     with _held_guard:
         entry = _held.get(key)
         if entry is None:

@@ -71,6 +71,69 @@ def check_ray_available() -> None:
         raise ValueError(RAY_MISSING) from None
 
 
+#: seconds the driver waits for a TCP connection to a cluster's address (``--ray-address``) before
+#: Ray is initialised: an address where nothing listens is one error line at once, not minutes of
+#: Ray's "Failed to get cluster ID" warnings
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def _address_host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a Ray address (``host:port``, ``ray://host:port``, ``[::1]:port``), or
+    None for ``auto`` / ``local`` without ``$RAY_ADDRESS`` (Ray finds those itself)."""
+    if address in ("auto", "local"):
+        address = os.environ.get("RAY_ADDRESS", "") if address == "auto" else ""
+        if not address or address in ("auto", "local"):
+            return None
+    rest = address.split("://", 1)[-1].rstrip("/")
+    if rest.startswith("["):
+        host, _, port = rest[1:].partition("]")
+        port = port[1:] if port.startswith(":") else ""
+    else:
+        host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--ray-address {address!r} is not host:port, ray://host:port or auto")
+    return host, int(port)
+
+
+def check_ray_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """A ``ValueError`` (one line, naming the address) unless a TCP connection to ``address`` opens
+    within ``timeout`` seconds; nothing to check without an address (a local instance) or for
+    ``auto`` without ``$RAY_ADDRESS``."""
+    where = _address_host_port(address) if address is not None else None
+    if where is None:
+        return
+    host, port = where
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as err:
+        why = f"no answer within {timeout:g} s" if isinstance(err, socket.timeout) else (err.strerror or str(err))
+        raise ValueError(
+            f"--ray-address {address}: cannot reach a Ray cluster at {host}:{port} ({why}; checked with a TCP "
+            f"connect, timeout {timeout:g} s); start it (ray start --head), give the address of a running one, "
+            f"or leave --ray-address out to start a local instance"
+        ) from None
+
+
+@contextlib.contextmanager
+def _stop_at_once_on_sigterm() -> Iterator[None]:
+    """While Ray connects (``ray.init`` waits inside C code, where Python's signal handlers do not
+    run), SIGTERM ends the process at once (its default action) instead of tens of seconds later;
+    nothing of the sweep runs yet (the lock is an flock the kernel releases). The handler is
+    restored afterwards. Only in the main thread (where signal handlers live)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 # -- the worker side ------------------------------------------------------------------------------
 def _pid_alive(pid: int) -> bool:
     try:
@@ -442,9 +505,10 @@ def run_ray(
             start_local_ray()
             local = True
         else:
+            check_ray_address(ray_address)  # a short TCP connect before Ray waits minutes for it
             # Ray rewrites a loopback address to the machine's routable one unless told not to
             try:
-                with _loopback_only() if _is_loopback(ray_address) else contextlib.nullcontext():
+                with _loopback_only() if _is_loopback(ray_address) else contextlib.nullcontext(), _stop_at_once_on_sigterm():
                     ray.init(address=ray_address, log_to_driver=False, logging_level=logging.WARNING)
             except ConnectionError as err:  # the CLI reports a ValueError as a plain error line
                 cause = f" ({err.__cause__})" if err.__cause__ else ""  # e.g. the token-auth hint

@@ -11,6 +11,7 @@ the same, damaged or changed; :func:`start_run_folder`, :func:`finish_run_folder
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -213,6 +214,9 @@ def run_folder_state(spec: RunSpec, config: dict[str, Any] | None = None) -> Run
     run (skip it), damaged (:func:`~adaptive_po.contract.verify_complete_run` names why)
     or made with another configuration (the differing keys, old -> new)."""
     run_dir = spec.run_dir
+    # a folder of the run's path that is a link (copied results, or planted) would send the run's
+    # files outside the results: named and refused before anything runs
+    contract.check_no_links(Path(spec.out) / spec.suite, run_dir)
     if not is_complete(run_dir):
         return RunFolderState(RUN_NEW)
     problem = contract.verify_complete_run(run_dir)
@@ -220,8 +224,8 @@ def run_folder_state(spec: RunSpec, config: dict[str, Any] | None = None) -> Run
         return RunFolderState(RUN_DAMAGED, reasons=(problem,))
     config = config if config is not None else config_for(spec)
     try:
-        previous = json.loads((run_dir / contract.CONFIG_FILE).read_text())
-        summary = json.loads((run_dir / contract.SUMMARY_FILE).read_text())
+        previous = json.loads(contract.read_regular_text(run_dir / contract.CONFIG_FILE))
+        summary = json.loads(contract.read_regular_text(run_dir / contract.SUMMARY_FILE))
     except (OSError, ValueError) as err:
         return RunFolderState(RUN_DAMAGED, reasons=(f"{contract.CONFIG_FILE} or {contract.SUMMARY_FILE} cannot be read ({err})",))
     if not isinstance(previous, dict) or not isinstance(summary, dict):
@@ -248,6 +252,7 @@ def start_run_folder(spec: RunSpec, config: dict[str, Any]) -> None:
     A folder that a live process other than this one owns (an orphaned worker of a killed sweep
     that has not died yet) is waited for, never removed under it: ``RunFolderBusy`` if it stays."""
     run_dir = spec.run_dir
+    contract.check_no_links(Path(spec.out) / spec.suite, run_dir)
     if run_dir.exists():
         wait_for_owner(run_dir)
         shutil.rmtree(run_dir)
@@ -281,9 +286,16 @@ def finish_run_folder(spec: RunSpec, summary: dict[str, Any], wall_time_s: float
 
 def fail_run_folder(spec: RunSpec, text: str) -> None:
     """Leave ``FAILED`` with ``text`` (the error and its traceback) in the run folder, if possible;
-    never in a folder that a live process other than this one owns (its run is not ours to mark)."""
+    never in a folder that a live process other than this one owns (its run is not ours to mark),
+    and never beside a ``COMPLETE`` marker.
+
+    A run is complete from the moment its ``COMPLETE`` is written; an error after that (a stop,
+    SIGTERM or Ctrl-C, reaching the worker while it tidies up, or an error before this attempt
+    cleared the folder of an earlier complete run) is this process's, not the run's: marking the
+    run FAILED would make it "both COMPLETE and FAILED", damaged, and a rerun would train it again
+    after a stop. Its outcome still says failed; the folder is left as it is."""
     try:
-        if owned_by_another(spec.run_dir):
+        if owned_by_another(spec.run_dir) or os.path.lexists(spec.run_dir / contract.COMPLETE):
             return
         spec.run_dir.mkdir(parents=True, exist_ok=True)
         contract.atomic_write_text(spec.run_dir / FAILED, text)

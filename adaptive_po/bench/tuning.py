@@ -176,7 +176,7 @@ def run_score(spec: RunSpec, random_score: float) -> tuple[float, bool]:
     run_dir = spec.run_dir
     if contract.is_complete(run_dir):
         try:
-            value = float(json.loads((run_dir / contract.SUMMARY_FILE).read_text())["final_eval_return_mean"])
+            value = float(json.loads(contract.read_regular_text(run_dir / contract.SUMMARY_FILE))["final_eval_return_mean"])
         except (OSError, ValueError, KeyError, TypeError):
             value = math.nan
         if math.isfinite(value):
