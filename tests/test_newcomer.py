@@ -11,7 +11,6 @@ import csv
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 
@@ -21,23 +20,13 @@ from adaptive_po.bench import process_engine, run_folder
 from adaptive_po.bench.config import did_you_mean, evaluation_timesteps, get_env_config, trained_timesteps
 from adaptive_po.bench.run_folder import RUN_SAME, RunSpec, config_for, run_folder_state
 from adaptive_po.bench.process_engine import execute_run
-from adaptive_po.cli import WORKER_COMMANDS, build_parser, build_worker_parser, main
+from adaptive_po.cli import WORKER_COMMANDS, build_parser, build_worker_parser
+from test_robustness import run_cli as cli  # adaptive-po in this process, its signal handlers put back
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 CARTPOLE = "CartPole-v1"
 
 
-def cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    """``adaptive-po ARGV`` in this process (its signal handlers are put back afterwards)."""
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    capsys.readouterr()
-    try:
-        code = main(argv)
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def train_args(out, *extra: str) -> list[str]:
