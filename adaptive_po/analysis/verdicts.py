@@ -24,7 +24,9 @@ Rules, stated once:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -150,33 +152,52 @@ def per_task(table: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@dataclass(frozen=True)
+class ComparedPair:
+    """One arm against the baseline at one condition, over the tasks of the condition's aggregates
+    where both ran: each task's normalized scores, in task order."""
+
+    condition: str
+    algo: str
+    runs: pd.DataFrame  #: the condition's scored runs, every arm
+    unsaturated: list[str]  #: the condition's aggregated tasks (a task either arm lacks is "missing")
+    envs: list[str]
+    arm: dict[str, np.ndarray]
+    base: dict[str, np.ndarray]
+
+
+def compared_pairs(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str) -> Iterator[ComparedPair]:
+    """Every (condition, arm) compared with ``baseline`` in the aggregates, in condition then arm
+    order; a pair with no task both ran is skipped."""
+    for condition, cond in _scored(table).groupby("condition", sort=True):
+        unsaturated = aggregated_tasks(table, tasks, condition)
+        runs = {(e, a): cell["score"].to_numpy() for (e, a), cell in cond.groupby(["env", "algo"])}
+        for algo in sorted(set(cond["algo"]) - {baseline}):
+            envs = [e for e in unsaturated if (e, algo) in runs and (e, baseline) in runs]
+            if envs:
+                yield ComparedPair(condition, algo, cond, unsaturated, envs,
+                                   {e: runs[(e, algo)] for e in envs}, {e: runs[(e, baseline)] for e in envs})
+
+
 def aggregates(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
     """Per condition and arm: the difference to ``baseline`` of the mean of per-game normalized means and of
     the IQM of all normalized runs, each with a stratified bootstrap CI; a verdict only where the two
     agree, else "depends on aggregation"."""
-    scored = _scored(table)
     rows = []
-    for condition, cond in scored.groupby("condition", sort=True):
-        unsaturated = aggregated_tasks(table, tasks, condition)
-        runs = {(e, a): cell["score"].to_numpy() for (e, a), cell in cond.groupby(["env", "algo"])}
-        for algo in sorted(set(cond["algo"]) - {baseline}):
-            # the tasks where both arms ran (a task without either is named in "missing")
-            envs = [e for e in unsaturated if (e, algo) in runs and (e, baseline) in runs]
-            if not envs:
-                continue
-            arm, base = [runs[(e, algo)] for e in envs], [runs[(e, baseline)] for e in envs]
-            k = len(envs)
-            mean_of_means = without_interval(
-                bootstrap(arm + base, lambda s: mean_of_task_means(s[:k]) - mean_of_task_means(s[k:]), seed=seed).ci, arm, base)
-            iqm_diff = without_interval(iqm_difference_ci(dict(zip(envs, arm)), dict(zip(envs, base)), seed=seed), arm, base)
-            a, b = _verdict(mean_of_means.low, mean_of_means.high), _verdict(iqm_diff.low, iqm_diff.high)
-            rows.append({
-                "condition": condition, "algo": algo, "tasks": k, "left_out_saturated": cond["env"].nunique() - len(unsaturated),
-                "missing": ", ".join(e for e in unsaturated if e not in envs),
-                "mean_diff": mean_of_means.estimate, "mean_low": mean_of_means.low, "mean_high": mean_of_means.high,
-                "iqm_diff": iqm_diff.estimate, "iqm_low": iqm_diff.low, "iqm_high": iqm_diff.high,
-                "verdict": a if a == b else "depends on aggregation",
-            })
+    for pair in compared_pairs(table, tasks, baseline):
+        arm, base, k = list(pair.arm.values()), list(pair.base.values()), len(pair.envs)
+        mean_of_means = without_interval(
+            bootstrap(arm + base, lambda s: mean_of_task_means(s[:k]) - mean_of_task_means(s[k:]), seed=seed).ci, arm, base)
+        iqm_diff = without_interval(iqm_difference_ci(pair.arm, pair.base, seed=seed), arm, base)
+        a, b = _verdict(mean_of_means.low, mean_of_means.high), _verdict(iqm_diff.low, iqm_diff.high)
+        rows.append({
+            "condition": pair.condition, "algo": pair.algo, "tasks": k,
+            "left_out_saturated": pair.runs["env"].nunique() - len(pair.unsaturated),
+            "missing": ", ".join(e for e in pair.unsaturated if e not in pair.envs),
+            "mean_diff": mean_of_means.estimate, "mean_low": mean_of_means.low, "mean_high": mean_of_means.high,
+            "iqm_diff": iqm_diff.estimate, "iqm_low": iqm_diff.low, "iqm_high": iqm_diff.high,
+            "verdict": a if a == b else "depends on aggregation",
+        })
     return pd.DataFrame(rows)
 
 
@@ -310,18 +331,10 @@ def improvement_probabilities(table: pd.DataFrame, tasks: pd.DataFrame, baseline
     averaged over the tasks of the condition's aggregates, with a stratified bootstrap CI."""
     from .stats import probability_of_improvement_ci
 
-    scored = _scored(table)
     rows = []
-    for condition, cond in scored.groupby("condition", sort=True):
-        unsaturated = aggregated_tasks(table, tasks, condition)
-        runs = {(e, a): cell["score"].to_numpy() for (e, a), cell in cond.groupby(["env", "algo"])}
-        for algo in sorted(set(cond["algo"]) - {baseline}):
-            envs = [e for e in unsaturated if (e, algo) in runs and (e, baseline) in runs]
-            if not envs:
-                continue
-            arm, base = {e: runs[(e, algo)] for e in envs}, {e: runs[(e, baseline)] for e in envs}
-            ci = without_interval(probability_of_improvement_ci(arm, base, seed=seed), arm, base)
-            rows.append({"condition": condition, "algo": algo, "tasks": len(envs), "poi": ci.estimate, "poi_low": ci.low, "poi_high": ci.high})
+    for pair in compared_pairs(table, tasks, baseline):
+        ci = without_interval(probability_of_improvement_ci(pair.arm, pair.base, seed=seed), pair.arm, pair.base)
+        rows.append({"condition": pair.condition, "algo": pair.algo, "tasks": len(pair.envs), "poi": ci.estimate, "poi_low": ci.low, "poi_high": ci.high})
     return pd.DataFrame(rows)
 
 
