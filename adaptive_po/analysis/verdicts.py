@@ -6,18 +6,21 @@ with its configuration keys (the budget among them), final evaluation return, la
 training-episode return, AUC and evaluation curve. It is small enough to commit next to a report,
 and every function here works from it alone, so a report can be rebuilt without the run folders.
 
-Rules, stated once:
+Rules, stated once (the tests themselves: :mod:`adaptive_po.analysis.hypothesis`):
 
 * a FAILED run is scored at its task's random score (normalized 0) and counted in its cell;
-* a difference to the baseline is a *win* / *loss* when its 95% bootstrap CI excludes 0, else a
-  *tie* (the arms' runs resampled independently);
+* a difference to the baseline is a *win* / *loss* where Welch's t-test rejects 0 at 5% after
+  Holm's adjustment over every comparison of the same kind in the table (per task, or the
+  aggregates); else *equivalent* where two one-sided tests put it within ±0.1 normalized score;
+  else *inconclusive*. Each comparison states the smallest difference it detects with 80% power;
 * an interval needs two runs of each arm in some task: from one run per task no interval is
   printed ("n = 1, no interval"), and no verdict ("n = 1, no verdict");
-* a task and condition is *saturated* when every arm's mean normalized score is at least
-  :data:`SATURATED`; saturated tasks are marked and left out of the aggregates;
-* the aggregate is the difference to the baseline of the mean of per-task normalized means (every
-  task weighs the same, none is trimmed) and, beside it, of the IQM of all normalized runs, each
-  with a stratified bootstrap CI; a verdict is printed only where both agree, else "depends on
+* a task and condition is *saturated* for a pair (an arm and the baseline) when both mean
+  normalized scores are at least :data:`SATURATED`; it is marked and left out of that pair's
+  aggregate only, so no other arm of the suite changes which tasks a pair counts;
+* the primary endpoint of each condition and arm is the difference to the baseline of the mean of
+  per-task normalized means (every task weighs the same, none is trimmed); the IQM difference of
+  all normalized runs is printed beside it, and a win or loss it points against reads "depends on
   aggregation".
 """
 
@@ -30,7 +33,10 @@ from typing import Iterator
 
 import numpy as np
 import pandas as pd
+from scipy.stats.distributions import t as _t
 
+from . import previous_rule
+from .hypothesis import LOSS, MARGIN, WIN, holm, mean_of_differences, rules_text, verdict, welch
 from .stats import (
     NO_INTERVAL,
     bootstrap,
@@ -113,12 +119,6 @@ def _failed_row(root: Path, folder: Path, finals: pd.DataFrame) -> dict:
 NO_VERDICT = "n = 1, no verdict"
 
 
-def _verdict(low: float, high: float) -> str:
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return NO_VERDICT
-    return "win" if low > 0 else "loss" if high < 0 else "tie"
-
-
 def ci_text(estimate: float, low: float, high: float, spec: str = ".2f") -> str:
     """``estimate [low, high]`` in the format ``spec``, or ``estimate (n = 1, no interval)`` where the
     bounds are NaN (an interval would rest on one run)."""
@@ -127,78 +127,137 @@ def ci_text(estimate: float, low: float, high: float, spec: str = ".2f") -> str:
     return f"{estimate:{spec}} [{low:{spec}}, {high:{spec}}]"
 
 
+def _mean_ci(x: np.ndarray) -> tuple[float, float, float]:
+    """The mean of ``x`` with its t-interval (NaN bounds from one run)."""
+    x = np.asarray(x, float)
+    if len(x) < 2:
+        return float(np.mean(x)), np.nan, np.nan
+    half = float(t_quantile(0.975, len(x) - 1)) * float(x.std(ddof=1)) / np.sqrt(len(x))
+    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
+
+
+def t_quantile(q: float, df: float) -> float:
+    return float(_t.ppf(q, df))
+
+
+def _span(cell: pd.DataFrame) -> float:
+    return float(cell["solved_threshold"].iloc[0] - cell["random_score"].iloc[0])
+
+
+def _adjust(rows: list[dict], verdict_key: str = "verdict") -> None:
+    """Holm over the rows' ``p`` (and, separately, their equivalence ``p_equivalence``), then each
+    row's verdict; rows without a test keep ``NO_VERDICT`` (or their own word)."""
+    testable = [r for r in rows if np.isfinite(r["p"])]
+    for r, p_adj, q_adj in zip(testable, holm([r["p"] for r in testable]), holm([r["p_equivalence"] for r in testable])):
+        r["p_holm"], r["p_equivalence_holm"] = p_adj, q_adj
+        r[verdict_key] = verdict(r["diff"], p_adj, q_adj)
+
+
 def per_task(table: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
-    """Per task, condition and arm: mean final return [CI], failures, difference to ``baseline`` [CI], verdict."""
+    """Per task, condition and arm: mean final return [t-interval], failures, normalized mean, the
+    difference to ``baseline`` [Welch CI], its p-values (raw and Holm-adjusted over every per-task
+    comparison of ``table``), the smallest detectable difference and the verdict (the rules of
+    :mod:`adaptive_po.analysis.hypothesis`). ``saturated``: the arm and the baseline both score at
+    least :data:`SATURATED` there (such a pair is left out of that pair's aggregate). ``previous``:
+    the verdict under the rule these reports used before (a percentile-bootstrap CI with ``seed``
+    that excludes 0), for the reports' "what changed" lists."""
     rows = []
     for (env, condition), cell in table.groupby(["env", "condition"], sort=True):
-        base = cell[cell["algo"] == baseline]["final_eval_return"].to_numpy(float)
+        base_cell = cell[cell["algo"] == baseline]
+        base = base_cell["final_eval_return"].to_numpy(float)
+        span = _span(cell)
         normalized = {
             algo: normalize_score(arm["final_eval_return"].to_numpy(float), arm["random_score"].iloc[0], arm["solved_threshold"].iloc[0]).mean()
             for algo, arm in cell.groupby("algo")
         }
-        saturated = all(v >= SATURATED for v in normalized.values())
         for algo, arm in cell.groupby("algo"):
             x = arm["final_eval_return"].to_numpy(float)
-            mean, low, high = without_interval(bootstrap_ci(x, seed=seed), x)
+            mean, low, high = _mean_ci(x)
             row = {
                 "env": env, "condition": condition, "algo": algo, "runs": len(x), "failed": int((arm["status"] == "failed").sum()),
-                "mean": mean, "low": low, "high": high, "normalized": normalized[algo], "saturated": saturated,
-                "diff": np.nan, "diff_low": np.nan, "diff_high": np.nan, "verdict": "",
+                "mean": mean, "low": low, "high": high, "normalized": normalized[algo],
+                "saturated": bool(normalized[algo] >= SATURATED and normalized.get(baseline, -np.inf) >= SATURATED),
+                "diff": np.nan, "diff_low": np.nan, "diff_high": np.nan, "p": np.nan, "p_holm": np.nan,
+                "p_equivalence": np.nan, "p_equivalence_holm": np.nan, "detectable": np.nan, "verdict": "", "previous": "",
             }
             if algo != baseline and len(base):
-                ci = without_interval(bootstrap([x, base], lambda s: s[0].mean(axis=-1) - s[1].mean(axis=-1), seed=seed).ci, x, base)
-                row.update(diff=ci.estimate, diff_low=ci.low, diff_high=ci.high, verdict=_verdict(ci.low, ci.high))
+                d = welch(x, base)
+                row.update(diff=d.estimate, p=d.p_value(), p_equivalence=d.p_equivalence(MARGIN * span),
+                           detectable=d.detectable() / span, verdict=NO_VERDICT)
+                row["diff_low"], row["diff_high"] = d.ci()
+                row["previous"] = previous_rule.task_verdict(x, base, seed)
             rows.append(row)
+    _adjust(rows)
     return pd.DataFrame(rows)
 
 
 @dataclass(frozen=True)
 class ComparedPair:
-    """One arm against the baseline at one condition, over the tasks of the condition's aggregates
-    where both ran: each task's normalized scores, in task order."""
+    """One arm against the baseline at one condition, over the tasks of the pair's aggregate
+    (where both ran and the two are not both saturated): each task's normalized scores, in task order."""
 
     condition: str
     algo: str
     runs: pd.DataFrame  #: the condition's scored runs, every arm
-    unsaturated: list[str]  #: the condition's aggregated tasks (a task either arm lacks is "missing")
+    saturated: list[str]  #: tasks both ran where both are saturated: left out of this pair's aggregate
     envs: list[str]
     arm: dict[str, np.ndarray]
     base: dict[str, np.ndarray]
+    missing: list[str]  #: unsaturated tasks of the condition one of the two did not run
 
 
 def compared_pairs(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str) -> Iterator[ComparedPair]:
     """Every (condition, arm) compared with ``baseline`` in the aggregates, in condition then arm
-    order; a pair with no task both ran is skipped."""
+    order; saturation is decided for the pair alone (another arm of the suite never changes which
+    tasks count); a pair with no task to aggregate is skipped."""
     for condition, cond in _scored(table).groupby("condition", sort=True):
-        unsaturated = aggregated_tasks(table, tasks, condition)
         runs = {(e, a): cell["score"].to_numpy() for (e, a), cell in cond.groupby(["env", "algo"])}
+        all_envs = sorted(cond["env"].unique())
         for algo in sorted(set(cond["algo"]) - {baseline}):
-            envs = [e for e in unsaturated if (e, algo) in runs and (e, baseline) in runs]
+            saturated = sorted(pair_saturated(tasks, condition, algo))
+            both = [e for e in all_envs if (e, algo) in runs and (e, baseline) in runs]
+            envs = [e for e in both if e not in saturated]
+            missing = [e for e in all_envs if e not in both]
             if envs:
-                yield ComparedPair(condition, algo, cond, unsaturated, envs,
-                                   {e: runs[(e, algo)] for e in envs}, {e: runs[(e, baseline)] for e in envs})
+                yield ComparedPair(condition, algo, cond, saturated, envs,
+                                   {e: runs[(e, algo)] for e in envs}, {e: runs[(e, baseline)] for e in envs}, missing)
+
+
+def pair_saturated(tasks: pd.DataFrame, condition: str, algo: str) -> set[str]:
+    """The tasks where ``algo`` and the baseline are both saturated at ``condition``."""
+    rows = tasks[(tasks["condition"] == condition) & (tasks["algo"] == algo) & tasks["saturated"]]
+    return set(rows["env"])
 
 
 def aggregates(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
-    """Per condition and arm: the difference to ``baseline`` of the mean of per-game normalized means and of
-    the IQM of all normalized runs, each with a stratified bootstrap CI; a verdict only where the two
-    agree, else "depends on aggregation"."""
+    """The primary endpoints: per condition and arm, the difference to ``baseline`` of the mean of
+    per-task normalized means (Welch-Satterthwaite test, Holm over every row of ``table``'s
+    aggregates, equivalence at :data:`MARGIN`) and, beside it, the IQM difference of all normalized
+    runs with a stratified bootstrap CI (descriptive). A win or loss whose IQM difference points
+    the other way (or is 0) is printed "depends on aggregation"."""
     rows = []
     for pair in compared_pairs(table, tasks, baseline):
         arm, base, k = list(pair.arm.values()), list(pair.base.values()), len(pair.envs)
-        mean_of_means = without_interval(
-            bootstrap(arm + base, lambda s: mean_of_task_means(s[:k]) - mean_of_task_means(s[k:]), seed=seed).ci, arm, base)
+        d = mean_of_differences(list(zip(arm, base)))
+        low, high = d.ci()
         iqm_diff = without_interval(iqm_difference_ci(pair.arm, pair.base, seed=seed), arm, base)
-        a, b = _verdict(mean_of_means.low, mean_of_means.high), _verdict(iqm_diff.low, iqm_diff.high)
         rows.append({
             "condition": pair.condition, "algo": pair.algo, "tasks": k,
-            "left_out_saturated": pair.runs["env"].nunique() - len(pair.unsaturated),
-            "missing": ", ".join(e for e in pair.unsaturated if e not in pair.envs),
-            "mean_diff": mean_of_means.estimate, "mean_low": mean_of_means.low, "mean_high": mean_of_means.high,
+            "left_out_saturated": len(pair.saturated), "saturated_tasks": ", ".join(pair.saturated),
+            "missing": ", ".join(pair.missing),
+            "mean_diff": d.estimate, "mean_low": low, "mean_high": high,
+            "p": d.p_value(), "p_holm": np.nan, "p_equivalence": d.p_equivalence(MARGIN), "p_equivalence_holm": np.nan,
+            "detectable": d.detectable(),
             "iqm_diff": iqm_diff.estimate, "iqm_low": iqm_diff.low, "iqm_high": iqm_diff.high,
-            "verdict": a if a == b else "depends on aggregation",
+            "diff": d.estimate, "verdict": NO_VERDICT if not d.testable else "",
+            "previous": previous_rule.aggregate_verdict(table, tasks, baseline, pair.condition, pair.algo, seed),
         })
-    return pd.DataFrame(rows)
+    _adjust(rows)
+    for r in rows:
+        if r["verdict"] in (WIN, LOSS) and not np.sign(r["iqm_diff"]) == np.sign(r["mean_diff"]):
+            r["verdict"] = "depends on aggregation"
+    out = pd.DataFrame(rows)
+    return out.drop(columns="diff") if len(out) else out
 
 
 # -- Markdown ---------------------------------------------------------------------------------------
@@ -225,11 +284,78 @@ def condition_label(condition: str) -> str:
     return ", ".join(parts) if parts else "fresh (lag 0)"
 
 
+#: the per-task counts' header, in :func:`win_tie_loss`'s order
+COUNT_HEADER = "win / equivalent / inconclusive / loss"
+
+
+def p_text(p: float) -> str:
+    """A p-value as printed: 3 significant digits, "< 0.001" below."""
+    return "" if not np.isfinite(p) else "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def verdict_cell(r: pd.Series) -> str:
+    """A row's verdict with its Holm-adjusted p (``win (p = 0.012)``)."""
+    if not r["verdict"] or r["verdict"] == NO_VERDICT:
+        return r["verdict"]
+    p = r["p_equivalence_holm"] if r["verdict"] == "equivalent" else r["p_holm"]
+    return f"{r['verdict']} (p {'' if p_text(p).startswith('<') else '= '}{p_text(p)})"
+
+
+def rules_paragraph(family: str, calibration_link: str = "../calibration.md") -> str:
+    """The rules every verdict table states before its tables."""
+    return rules_text(family).replace("../calibration.md", calibration_link)
+
+
+def aggregate_lines(agg: pd.DataFrame, baseline: str, task: str = "task", counts: dict | None = None) -> list[str]:
+    """The primary endpoints as a Markdown table."""
+    lines = [
+        f"| condition | algorithm | {task}s (left out: both saturated) | mean of per-{task} normalized means, difference to {baseline} [95% CI] | "
+        f"detectable (80% power) | IQM difference [95% CI] | verdict (Holm p) |" + (f" per {task} ({COUNT_HEADER}) |" if counts is not None else ""),
+        "|:---|:---|:---|:---|---:|:---|:---|" + (":---|" if counts is not None else ""),
+    ]
+    for _, r in agg.iterrows():
+        tasks_text = f"{r['tasks']}" + (f" ({r['saturated_tasks']})" if r["saturated_tasks"] else "") + (f" (not run: {r['missing']})" if r["missing"] else "")
+        row = (
+            f"| {condition_label(r['condition'])} | {r['algo']} | {tasks_text} | {ci_text(r['mean_diff'], r['mean_low'], r['mean_high'], '+.3f')} "
+            f"| {r['detectable']:.3f} | {ci_text(r['iqm_diff'], r['iqm_low'], r['iqm_high'], '+.3f')} | {verdict_cell(r)} |"
+        )
+        if counts is not None:
+            row += f" {' / '.join(map(str, counts[(r['algo'], r['condition'])]))} |"
+        lines.append(row)
+    return lines
+
+
+def what_changed_lines(tasks: pd.DataFrame, agg: pd.DataFrame, baseline: str, task: str = "task") -> list[str]:
+    """What the calibrated rule changed against the rule of before (a percentile-bootstrap CI that
+    excludes 0, saturation over every arm, no multiplicity control): every aggregate and per-task
+    verdict whose word changed beyond a "tie" read as equivalent or inconclusive."""
+    def changed(old: str, new: str) -> bool:
+        if old == new:
+            return False
+        return not (old == "tie" and new in ("equivalent", "inconclusive"))
+
+    lines = [f"What changed against the rule used before (a 95% percentile-bootstrap CI that excludes 0, no multiplicity "
+             "control; saturation over every arm): each verdict whose meaning changed. A former \"tie\" now reads "
+             "equivalent or inconclusive; that alone is not listed.", ""]
+    items = []
+    for _, r in agg.iterrows():
+        if changed(r["previous"], r["verdict"]):
+            items.append(f"- aggregate, {condition_label(r['condition'])}, {r['algo']}: {r['previous']} -> {r['verdict']}")
+    rows = tasks[tasks["algo"] != baseline]
+    for _, r in rows.sort_values(["env", "condition", "algo"]).iterrows():
+        if changed(r["previous"], r["verdict"]):
+            items.append(f"- {r['env']}, {condition_label(r['condition'])}, {r['algo']}: {r['previous']} -> {r['verdict']}")
+    ties = rows[rows["previous"] == "tie"]["verdict"].value_counts()
+    items.append(f"- former per-{task} ties: {int(ties.get('equivalent', 0))} now equivalent, {int(ties.get('inconclusive', 0))} inconclusive")
+    return lines + items
+
+
 def verdicts_markdown(
     table: pd.DataFrame, tasks: pd.DataFrame, agg: pd.DataFrame, baseline: str, *, title: str, made_by: str, task: str = "task",
+    calibration_link: str = "../calibration.md",
 ) -> str:
-    """The verdicts as Markdown: aggregate over tasks, then per task, then wins / ties / losses.
-    ``task`` names a task in the prose (``"game"`` for MinAtar)."""
+    """The verdicts as Markdown: the rules and primary endpoints (the aggregates) first, then per
+    task, then the counts and what changed. ``task`` names a task in the prose (``"game"`` for MinAtar)."""
     budgets = ", ".join(f"{e} {int(b):,}" for e, b in table.groupby("env")["total_timesteps"].first().items())
     seeds = sorted(table["seed"].unique())
     lines = [
@@ -238,80 +364,68 @@ def verdicts_markdown(
         f"Generated by {made_by} from {len(table)} runs "
         f"({int((table['status'] == 'failed').sum())} failed, scored at the random score): seeds {', '.join(map(str, seeds))}; "
         f"budgets (environment steps per run): {budgets}. Final return = the last deterministic evaluation. "
-        "A difference is a win or a loss when its 95% bootstrap CI excludes 0; saturated = every arm's mean normalized score "
-        f"is at least {SATURATED} (left out of the aggregates).",
+        f"Normalized score = (return - random) / (reference - random), the references of each {task}'s YAML file.",
         "",
-        f"## Aggregate over {task}s",
+        rules_paragraph(f"the table's {len(agg)} aggregates, and separately over its per-{task} comparisons", calibration_link),
         "",
-        f"Normalized score = (return - random) / (reference - random), the references of each {task}'s YAML file. "
-        f"Both aggregates are differences to {baseline} at the same condition, with 95% stratified bootstrap CIs; "
-        f"the verdict is printed only where the mean of per-{task} means (no {task} dropped) and the IQM of all runs agree.",
+        f"## Primary endpoints: aggregate over {task}s",
         "",
-        f"| condition | algorithm | {task}s | mean of per-{task} means, difference to {baseline} [95% CI] | IQM difference to {baseline} [95% CI] | verdict |",
-        "|:---|:---|---:|:---|:---|:---|",
-    ]
-    for _, r in agg.iterrows():
-        lines.append(
-            f"| {condition_label(r['condition'])} | {r['algo']} | {r['tasks']}{f' (not run: {missing})' if (missing := r['missing']) else ''} | {ci_text(r['mean_diff'], r['mean_low'], r['mean_high'], '+.3f')} "
-            f"| {ci_text(r['iqm_diff'], r['iqm_low'], r['iqm_high'], '+.3f')} | {r['verdict']} |"
-        )
-    lines += [
+        f"Declared before the tables: per condition and algorithm, the difference to {baseline} of the mean of per-{task} "
+        f"normalized means over the {task}s where the pair is not saturated (both at least {SATURATED}), Welch-Satterthwaite test. "
+        "The IQM difference of all normalized runs (stratified bootstrap CI) is descriptive; a win or loss it points against "
+        "reads \"depends on aggregation\".",
+        "",
+        *aggregate_lines(agg, baseline, task),
         "",
         f"## Per {task}",
         "",
-        f"| {task} | condition | algorithm | runs (failed) | final return mean [95% CI] | normalized | difference to {baseline} [95% CI] | verdict |",
-        "|:---|:---|:---|---:|:---|---:|:---|:---|",
+        f"| {task} | condition | algorithm | runs (failed) | final return mean [95% CI] | normalized | difference to {baseline} [95% CI] | detectable (normalized) | verdict (Holm p) |",
+        "|:---|:---|:---|---:|:---|---:|:---|---:|:---|",
     ]
     order = {baseline: 0, "esspo": 1}
     tasks = tasks.assign(_o=tasks["algo"].map(lambda a: order.get(a, 2)))
     for _, r in tasks.sort_values(["env", "condition", "_o", "algo"]).iterrows():
         if r["algo"] == baseline:
-            diff = "(baseline)"
+            diff, detectable = "(baseline)", ""
         elif np.isnan(r["diff"]):
-            diff = f"({baseline} not run)"
+            diff, detectable = f"({baseline} not run)", ""
         else:
-            diff = ci_text(r["diff"], r["diff_low"], r["diff_high"], "+.2f")
-        verdict = "" if r["algo"] == baseline else r["verdict"] + (" (saturated)" if r["saturated"] else "")
+            diff, detectable = ci_text(r["diff"], r["diff_low"], r["diff_high"], "+.2f"), f"{r['detectable']:.3f}"
+        verdict_text = "" if r["algo"] == baseline else verdict_cell(r) + (" (saturated)" if r["saturated"] else "")
         lines.append(
             f"| {r['env']} | {condition_label(r['condition'])} | {r['algo']} | {r['runs']} ({r['failed']}) | "
-            f"{ci_text(r['mean'], r['low'], r['high'])} | {r['normalized']:.2f} | {diff} | {verdict} |"
+            f"{ci_text(r['mean'], r['low'], r['high'])} | {r['normalized']:.2f} | {diff} | {detectable} | {verdict_text} |"
         )
-    lines += ["", f"## Wins, ties and losses against {baseline} (per {task})", "", "| algorithm | condition | wins | ties | losses |", "|:---|:---|---:|---:|---:|"]
-    for (algo, condition), (wins, ties, losses) in win_tie_loss(tasks, baseline).items():
-        lines.append(f"| {algo} | {condition_label(condition)} | {wins} | {ties} | {losses} |")
+    lines += ["", f"## Verdicts against {baseline} per {task}: counts", "", f"| algorithm | condition | {COUNT_HEADER.replace(' / ', ' | ')} |", "|:---|:---|---:|---:|---:|---:|"]
+    for (algo, condition), counts in win_tie_loss(tasks, baseline).items():
+        lines.append(f"| {algo} | {condition_label(condition)} | {' | '.join(map(str, counts))} |")
+    lines += ["", "## What changed", "", *what_changed_lines(tasks, agg, baseline, task)]
     return "\n".join(lines) + "\n"
 
 
-def win_tie_loss(tasks: pd.DataFrame, baseline: str) -> dict[tuple[str, str], tuple[int, int, int]]:
-    """(algo, condition) -> (wins, ties, losses) against ``baseline`` over the tasks."""
+def win_tie_loss(tasks: pd.DataFrame, baseline: str) -> dict[tuple[str, str], tuple[int, int, int, int]]:
+    """(algo, condition) -> (wins, equivalent, inconclusive, losses) against ``baseline`` over the tasks."""
     out = {}
     for (algo, condition), cell in tasks[tasks["algo"] != baseline].groupby(["algo", "condition"]):
-        verdicts = cell["verdict"]
-        out[(algo, condition)] = (int((verdicts == "win").sum()), int((verdicts == "tie").sum()), int((verdicts == "loss").sum()))
+        v = cell["verdict"]
+        out[(algo, condition)] = tuple(int((v == word).sum()) for word in ("win", "equivalent", "inconclusive", "loss"))
     return out
 
 
 # -- more aggregates over the same tasks ------------------------------------------------------------
-def aggregated_tasks(table: pd.DataFrame, tasks: pd.DataFrame, condition: str) -> list[str]:
-    """The tasks of ``condition`` that enter its aggregates: those not saturated there (sorted)."""
-    saturated = set(tasks[(tasks["condition"] == condition) & tasks["saturated"]]["env"])
-    return sorted(e for e in table[table["condition"] == condition]["env"].unique() if e not in saturated)
-
-
 def _scored(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(score=normalize_score(table["final_eval_return"].to_numpy(float), table["random_score"].to_numpy(float), table["solved_threshold"].to_numpy(float)))
 
 
 def arm_aggregates(table: pd.DataFrame, tasks: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """Per condition and arm, over the tasks that enter the condition's aggregates (saturated ones
-    left out, as in :func:`aggregates`): the mean of per-task normalized means and the IQM of all
+    """Per condition and arm, over every task of the condition (descriptive: each arm's level): the mean of per-task normalized means and the IQM of all
     normalized runs, each with a stratified bootstrap CI, and the arm's failed runs."""
     from .stats import iqm_ci
 
     scored = _scored(table)
     rows = []
     for condition, cond in scored.groupby("condition", sort=True):
-        envs = aggregated_tasks(table, tasks, condition)
+        envs = sorted(cond["env"].unique())
         for algo, arm in cond.groupby("algo", sort=True):
             strata = [arm[arm["env"] == e]["score"].to_numpy() for e in envs if (arm["env"] == e).any()]
             if not strata:

@@ -11,9 +11,10 @@ each suite, into ``<out>/<suite>/``:
   no row in the input is a failed or missing run: it is added with status ``failed``, scored at the
   random score and named in the report. Evaluation curves are not in the input, so not here either.
 * ``verdicts.md``: per task and condition, each arm's mean final return with a 95% CI and its
-  difference to PPO with a CI; saturated tasks marked; the aggregate over tasks two ways (the mean
-  of per-task normalized means, which drops nothing, and the IQM of all runs), with P(arm > PPO),
-  and a verdict only where both aggregates agree. The rules are :mod:`adaptive_po.analysis.verdicts`'s.
+  difference to PPO with a Welch CI, its smallest detectable difference and its Holm-adjusted verdict;
+  first the primary endpoints (the aggregate over tasks: the mean of per-task normalized means, with
+  the IQM and P(arm > PPO) beside it), last what the calibrated rule changed. The rules are
+  :mod:`adaptive_po.analysis.verdicts`'s.
 
 With ``--readme`` it also refreshes the README's two generated blocks (staleness and paper).
 """
@@ -29,7 +30,10 @@ import numpy as np
 import pandas as pd
 
 from ..stats import normalize_score
-from ..verdicts import SATURATED, aggregated_tasks, aggregates, arm_aggregates, ci_text, improvement_probabilities, per_task, replace_block, win_tie_loss
+from ..verdicts import (
+    COUNT_HEADER, SATURATED, aggregates, arm_aggregates, ci_text, improvement_probabilities, per_task, replace_block, rules_paragraph,
+    verdict_cell, what_changed_lines, win_tie_loss,
+)
 
 BASELINE = "ppo"
 CONFIG_KEYS = (
@@ -210,10 +214,9 @@ def verdicts_markdown(suite: Suite, v: Verdicts, others: pd.DataFrame | None = N
         f"budgets (environment steps per run): {budgets}. Final return = the last deterministic evaluation (10 episodes). "
         f"{NO_CURVES}",
         "",
-        "Rules (`adaptive_po/analysis/verdicts.py`): a difference to ppo is a win or a loss when its 95% bootstrap CI excludes 0 "
-        "(the arms' runs resampled independently), else a tie. A task and condition is saturated when every arm's mean "
-        f"normalized score is at least {SATURATED}; saturated tasks are marked and left out of the aggregates. "
-        "Normalized score = (return - random) / (solved threshold - random), the constants of each task's YAML file.",
+        rules_paragraph(f"the report's {len(v.agg)} aggregates, and separately over its {int((v.tasks['algo'] != BASELINE).sum())} per-task comparisons")
+        + f" A task and condition is saturated for a pair when the arm and ppo both score at least {SATURATED} there; it is marked and "
+        "left out of that pair's aggregate only. Normalized score = (return - random) / (solved threshold - random), the constants of each task's YAML file.",
         "",
         "## Failed and missing runs",
         "",
@@ -227,36 +230,36 @@ def verdicts_markdown(suite: Suite, v: Verdicts, others: pd.DataFrame | None = N
             lines.append(f"- {r['env']} / {r['algo']} / {v.labels[r['condition']]} (`{r['condition']}`) / seed {r['seed']}")
     lines += [
         "",
-        "## Aggregate over tasks: differences to ppo",
+        "## Primary endpoints: aggregate over tasks, differences to ppo",
         "",
-        "Both aggregates are differences to ppo at the same condition over the tasks not saturated there, with 95% stratified "
-        "bootstrap CIs: the mean of per-task normalized means (every task weighs the same, no run is trimmed) and the IQM of all "
-        "normalized runs (the middle half of the pooled runs). P(algorithm > ppo) = P(X > Y) + 0.5 P(X = Y) for a run X of "
-        "the algorithm and a run Y of ppo, averaged over the same tasks. The verdict is printed only where the two aggregates agree.",
+        "Declared before the tables: per condition and algorithm, the difference to ppo of the mean of per-task normalized means "
+        "over the tasks where the pair is not saturated (Welch-Satterthwaite test, Holm over the table). Beside it, descriptive: "
+        "the IQM difference of all normalized runs (stratified bootstrap CI; a win or loss it points against reads \"depends on "
+        "aggregation\") and P(algorithm > ppo) = P(X > Y) + 0.5 P(X = Y) for a run X of the algorithm and a run Y of ppo, "
+        "averaged over the same tasks.",
         "",
-        "| condition | algorithm | tasks (saturated, left out) | failed runs | mean of per-task means, difference [95% CI] | IQM difference [95% CI] | P(algorithm > ppo) [95% CI] | verdict | per task (win / tie / loss) |",
-        "|:---|:---|:---|---:|:---|:---|:---|:---|:---|",
+        f"| condition | algorithm | tasks (left out: both saturated) | failed runs | mean of per-task means, difference [95% CI] | detectable (80% power) | IQM difference [95% CI] | P(algorithm > ppo) [95% CI] | verdict (Holm p) | per task ({COUNT_HEADER}) |",
+        "|:---|:---|:---|---:|:---|---:|:---|:---|:---|:---|",
     ]
-    saturated = v.tasks[v.tasks["saturated"]].groupby("condition")["env"].unique()
     for condition, label, a, p, wtl in _agg_rows(v):
-        left_out = ", ".join(sorted(saturated.get(condition, [])))
+        left_out = a["saturated_tasks"]
         n_failed = int(((table["condition"] == condition) & (table["algo"] == a.name) & (table["status"] == "failed")).sum())
         lines.append(
             f"| {label} | {a.name} | {a['tasks']}{f' ({left_out})' if left_out else ''} | {n_failed} | {_ci(a['mean_diff'], a['mean_low'], a['mean_high'], '+.3f')} "
-            f"| {_ci(a['iqm_diff'], a['iqm_low'], a['iqm_high'], '+.3f')} | {_ci(p['poi'], p['poi_low'], p['poi_high'], '.2f')} | {a['verdict']} | {' / '.join(map(str, wtl))} |"
+            f"| {a['detectable']:.3f} | {_ci(a['iqm_diff'], a['iqm_low'], a['iqm_high'], '+.3f')} | {_ci(p['poi'], p['poi_low'], p['poi_high'], '.2f')} | {verdict_cell(a)} | {' / '.join(map(str, wtl))} |"
         )
     lines += [
         "",
         "## Aggregate over tasks: each arm's level",
         "",
-        "The same tasks (saturated ones left out), each arm on its own: mean of per-task normalized means and IQM of all normalized runs, with 95% stratified bootstrap CIs.",
+        "Every task of the condition, each arm on its own (descriptive): mean of per-task normalized means and IQM of all normalized runs, with 95% stratified bootstrap CIs.",
         "",
         "| condition | tasks | algorithm | mean of per-task means [95% CI] | IQM [95% CI] |",
         "|:---|:---|:---|:---|:---|",
     ]
     for condition, label in v.labels.items():
         arms = v.arms[v.arms["condition"] == condition].set_index("algo")
-        envs = ", ".join(aggregated_tasks(table, v.tasks, condition))
+        envs = ", ".join(sorted(table[table["condition"] == condition]["env"].unique()))
         for algo in sorted(arms.index, key=lambda x: (x != BASELINE, x != "esspo", x)):
             r = arms.loc[algo]
             lines.append(f"| {label} | {envs} | {algo} | {_ci(r['mean'], r['mean_low'], r['mean_high'], '.2f')} | {_ci(r['iqm'], r['iqm_low'], r['iqm_high'], '.2f')} |")
@@ -264,23 +267,24 @@ def verdicts_markdown(suite: Suite, v: Verdicts, others: pd.DataFrame | None = N
         "",
         "## Per task",
         "",
-        "| task | condition | algorithm | runs (failed) | final return mean [95% CI] | normalized | difference to ppo [95% CI] | verdict |",
-        "|:---|:---|:---|---:|:---|---:|:---|:---|",
+        "| task | condition | algorithm | runs (failed) | final return mean [95% CI] | normalized | difference to ppo [95% CI] | detectable (normalized) | verdict (Holm p) |",
+        "|:---|:---|:---|---:|:---|---:|:---|---:|:---|",
     ]
     order = {c: i for i, c in enumerate(v.labels)}
     tasks = v.tasks.assign(_c=v.tasks["condition"].map(order), _a=v.tasks["algo"].map(lambda a: (a != BASELINE, a != "esspo", a)))
     for _, r in tasks.sort_values(["env", "_c", "_a"]).iterrows():
         if r["algo"] == BASELINE:
-            diff, verdict = "(baseline)", ""
+            diff, detectable, verdict = "(baseline)", "", ""
         else:
-            diff = _ci(r["diff"], r["diff_low"], r["diff_high"], "+.2f")
-            verdict = r["verdict"] + (" (saturated)" if r["saturated"] else "")
+            diff, detectable = _ci(r["diff"], r["diff_low"], r["diff_high"], "+.2f"), f"{r['detectable']:.3f}"
+            verdict = verdict_cell(r) + (" (saturated)" if r["saturated"] else "")
         lines.append(
             f"| {r['env']} | {v.labels[r['condition']]} | {r['algo']} | {r['runs']} ({r['failed']}) | "
-            f"{_ci(r['mean'], r['low'], r['high'], '.2f')} | {r['normalized']:.2f} | {diff} | {verdict} |"
+            f"{_ci(r['mean'], r['low'], r['high'], '.2f')} | {r['normalized']:.2f} | {diff} | {detectable} | {verdict} |"
         )
     if others is not None and len(others):
         lines += ["", *grouping_markdown(table, others)]
+    lines += ["", "## What changed", "", *what_changed_lines(v.tasks, v.agg, BASELINE)]
     return "\n".join(lines) + "\n"
 
 
@@ -314,25 +318,25 @@ def readme_block(suite: Suite, v: Verdicts) -> str:
     """The README's block: the aggregate verdicts (esspo's rows, and for many objectives each one's verdict per condition)."""
     many = v.table["algo"].nunique() > 4
     lines = [
-        "| condition | algorithm | tasks in the aggregate | mean of per-task normalized means, difference to ppo [95% CI] | IQM difference [95% CI] | P(algorithm > ppo) [95% CI] | verdict | per task (win / tie / loss) |",
-        "|:---|:---|:---|:---|:---|:---|:---|:---|",
+        f"| condition | algorithm | tasks in the aggregate | mean of per-task normalized means, difference to ppo [95% CI] | detectable (80% power) | IQM difference [95% CI] | P(algorithm > ppo) [95% CI] | verdict (Holm p) | per task ({COUNT_HEADER}) |",
+        "|:---|:---|:---|:---|---:|:---|:---|:---|:---|",
     ]
-    saturated = v.tasks[v.tasks["saturated"]].groupby("condition")["env"].unique()
     for condition, label, a, p, wtl in _agg_rows(v, ["esspo"] if many else None):
-        left_out = ", ".join(sorted(saturated.get(condition, [])))
+        left_out = a["saturated_tasks"]
         lines.append(
             f"| {label} | {a.name} | {a['tasks']}{f' ({left_out} saturated)' if left_out else ''} | {_ci(a['mean_diff'], a['mean_low'], a['mean_high'], '+.3f')} | "
-            f"{_ci(a['iqm_diff'], a['iqm_low'], a['iqm_high'], '+.3f')} | {_ci(p['poi'], p['poi_low'], p['poi_high'], '.2f')} | {a['verdict']} | {' / '.join(map(str, wtl))} |"
+            f"{a['detectable']:.3f} | {_ci(a['iqm_diff'], a['iqm_low'], a['iqm_high'], '+.3f')} | {_ci(p['poi'], p['poi_low'], p['poi_high'], '.2f')} | {verdict_cell(a)} | {' / '.join(map(str, wtl))} |"
         )
     if many:
         counts = win_tie_loss(v.tasks, BASELINE)
-        lines += ["", "Every objective against ppo: the aggregate verdict (per task win / tie / loss).", "",
+        lines += ["", f"Every objective against ppo: the aggregate verdict (per task {COUNT_HEADER}).", "",
                   "| algorithm | " + " | ".join(v.labels.values()) + " |", "|:---|" + ":---|" * len(v.labels)]
         for algo in _algos(set(v.table["algo"]) - {BASELINE}):
             cells = []
             for condition in v.labels:
                 row = v.agg[(v.agg["condition"] == condition) & (v.agg["algo"] == algo)]
-                cells.append(f"{row['verdict'].iloc[0]} ({' / '.join(map(str, counts[(algo, condition)]))})" if len(row) else "-")
+                cells.append(f"{row['verdict'].iloc[0]} ({' / '.join(map(str, counts[(algo, condition)]))})" if len(row)
+                             else f"every task saturated ({' / '.join(map(str, counts[(algo, condition)]))})" if (algo, condition) in counts else "-")
             lines.append(f"| {algo} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
