@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -28,7 +28,8 @@ help:
 	@echo "make gpu-check          GPU speeds: CartPole populations of 256/1,024, ALE CNN populations of 8/16/32 against the process engine, peak memory"
 	@echo "make mismatch           the KL and ESS each sampler level induces on trained CartPole and Pendulum policies"
 	@echo "make engines            the quick suite on the process engine too; both engines' per-cell CIs (docs/results/engines.md)"
-	@echo "make classic-from-table, tuned-from-table, minatar-from-table, fresh-data-from-table"
+	@echo "make classic-from-table, tuned-from-table, minatar-from-table, fresh-data-from-table, quick-from-table"
+	@echo "make reports-from-tables every published verdict from the committed tables, and the calibration"
 	@echo "                        a report's verdicts and its docs/results/README.md block, rebuilt from its committed tables (no runs/)"
 	@echo "make plot               figures, tables and report.md from runs/ (SUITE=quick)"
 	@echo "make bench-r2vpo        after R2VPO on the staleness grid: r2vpo x 4 classic environments x lags 0-64 x 5 seeds (80 runs, about 12 min on 2 CPU cores); verdicts against the published PPO runs into docs/results/r2vpo"
@@ -176,6 +177,17 @@ tuned-from-table: $(STAMP)
 # the MinAtar verdicts and reference check
 minatar-from-table: $(STAMP)
 	$(VPY) -m adaptive_po.analysis.reports.minatar --table docs/results/minatar/per_run.csv --out docs/results/minatar --readme $(RESULTS_README)
+
+# the quick suite's verdicts in docs/results/quick/{report,results}.md and its block, from its per_run.csv
+quick-from-table: $(STAMP)
+	$(VPY) -m adaptive_po.analysis.reports.reissue docs/results/quick --readme $(RESULTS_README)
+
+# the level of the verdicts' test, measured by A/A draws from the committed per-run tables
+calibration: $(STAMP)
+	$(VPY) -m adaptive_po.analysis.calibration --results docs/results --out docs/results/calibration.md
+
+# every published verdict from the committed tables alone
+reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table calibration
 
 # the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv)
 # and their two blocks, from the committed run table docs/results/paper/runs.csv

@@ -210,7 +210,9 @@ def compared_pairs(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str) -> I
     """Every (condition, arm) compared with ``baseline`` in the aggregates, in condition then arm
     order; saturation is decided for the pair alone (another arm of the suite never changes which
     tasks count); a pair with no task to aggregate is skipped."""
-    for condition, cond in _scored(table).groupby("condition", sort=True):
+    scored = _scored(table)
+    for condition in sorted(scored["condition"].unique(), key=natural_key):
+        cond = scored[scored["condition"] == condition]
         runs = {(e, a): cell["score"].to_numpy() for (e, a), cell in cond.groupby(["env", "algo"])}
         all_envs = sorted(cond["env"].unique())
         for algo in sorted(set(cond["algo"]) - {baseline}):
@@ -221,6 +223,11 @@ def compared_pairs(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str) -> I
             if envs:
                 yield ComparedPair(condition, algo, cond, saturated, envs,
                                    {e: runs[(e, algo)] for e in envs}, {e: runs[(e, baseline)] for e in envs}, missing)
+
+
+def natural_key(text: str) -> list:
+    """``lag4`` before ``lag16``: digits compared as numbers."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text)]
 
 
 def pair_saturated(tasks: pd.DataFrame, condition: str, algo: str) -> set[str]:
@@ -301,9 +308,13 @@ def verdict_cell(r: pd.Series) -> str:
     return f"{r['verdict']} (p {'' if p_text(p).startswith('<') else '= '}{p_text(p)})"
 
 
-def rules_paragraph(family: str, calibration_link: str = "../calibration.md") -> str:
-    """The rules every verdict table states before its tables."""
-    return rules_text(family).replace("../calibration.md", calibration_link)
+def rules_paragraph(family: str, calibration_link: str | None = "../calibration.md") -> str:
+    """The rules every verdict table states before its tables (``calibration_link`` None: the
+    calibration named by its path in the repository, for a report outside ``docs/results``)."""
+    text = rules_text(family)
+    if calibration_link is None:
+        return text.replace("[`calibration.md`](../calibration.md)", "`docs/results/calibration.md`")
+    return text.replace("../calibration.md", calibration_link)
 
 
 def aggregate_lines(agg: pd.DataFrame, baseline: str, task: str = "task", counts: dict | None = None) -> list[str]:
@@ -352,7 +363,7 @@ def what_changed_lines(tasks: pd.DataFrame, agg: pd.DataFrame, baseline: str, ta
 
 def verdicts_markdown(
     table: pd.DataFrame, tasks: pd.DataFrame, agg: pd.DataFrame, baseline: str, *, title: str, made_by: str, task: str = "task",
-    calibration_link: str = "../calibration.md",
+    calibration_link: str | None = "../calibration.md",
 ) -> str:
     """The verdicts as Markdown: the rules and primary endpoints (the aggregates) first, then per
     task, then the counts and what changed. ``task`` names a task in the prose (``"game"`` for MinAtar)."""
@@ -452,12 +463,14 @@ def improvement_probabilities(table: pd.DataFrame, tasks: pd.DataFrame, baseline
     return pd.DataFrame(rows)
 
 
-def verdicts_section(table: pd.DataFrame, baseline: str, *, made_by: str, seed: int = 0, level: int = 3) -> str:
+def verdicts_section(table: pd.DataFrame, baseline: str, *, made_by: str, seed: int = 0, level: int = 3,
+                     calibration_link: str | None = "../calibration.md") -> str:
     """The verdicts of a per-run table as a section of a larger report: :func:`verdicts_markdown`
     with its sections' headings moved down to ``level`` (``###`` by default; its title one above)."""
     tasks = per_task(table, baseline, seed)
     agg = aggregates(table, tasks, baseline, seed)
-    body = verdicts_markdown(table, tasks, agg, baseline, title=f"Verdicts against {baseline}", made_by=made_by, task="environment")
+    body = verdicts_markdown(table, tasks, agg, baseline, title=f"Verdicts against {baseline}", made_by=made_by, task="environment",
+                             calibration_link=calibration_link)
     return shift_headings(body, level - 2)
 
 

@@ -279,6 +279,16 @@ def not_run(table: pd.DataFrame) -> list[str]:
     return missing
 
 
+#: what the pre-registration's "a tie" reads as under the calibrated rule: no significant difference
+#: (the rule of its time called every such difference a tie); "equivalent" is the stronger claim
+TIE = ("equivalent", "inconclusive", "tie")
+
+
+def registered(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its verdicts under the rule in force when the predictions were registered."""
+    return frame.assign(verdict=frame["previous"]) if len(frame) else frame
+
+
 def _verdict_of(tasks: pd.DataFrame, env: str, condition: str, algo: str) -> pd.Series | None:
     hit = tasks[(tasks["env"] == env) & (tasks["condition"] == condition) & (tasks["algo"] == algo)]
     return None if hit.empty else hit.iloc[0]
@@ -309,7 +319,7 @@ def _held(ok: bool | None) -> str:
 
 def _all_ties(cells: pd.DataFrame) -> tuple[str, str]:
     """(what happened, held / failed / not run) of a prediction that every cell is a tie."""
-    not_tie = cells[cells["verdict"] != "tie"]
+    not_tie = cells[~cells["verdict"].isin(TIE)]
     named = "; ".join(f"{r.env} {verdict_condition(r.condition)} {r.verdict}" for r in not_tie.itertuples())
     return f"{len(cells) - len(not_tie)} of {len(cells)} ties" + (f": not ties: {named}" if named else ""), _held(None if cells.empty else not_tie.empty)
 
@@ -334,7 +344,7 @@ def prediction_checks(tasks_vs_esspo: pd.DataFrame, tasks_vs_ppo: pd.DataFrame, 
     checks.append((
         "P1.2a", "esspo-batch-ess, Pendulum fresh: a loss against ppo, a tie with esspo",
         f"against ppo {_diff(vs_ppo)}; against esspo {_diff(vs_orig)}",
-        _held(None if vs_ppo is None or vs_orig is None else bool(vs_ppo["verdict"] == "loss" and vs_orig["verdict"] == "tie")),
+        _held(None if vs_ppo is None or vs_orig is None else bool(vs_ppo["verdict"] == "loss" and vs_orig["verdict"] in TIE)),
     ))
     others = tasks_vs_esspo[(tasks_vs_esspo["algo"] == "esspo-batch-ess") & ~((tasks_vs_esspo["env"] == "Pendulum-v1") & (tasks_vs_esspo["condition"] == FRESH))]
     checks.append(("P1.2b", "esspo-batch-ess: a tie with esspo on every other task and condition", *_all_ties(others)))
@@ -361,14 +371,14 @@ def prediction_checks(tasks_vs_esspo: pd.DataFrame, tasks_vs_ppo: pd.DataFrame, 
     cont = _verdict_of(tasks_vs_esspo, CONTINUOUS_HELDOUT, FRESH, "esspo-forward-kl")
     checks.append((
         "P2.2c", f"esspo-forward-kl, {CONTINUOUS_HELDOUT} fresh (held out): a win or a tie against esspo",
-        f"against esspo {_diff(cont)}", _held(None if cont is None else bool(cont["verdict"] in ("win", "tie"))),
+        f"against esspo {_diff(cont)}", _held(None if cont is None else bool(cont["verdict"] == "win" or cont["verdict"] in TIE)),
     ))
     discrete = tasks_vs_esspo[(tasks_vs_esspo["algo"] == "esspo-forward-kl") & ~tasks_vs_esspo["env"].isin(["Pendulum-v1", CONTINUOUS_HELDOUT])]
     checks.append(("P2.2d", "esspo-forward-kl: a tie with esspo on the discrete tasks (every condition)", *_all_ties(discrete)))
     stale = _verdict_of(tasks_vs_esspo, "Pendulum-v1", LAG16, "esspo-forward-kl")
     checks.append((
         "P2.2e", "esspo-forward-kl, Pendulum lag 16: a tie with esspo",
-        f"against esspo {_diff(stale)}", _held(None if stale is None else bool(stale["verdict"] == "tie")),
+        f"against esspo {_diff(stale)}", _held(None if stale is None else bool(stale["verdict"] in TIE)),
     ))
     return checks
 
@@ -414,6 +424,8 @@ def results_markdown(table: pd.DataFrame, diagnosis: pd.DataFrame | None, seed: 
     agg_held_e = parts.get(ORIGINAL, {}).get("held-out tasks", (None, pd.DataFrame()))[1]
     agg_held_p = parts.get("ppo", {}).get("held-out tasks", (None, pd.DataFrame()))[1]
     checks = prediction_checks(tasks_e, tasks_p, diagnosis) if not tasks_e.empty else []
+    then = prediction_checks(registered(tasks_e), registered(tasks_p), diagnosis) if not tasks_e.empty else []
+    checks = [(*c, t[3]) for c, t in zip(checks, then)]
     missing = not_run(table)
     lines = [
         "# Why the ESS objective loses on fresh data: the pre-registered variants, tested",
@@ -422,33 +434,38 @@ def results_markdown(table: pd.DataFrame, diagnosis: pd.DataFrame | None, seed: 
         "The variants, their formulas and these predictions were committed before any of their runs: "
         "[`preregistration.md`](preregistration.md). The diagnosis they follow from: [`diagnosis.md`](diagnosis.md).",
         "",
+        "The verdicts follow the calibrated rule (Welch's t, Holm within each verdict table below, equivalence within ±0.1 "
+        "normalized score; [`calibration.md`](../calibration.md)); a prediction of \"a tie\", written under the rule of its time, "
+        "holds where the verdict is equivalent or inconclusive (no significant difference).",
+        "",
         "## The headline rule",
         "",
         "A variant is a fix only if, on fresh data over the held-out tasks, its aggregate verdict against `esspo` is a win and it loses no held-out task to `esspo`. "
         "Where a held-out task was not run for a variant, the rule is undecided unless the tasks that were run already decide it (a loss does).",
         "",
     ]
-    block = ["| variant | held-out, fresh: against esspo | held-out, fresh: against ppo | a fix by the pre-registered rule? |", "|:---|:---|:---|:---|"]
+    block = ["| variant | held-out, fresh: against esspo | held-out, fresh: against ppo | a fix by the pre-registered rule? | under the verdict rule registered with it |", "|:---|:---|:---|:---|:---|"]
     for variant in VARIANTS:
         if variant not in set(table["algo"]):
             continue
         outcome, text = headline(tasks_e, agg_held_e, variant)
+        outcome_then = headline(registered(tasks_e), registered(agg_held_e), variant)[0]
         said = {
             "fix": "a fix",
             "not a fix": "not a fix: it does not beat the original on the held-out tasks",
             "undecided": "undecided: not every held-out task was run, and those run leave the rule open",
         }[outcome]
-        lines.append(f"- `{variant}`: **{said}**; {text}.")
-        answer = {"fix": "yes", "not a fix": "no", "undecided": "undecided (held-out tasks not run)"}[outcome]
-        block.append(f"| `{variant}` | {_agg_text(_agg_of(agg_held_e, FRESH, variant))} | {_agg_text(_agg_of(agg_held_p, FRESH, variant))} | {answer} |")
-    block.append(f"| `esspo` (the original) | (baseline) | {_agg_text(_agg_of(agg_held_p, FRESH, ORIGINAL))} | |")
+        lines.append(f"- `{variant}`: **{said}**; {text}. Under the rule registered with the predictions: {outcome_then}.")
+        answers = {"fix": "yes", "not a fix": "no", "undecided": "undecided (held-out tasks not run)"}
+        block.append(f"| `{variant}` | {_agg_text(_agg_of(agg_held_e, FRESH, variant))} | {_agg_text(_agg_of(agg_held_p, FRESH, variant))} | {answers[outcome]} | {answers[outcome_then]} |")
+    block.append(f"| `esspo` (the original) | (baseline) | {_agg_text(_agg_of(agg_held_p, FRESH, ORIGINAL))} | | |")
     lines += ["", "## Cells of the pre-registered grid not run", ""]
     lines += [f"- {m}" for m in missing] if missing else ["None: every cell has its 5 seeds."]
-    lines += ["", "## The predictions, checked", "", "| prediction | what was predicted | what happened | |", "|:---|:---|:---|:---|"]
-    lines += [f"| {pid} | {what} | {happened} | {held} |" for pid, what, happened, held in checks]
+    lines += ["", "## The predictions, checked", "", "| prediction | what was predicted | what happened (calibrated rule) | calibrated rule | rule registered with it |", "|:---|:---|:---|:---|:---|"]
+    lines += [f"| {pid} | {what} | {happened} | {held} | {then_} |" for pid, what, happened, held, then_ in checks]
     block += ["", f"Cells of the pre-registered grid not run: {len(missing)}" + (f" ({'; '.join(missing)})." if missing else ".")]
-    block += ["", "| prediction | what happened | |", "|:---|:---|:---|"]
-    block += [f"| {pid}: {what} | {happened} | {held} |" for pid, what, happened, held in checks]
+    block += ["", "| prediction | what happened (calibrated rule) | calibrated rule | rule registered with it |", "|:---|:---|:---|:---|"]
+    block += [f"| {pid}: {what} | {happened} | {held} | {then_} |" for pid, what, happened, held, then_ in checks]
     lines += ["", *sections]
     return "\n".join(lines).rstrip("\n") + "\n", "\n".join(block)
 

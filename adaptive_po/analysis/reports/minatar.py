@@ -28,8 +28,10 @@ from typing import Sequence
 import pandas as pd
 
 from ..output import save_csv
-from ..stats import bootstrap_ci
-from ..verdicts import aggregates, ci_text, condition_label, per_run_table, per_task, replace_block, verdicts_markdown, win_tie_loss
+from ..stats import bootstrap_ci, normalize_score
+from ..verdicts import (
+    COUNT_HEADER, aggregate_lines, aggregates, ci_text, condition_label, per_run_table, per_task, replace_block, verdicts_markdown, win_tie_loss,
+)
 
 BASELINE = "ppo"
 #: published PPO returns on MinAtar at the logged step nearest our budget (gymnax-blines stores its
@@ -49,6 +51,26 @@ PUBLISHED_SOURCE = (
 )
 #: the suite of the verdicts, and the one of the reference check (our PPO at the published step)
 GRID, REFERENCE = "minatar", "minatar-reference"
+#: below this fraction of its reference (normalized score) at lag 0, PPO has not yet learned the game
+#: at the grid's budget: the game's verdicts are labelled pre-learning
+LEARNED = 0.5
+
+
+def at_early_reference(grid: pd.DataFrame) -> pd.DataFrame:
+    """The grid normalized by the other published reference: PPO at the logged step nearest 320k
+    (where published; Seaquest keeps its own) instead of PPO at 9.92M."""
+    early = grid["env"].map(lambda e: PUBLISHED_PPO.get(e, {}).get("return"))
+    return grid.assign(solved_threshold=early.fillna(grid["solved_threshold"]))
+
+
+def pre_learning(grid: pd.DataFrame) -> pd.DataFrame:
+    """Per game: PPO's mean normalized score at lag 0 and whether that is below :data:`LEARNED`."""
+    ppo = grid[(grid["algo"] == BASELINE) & (grid["policy_lag"] == 0)]
+    rows = []
+    for env, runs in ppo.groupby("env"):
+        score = normalize_score(runs["final_eval_return"].to_numpy(float), runs["random_score"].iloc[0], runs["solved_threshold"].iloc[0]).mean()
+        rows.append({"env": env, "normalized": float(score), "reference": float(runs["solved_threshold"].iloc[0]), "pre_learning": bool(score < LEARNED)})
+    return pd.DataFrame(rows)
 
 
 # -- the suite's report ----------------------------------------------------------------------------
@@ -60,11 +82,48 @@ def game_aggregates(grid: pd.DataFrame, games: pd.DataFrame, seed: int = 0) -> p
     return aggregates(grid, games, BASELINE, seed)
 
 
-def verdicts_report(grid: pd.DataFrame, games: pd.DataFrame, agg: pd.DataFrame) -> str:
-    return verdicts_markdown(
+def verdicts_report(grid: pd.DataFrame, games: pd.DataFrame, agg: pd.DataFrame, seed: int = 0) -> str:
+    text = verdicts_markdown(
         grid, games, agg, BASELINE, title="MinAtar: verdicts against tuned PPO",
         made_by="`make minatar-report` (`python -m adaptive_po.analysis.reports.minatar`)", task="game",
     )
+    head, rest = text.split("\n## Primary endpoints", 1)
+    learning = pre_learning(grid)
+    lines = [
+        "## References and learning",
+        "",
+        "The reference of each game (normalized score 1) is published PPO at 9.92M steps (gymnax-blines; Seaquest: its YAML value). "
+        f"A game where our PPO at lag 0 scores below {LEARNED} of it at this budget is **pre-learning**: its verdicts say how the "
+        "objectives start, not how they learn.",
+        "",
+        "| game | reference (return) | PPO at lag 0, normalized | pre-learning |",
+        "|:---|---:|---:|:---|",
+        *[f"| {r['env']} | {r['reference']:.2f} | {r['normalized']:.2f} | {'yes' if r['pre_learning'] else 'no'} |" for _, r in learning.iterrows()],
+        "",
+        *reference_sensitivity(grid, agg, seed),
+        "",
+    ]
+    return head + "\n".join(lines) + "\n## Primary endpoints" + rest
+
+
+def reference_sensitivity(grid: pd.DataFrame, agg: pd.DataFrame, seed: int = 0) -> list[str]:
+    """The aggregates again under the other published reference (PPO near 320k steps), each row's
+    verdict beside today's; the rows where they differ are marked."""
+    early = at_early_reference(grid)
+    early_agg = aggregates(early, per_task(early, BASELINE, seed), BASELINE, seed).set_index(["condition", "algo"])
+    lines = [
+        "Under the other published reference (PPO at the logged step nearest 320k; Seaquest unchanged), the aggregates read:",
+        "",
+        "| condition | algorithm | reference 9.92M: difference [95% CI], verdict | reference 320k: difference [95% CI], verdict | verdicts differ |",
+        "|:---|:---|:---|:---|:---|",
+    ]
+    for _, r in agg.iterrows():
+        e = early_agg.loc[(r["condition"], r["algo"])]
+        lines.append(
+            f"| {condition_label(r['condition'])} | {r['algo']} | {ci_text(r['mean_diff'], r['mean_low'], r['mean_high'], '+.3f')}, {r['verdict']} "
+            f"| {ci_text(e['mean_diff'], e['mean_low'], e['mean_high'], '+.3f')}, {e['verdict']} | {'**yes**' if e['verdict'] != r['verdict'] else 'no'} |"
+        )
+    return lines
 
 
 def reference_markdown(table: pd.DataFrame, seed: int = 0) -> str:
@@ -101,19 +160,13 @@ def reference_markdown(table: pd.DataFrame, seed: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme_block(agg: pd.DataFrame, games: pd.DataFrame) -> str:
+def readme_block(agg: pd.DataFrame, games: pd.DataFrame, grid: pd.DataFrame | None = None) -> str:
     """The README's MinAtar aggregate: the verdict table only (numbers generated, never typed)."""
-    lines = [
-        "| condition | algorithm | mean of per-game normalized means, difference to ppo [95% CI] | IQM difference [95% CI] | verdict | per game (win / tie / loss) |",
-        "|:---|:---|:---|:---|:---|:---|",
-    ]
-    counts = win_tie_loss(games, BASELINE)
-    for _, r in agg.iterrows():
-        wtl = " / ".join(map(str, counts[(r["algo"], r["condition"])]))
-        lines.append(
-            f"| {condition_label(r['condition'])} | {r['algo']} | {ci_text(r['mean_diff'], r['mean_low'], r['mean_high'], '+.3f')} | "
-            f"{ci_text(r['iqm_diff'], r['iqm_low'], r['iqm_high'], '+.3f')} | {r['verdict']} | {wtl} |"
-        )
+    lines = aggregate_lines(agg, BASELINE, task="game", counts=win_tie_loss(games, BASELINE))
+    if grid is not None:
+        learning = pre_learning(grid)
+        names = ", ".join(learning[learning["pre_learning"]]["env"])
+        lines += ["", f"Pre-learning at this budget (PPO at lag 0 below {LEARNED} of its reference): {names or 'none'}."]
     return "\n".join(lines)
 
 
@@ -152,10 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     agg = game_aggregates(grid, games, args.seed)
     if args.runs is not None:
         save_csv(table, out / "per_run.csv")
-    (out / "verdicts.md").write_text(verdicts_report(grid, games, agg))
+    (out / "verdicts.md").write_text(verdicts_report(grid, games, agg, args.seed))
     (out / "reference_check.md").write_text(reference_markdown(table, args.seed))
     if args.readme:
-        write_readme(Path(args.readme), readme_block(agg, games))
+        write_readme(Path(args.readme), readme_block(agg, games, grid))
     print(f"wrote {out / 'verdicts.md'} and {out / 'reference_check.md'}" + (f"; refreshed {args.readme}" if args.readme else ""))
     return 0
 
