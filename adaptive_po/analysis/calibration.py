@@ -31,6 +31,7 @@ import pandas as pd
 from scipy import stats as _stats
 
 from .hypothesis import ALPHA, mean_of_differences, welch
+from .verdicts import detectable_text
 from ..contract import atomic_write_text
 from .stats import normalize_score
 
@@ -228,7 +229,7 @@ def markdown(rates: pd.DataFrame, pair: pd.DataFrame, pools: dict) -> str:
         "|:---|:---|---:|---:|---:|:---|",
     ]
     for _, r in pair.iterrows():
-        lines.append(f"| {r['grid']} | {r['task']} | {r['difference']:+.3f} | {r['p']:.3f} | {r['detectable']:.3f} | {r['verdicts under 20 seeds']} |")
+        lines.append(f"| {r['grid']} | {r['task']} | {r['difference']:+.3f} | {r['p']:.3f} | {detectable_text(r['detectable'])} | {r['verdicts under 20 seeds']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -153,14 +153,14 @@ def _adjust(rows: list[dict], verdict_key: str = "verdict") -> None:
         r[verdict_key] = verdict(r["diff"], p_adj, q_adj)
 
 
-def per_task(table: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
+def per_task(table: pd.DataFrame, baseline: str, seed: int = 0, previous: bool = True) -> pd.DataFrame:
     """Per task, condition and arm: mean final return [t-interval], failures, normalized mean, the
     difference to ``baseline`` [Welch CI], its p-values (raw and Holm-adjusted over every per-task
     comparison of ``table``), the smallest detectable difference and the verdict (the rules of
     :mod:`adaptive_po.analysis.hypothesis`). ``saturated``: the arm and the baseline both score at
     least :data:`SATURATED` there (such a pair is left out of that pair's aggregate). ``previous``:
     the verdict under the rule these reports used before (a percentile-bootstrap CI with ``seed``
-    that excludes 0), for the reports' "what changed" lists."""
+    that excludes 0), for the reports' "what changed" lists (``previous=False`` skips it)."""
     rows = []
     for (env, condition), cell in table.groupby(["env", "condition"], sort=True):
         base_cell = cell[cell["algo"] == baseline]
@@ -185,7 +185,7 @@ def per_task(table: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
                 row.update(diff=d.estimate, p=d.p_value(), p_equivalence=d.p_equivalence(MARGIN * span),
                            detectable=d.detectable() / span, verdict=NO_VERDICT)
                 row["diff_low"], row["diff_high"] = d.ci()
-                row["previous"] = previous_rule.task_verdict(x, base, seed)
+                row["previous"] = previous_rule.task_verdict(x, base, seed) if previous else ""
             rows.append(row)
     _adjust(rows)
     return pd.DataFrame(rows)
@@ -236,7 +236,7 @@ def pair_saturated(tasks: pd.DataFrame, condition: str, algo: str) -> set[str]:
     return set(rows["env"])
 
 
-def aggregates(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
+def aggregates(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: int = 0, previous: bool = True) -> pd.DataFrame:
     """The primary endpoints: per condition and arm, the difference to ``baseline`` of the mean of
     per-task normalized means (Welch-Satterthwaite test, Holm over every row of ``table``'s
     aggregates, equivalence at :data:`MARGIN`) and, beside it, the IQM difference of all normalized
@@ -257,7 +257,7 @@ def aggregates(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: in
             "detectable": d.detectable(),
             "iqm_diff": iqm_diff.estimate, "iqm_low": iqm_diff.low, "iqm_high": iqm_diff.high,
             "diff": d.estimate, "verdict": NO_VERDICT if not d.testable else "",
-            "previous": previous_rule.aggregate_verdict(table, tasks, baseline, pair.condition, pair.algo, seed),
+            "previous": previous_rule.aggregate_verdict(table, tasks, baseline, pair.condition, pair.algo, seed) if previous else "",
         })
     _adjust(rows)
     for r in rows:
@@ -300,6 +300,11 @@ def p_text(p: float) -> str:
     return "" if not np.isfinite(p) else "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def detectable_text(value: float) -> str:
+    """A smallest detectable difference as printed ("" without an interval)."""
+    return f"{value:.3f}" if np.isfinite(value) else ""
+
+
 def verdict_cell(r: pd.Series) -> str:
     """A row's verdict with its Holm-adjusted p (``win (p = 0.012)``)."""
     if not r["verdict"] or r["verdict"] == NO_VERDICT:
@@ -328,7 +333,7 @@ def aggregate_lines(agg: pd.DataFrame, baseline: str, task: str = "task", counts
         tasks_text = f"{r['tasks']}" + (f" ({r['saturated_tasks']})" if r["saturated_tasks"] else "") + (f" (not run: {r['missing']})" if r["missing"] else "")
         row = (
             f"| {condition_label(r['condition'])} | {r['algo']} | {tasks_text} | {ci_text(r['mean_diff'], r['mean_low'], r['mean_high'], '+.3f')} "
-            f"| {r['detectable']:.3f} | {ci_text(r['iqm_diff'], r['iqm_low'], r['iqm_high'], '+.3f')} | {verdict_cell(r)} |"
+            f"| {detectable_text(r['detectable'])} | {ci_text(r['iqm_diff'], r['iqm_low'], r['iqm_high'], '+.3f')} | {verdict_cell(r)} |"
         )
         if counts is not None:
             row += f" {' / '.join(map(str, counts[(r['algo'], r['condition'])]))} |"
@@ -401,7 +406,7 @@ def verdicts_markdown(
         elif np.isnan(r["diff"]):
             diff, detectable = f"({baseline} not run)", ""
         else:
-            diff, detectable = ci_text(r["diff"], r["diff_low"], r["diff_high"], "+.2f"), f"{r['detectable']:.3f}"
+            diff, detectable = ci_text(r["diff"], r["diff_low"], r["diff_high"], "+.2f"), detectable_text(r["detectable"])
         verdict_text = "" if r["algo"] == baseline else verdict_cell(r) + (" (saturated)" if r["saturated"] else "")
         lines.append(
             f"| {r['env']} | {condition_label(r['condition'])} | {r['algo']} | {r['runs']} ({r['failed']}) | "
@@ -491,3 +496,45 @@ def replace_block(text: str, begin: str, end: str, block: str, what: str) -> str
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{begin}\n{block}\n{end}{tail}"
+
+
+# -- a suite report's verdicts, and their re-issue from its committed per-run table --------------
+VERDICTS_TITLE = "Verdicts against {baseline}: per environment, then aggregates that drop none"
+VERDICTS_END = "The pooled IQM below is descriptive: its trimming can drop a whole environment's runs, so read the verdicts above."
+
+
+def suite_verdicts(per_run, baseline: str, made_by: str, seed: int = 0, calibration_link: str | None = None) -> str:
+    """The suite report's verdicts section (``###`` headings, as in ``results.md``)."""
+    body = verdicts_section(per_run, baseline, made_by=made_by, seed=seed, level=4, calibration_link=calibration_link).split("\n", 2)[2]
+    return f"### {VERDICTS_TITLE.format(baseline=baseline)}\n\n{body}\n{VERDICTS_END}\n\n"
+
+
+def replace_verdicts(text: str, section: str, baseline: str, where: str) -> str:
+    """``text`` with its verdicts section (from its title line to :data:`VERDICTS_END`) replaced by
+    ``section``, whose headings are moved to the level the title has in ``text``."""
+    title = VERDICTS_TITLE.format(baseline=baseline)
+    start = next((i for i, line in enumerate(text.split("\n")) if line.lstrip("#").strip() == title and line.startswith("#")), None)
+    if start is None or VERDICTS_END not in text:
+        raise ValueError(f"{where} has no verdicts section ({title!r} ... {VERDICTS_END!r})")
+    lines = text.split("\n")
+    level = len(lines[start]) - len(lines[start].lstrip("#"))
+    head = "\n".join(lines[:start]) + "\n"
+    tail = text[len(head):].split(VERDICTS_END, 1)[1].lstrip("\n")
+    return head + shift_headings(section, level - 3).rstrip("\n").rstrip() + "\n\n" + tail
+
+
+def reissue(folder: Path, readme: Path | None, baseline: str = "ppo", seed: int = 0) -> None:
+    from ..contract import atomic_write_text
+
+    """Re-issue a published suite report's verdicts from its committed ``per_run.csv`` alone:
+    ``report.md``, ``results.md`` and the README block that copies ``results.md``."""
+    table_path = folder / "per_run.csv"
+    if not table_path.is_file():
+        raise SystemExit(f"{table_path} does not exist: `make readme` copies it from runs/<suite>/report")
+    per_run = pd.read_csv(table_path)
+    made_by = f"`make quick-from-table` (`python -m adaptive_po.analysis.reports.reissue {folder}`, the committed `per_run.csv` alone)"
+    section = suite_verdicts(per_run, baseline, made_by, seed)
+    for path in [folder / "report.md", folder / "results.md"] + ([readme] if readme is not None else []):
+        atomic_write_text(path, replace_verdicts(path.read_text(), section, baseline, str(path)))
+    print(f"re-issued the verdicts of {folder / 'report.md'}, {folder / 'results.md'}" + (f" and {readme}" if readme else ""))
+

@@ -35,6 +35,7 @@ from ..output import save_csv
 from ..hypothesis import MARGIN, holm, mean_of_differences, verdict
 from ..stats import bootstrap, normalize_score, without_interval
 from ..verdicts import (
+    detectable_text,
     COUNT_HEADER, aggregate_lines, aggregates, ci_text, condition_label, p_text, per_run_table, per_task, replace_block, rules_paragraph,
     shift_headings, verdicts_markdown, win_tie_loss,
 )
@@ -188,7 +189,7 @@ def _paired_row(r: pd.Series, verdicts: dict, what: str) -> str:
     same = "" if pd.isna(r["same_configuration"]) else ("yes" if r["same_configuration"] else "no")
     seeds = "" if pd.isna(r["seeds"]) else int(r["seeds"])
     word = verdicts.get((what, r["algo"], r["condition"]), "") if r["env"] == "mean over tasks" else ""
-    return f"| {r['algo']} | {condition_label(r['condition'])} | {r['env']} | {seeds} | {same} | {ci_text(r['diff'], r['low'], r['high'], '+.3f')} | {r['detectable']:.3f} | {word} |"
+    return f"| {r['algo']} | {condition_label(r['condition'])} | {r['env']} | {seeds} | {same} | {ci_text(r['diff'], r['low'], r['high'], '+.3f')} | {detectable_text(r['detectable'])} | {word} |"
 
 
 def report_markdown(table: pd.DataFrame, search: pd.DataFrame, trials: pd.DataFrame, selection: dict[str, Any], seed: int = 0) -> tuple[str, str]:
@@ -284,7 +285,7 @@ def readme_block(d_agg: pd.DataFrame, t_agg: pd.DataFrame, d_tasks: pd.DataFrame
     lines += ["", "| paired, normalized, mean over tasks | objective | condition | difference [95% CI] | detectable (80% power) | verdict (Holm p) |", "|:---|:---|:---|:---|---:|:---|"]
     for what, name, frame in (("gain", "tuning gain (selected minus default)", gain), ("tax", "retuning tax (selected on stale minus selected on fresh, run on stale)", tax)):
         for _, r in frame[frame["env"] == "mean over tasks"].iterrows():
-            lines.append(f"| {name} | {r['algo']} | {condition_label(r['condition'])} | {ci_text(r['diff'], r['low'], r['high'], '+.3f')} | {r['detectable']:.3f} | {paired_words[(what, r['algo'], r['condition'])]} |")
+            lines.append(f"| {name} | {r['algo']} | {condition_label(r['condition'])} | {ci_text(r['diff'], r['low'], r['high'], '+.3f')} | {detectable_text(r['detectable'])} | {paired_words[(what, r['algo'], r['condition'])]} |")
     return "\n".join(lines)
 
 

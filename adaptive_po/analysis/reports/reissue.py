@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import Sequence
 
-from .suite import reissue
+from ..verdicts import reissue
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,6 +31,7 @@ import pandas as pd
 
 from ..stats import normalize_score
 from ..verdicts import (
+    detectable_text,
     COUNT_HEADER, SATURATED, aggregates, arm_aggregates, ci_text, improvement_probabilities, per_task, replace_block, rules_paragraph,
     verdict_cell, what_changed_lines, win_tie_loss,
 )
@@ -246,7 +247,7 @@ def verdicts_markdown(suite: Suite, v: Verdicts, others: pd.DataFrame | None = N
         n_failed = int(((table["condition"] == condition) & (table["algo"] == a.name) & (table["status"] == "failed")).sum())
         lines.append(
             f"| {label} | {a.name} | {a['tasks']}{f' ({left_out})' if left_out else ''} | {n_failed} | {_ci(a['mean_diff'], a['mean_low'], a['mean_high'], '+.3f')} "
-            f"| {a['detectable']:.3f} | {_ci(a['iqm_diff'], a['iqm_low'], a['iqm_high'], '+.3f')} | {_ci(p['poi'], p['poi_low'], p['poi_high'], '.2f')} | {verdict_cell(a)} | {' / '.join(map(str, wtl))} |"
+            f"| {detectable_text(a['detectable'])} | {_ci(a['iqm_diff'], a['iqm_low'], a['iqm_high'], '+.3f')} | {_ci(p['poi'], p['poi_low'], p['poi_high'], '.2f')} | {verdict_cell(a)} | {' / '.join(map(str, wtl))} |"
         )
     lines += [
         "",
@@ -276,7 +277,7 @@ def verdicts_markdown(suite: Suite, v: Verdicts, others: pd.DataFrame | None = N
         if r["algo"] == BASELINE:
             diff, detectable, verdict = "(baseline)", "", ""
         else:
-            diff, detectable = _ci(r["diff"], r["diff_low"], r["diff_high"], "+.2f"), f"{r['detectable']:.3f}"
+            diff, detectable = _ci(r["diff"], r["diff_low"], r["diff_high"], "+.2f"), detectable_text(r['detectable'])
             verdict = verdict_cell(r) + (" (saturated)" if r["saturated"] else "")
         lines.append(
             f"| {r['env']} | {v.labels[r['condition']]} | {r['algo']} | {r['runs']} ({r['failed']}) | "
@@ -325,7 +326,7 @@ def readme_block(suite: Suite, v: Verdicts) -> str:
         left_out = a["saturated_tasks"]
         lines.append(
             f"| {label} | {a.name} | {a['tasks']}{f' ({left_out} saturated)' if left_out else ''} | {_ci(a['mean_diff'], a['mean_low'], a['mean_high'], '+.3f')} | "
-            f"{a['detectable']:.3f} | {_ci(a['iqm_diff'], a['iqm_low'], a['iqm_high'], '+.3f')} | {_ci(p['poi'], p['poi_low'], p['poi_high'], '.2f')} | {verdict_cell(a)} | {' / '.join(map(str, wtl))} |"
+            f"{detectable_text(a['detectable'])} | {_ci(a['iqm_diff'], a['iqm_low'], a['iqm_high'], '+.3f')} | {_ci(p['poi'], p['poi_low'], p['poi_high'], '.2f')} | {verdict_cell(a)} | {' / '.join(map(str, wtl))} |"
         )
     if many:
         counts = win_tie_loss(v.tasks, BASELINE)

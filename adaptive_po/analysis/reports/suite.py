@@ -225,7 +225,7 @@ def _make_report(
 
     verdicts_md, per_run = "", None
     if baseline in set(runs.finals["algo"]) and runs.finals["algo"].nunique() > 1:
-        from ..verdicts import table_from_runs
+        from ..verdicts import suite_verdicts, table_from_runs
 
         per_run = table_from_runs(runs, root)
         verdicts_md = suite_verdicts(per_run, baseline, f"`python -m adaptive_po.analysis {root}`", seed or 0)
@@ -320,47 +320,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-# -- the verdicts of a suite report, and their re-issue from its committed per-run table ------------
-VERDICTS_TITLE = "Verdicts against {baseline}: per environment, then aggregates that drop none"
-VERDICTS_END = "The pooled IQM below is descriptive: its trimming can drop a whole environment's runs, so read the verdicts above."
-
-
-def suite_verdicts(per_run, baseline: str, made_by: str, seed: int = 0, calibration_link: str | None = None) -> str:
-    """The suite report's verdicts section (``###`` headings, as in ``results.md``)."""
-    from ..verdicts import verdicts_section
-
-    body = verdicts_section(per_run, baseline, made_by=made_by, seed=seed, level=4, calibration_link=calibration_link).split("\n", 2)[2]
-    return f"### {VERDICTS_TITLE.format(baseline=baseline)}\n\n{body}\n{VERDICTS_END}\n\n"
-
-
-def replace_verdicts(text: str, section: str, baseline: str, where: str) -> str:
-    """``text`` with its verdicts section (from its title line to :data:`VERDICTS_END`) replaced by
-    ``section``, whose headings are moved to the level the title has in ``text``."""
-    from ..verdicts import shift_headings
-
-    title = VERDICTS_TITLE.format(baseline=baseline)
-    start = next((i for i, line in enumerate(text.split("\n")) if line.lstrip("#").strip() == title and line.startswith("#")), None)
-    if start is None or VERDICTS_END not in text:
-        raise ValueError(f"{where} has no verdicts section ({title!r} ... {VERDICTS_END!r})")
-    lines = text.split("\n")
-    level = len(lines[start]) - len(lines[start].lstrip("#"))
-    head = "\n".join(lines[:start]) + "\n"
-    tail = text[len(head):].split(VERDICTS_END, 1)[1].lstrip("\n")
-    return head + shift_headings(section, level - 3).rstrip("\n").rstrip() + "\n\n" + tail
-
-
-def reissue(folder: Path, readme: Path | None, baseline: str = "ppo", seed: int = 0) -> None:
-    """Re-issue a published suite report's verdicts from its committed ``per_run.csv`` alone:
-    ``report.md``, ``results.md`` and the README block that copies ``results.md``."""
-    table_path = folder / "per_run.csv"
-    if not table_path.is_file():
-        raise SystemExit(f"{table_path} does not exist: `make readme` copies it from runs/<suite>/report")
-    per_run = pd.read_csv(table_path)
-    made_by = f"`make quick-from-table` (`python -m adaptive_po.analysis.reports.reissue {folder}`, the committed `per_run.csv` alone)"
-    section = suite_verdicts(per_run, baseline, made_by, seed)
-    for path in [folder / "report.md", folder / "results.md"] + ([readme] if readme is not None else []):
-        atomic_write_text(path, replace_verdicts(path.read_text(), section, baseline, str(path)))
-    print(f"re-issued the verdicts of {folder / 'report.md'}, {folder / 'results.md'}" + (f" and {readme}" if readme else ""))
 
