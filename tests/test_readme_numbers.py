@@ -5,11 +5,13 @@ Two pages state results: the project README (``README.md``, the headline) and th
 
 (a) The staleness and paper verdicts (``adaptive_po.analysis.reports.staleness_and_paper_verdicts``) rebuild byte for byte from the committed
 run table alone: ``verdicts.md``, ``per_run.csv`` and the results page's generated blocks.
-(b) Every decimal number in the prose (outside generated blocks, tables and code; intervals and
-"±" values included) of every section of ``README.md``, and of every section of
-``docs/results/README.md`` whose heading starts with "## Results", is written in at least one
-committed text report under ``docs/results/`` (the results page itself does not count). A dry-run
-duration ("about 37.5 h") is left to ``tests/test_docs.py``, which checks it against the bench.
+(b) Every number and verdict word of the results prose (``README.md``'s "Results" section and every
+"## Results" section of ``docs/results/README.md``, outside generated blocks, tables and code) is a
+*quote* (:mod:`adaptive_po.analysis.quotes`): it names its report, row and column, and must equal
+that cell with its sign and digits. A number or verdict word outside a quote fails, except the
+set-up facts :data:`adaptive_po.analysis.quotes.SETUP` allows (budgets, seeds, lags, dates). The
+check is shown to fail on edited numbers and words (signs flipped, digits nudged, win and loss
+swapped, a quote's markup dropped).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from adaptive_po.analysis import quotes
 from adaptive_po.analysis.reports import staleness_and_paper_verdicts as classic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +31,6 @@ RESULTS = ROOT / "docs" / "results"
 RUNS = RESULTS / "paper" / "runs.csv"
 README = ROOT / "README.md"
 RESULTS_README = RESULTS / "README.md"
-NUMBER = re.compile(r"(?<![\w.])(?<![A-Za-z]-)[-+]?\d+\.\d+(?![\w.]*\d)")  # not a version or a licence (GPL-3.0)
 
 
 # -- (a) the committed verdicts rebuild from the committed table ------------------------------------
@@ -74,13 +76,9 @@ def test_a_run_missing_from_the_table_is_counted_failed_and_scored_at_random():
     assert tasks[tasks["algo"] == "esspo"]["failed"].tolist() == [1]
 
 
-# -- (b) numbers in the results prose of both pages ------------------------------------------------
-#: a dry-run estimate of a make target ("about 37.5 h"): tests/test_docs.py checks it against the bench
-DRY_RUN_DURATION = re.compile(r"\babout \d+(?:\.\d+)? (?:h|min)\b")
-
-
+# -- (b) numbers and verdicts in the results prose of both pages ------------------------------------
 def _results_sections(text: str, prefix: str = "Results") -> dict[str, str]:
-    """The ``## `` sections whose title starts with ``prefix`` (every section for ``prefix=""``)."""
+    """The ``## `` sections whose title starts with ``prefix``."""
     sections, title, body = {}, None, []
     for line in text.splitlines():
         if line.startswith("## "):
@@ -94,78 +92,90 @@ def _results_sections(text: str, prefix: str = "Results") -> dict[str, str]:
     return sections
 
 
-def _prose(section: str) -> str:
-    """The section without generated blocks, HTML comments, fenced code, tables, inline code and link targets."""
-    text = re.sub(r"<!-- (\S*?)begin.*?-->.*?<!-- \1end -->", "", section, flags=re.S)
-    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
-    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
-    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("|"))
-    text = re.sub(r"`[^`]*`", "", text)
-    return re.sub(r"\]\([^)]*\)", "]", text)
+def _problems(text: str, where: str) -> list[str]:
+    """Every wrong quote of ``text`` and every result of its results prose stated outside a quote."""
+    problems = quotes.check_text(text, RESULTS, where)
+    for title, body in _results_sections(text).items():
+        problems += [f"{where}, '## {title}': {item!r} is not a quote" for item in quotes.bare_results(quotes.strip_for_prose(body))]
+    return problems
 
 
-def _published_numbers() -> set[str]:
-    """The decimal numbers of every committed report under docs/results/ (.md), the results page,
-    which quotes them, left out."""
-    numbers = set()
-    for path in sorted(RESULTS.rglob("*")):
-        if path.is_file() and path.suffix == ".md" and path != RESULTS_README:
-            numbers.update(n.lstrip("+") for n in NUMBER.findall(path.read_text(errors="replace")))
-    return numbers
+@pytest.mark.parametrize("page", [README, RESULTS_README], ids=["README.md", "docs/results/README.md"])
+def test_every_number_and_verdict_of_the_results_prose_is_its_reports_cell(page):
+    problems = _problems(page.read_text(), str(page.relative_to(ROOT)))
+    assert not problems, "\n".join(problems)
 
 
-def _found(number: str, published: set[str]) -> bool:
-    number = number.lstrip("+")
-    # an unsigned number in prose (a range "0.727 to 0.855", a size) may be written signed in a report
-    return number in published or (not number.startswith("-") and f"-{number}" in published)
-
-
-def test_the_prose_walker_skips_generated_blocks_tables_and_code():
-    section = "a 1.25 b\n<!-- results:x:begin (gen) -->\n9.99\n<!-- results:x:end -->\n| 8.88 |\n`7.77` [l](docs/v1.5.md) -0.5 [0.1, +0.2] and 3 ± 1.5"
-    assert NUMBER.findall(_prose(section)) == ["1.25", "-0.5", "0.1", "+0.2", "1.5"]
-
-
-def _missing(page: Path, sections: dict[str, str]) -> list[str]:
-    published = _published_numbers()
-    return [
-        f"{number!r} in {page.relative_to(ROOT)}, section '## {title}'"
-        for title, body in sections.items()
-        for number in dict.fromkeys(NUMBER.findall(DRY_RUN_DURATION.sub("", _prose(body))))
-        if not _found(number, published)
-    ]
-
-
-def test_the_published_numbers_leave_out_the_results_page_itself():
-    published = _published_numbers()
-    assert "0.364" in published  # the quick suite's lag-16 aggregate, from tuned/verdicts.md
-    assert RESULTS_README.is_file() and not _found("12345.678", published)
-
-
-def test_every_decimal_number_in_the_results_page_prose_is_in_a_committed_report():
-    sections = _results_sections(RESULTS_README.read_text())
-    titles = " ".join(sections)
-    for title in ("the quick suite", "equal tuning", "MinAtar", "four objectives under staleness (`make bench-staleness`)",
-                  "the paper's conditions", "why the ESS objective loses on fresh data"):
-        assert title in titles, sorted(sections)
-    missing = _missing(RESULTS_README, sections)
-    assert not missing, "numbers in docs/results/README.md's results prose that no report under docs/results/ (.md) contains:\n" + "\n".join(missing)
-
-
-def test_every_decimal_number_in_the_readme_prose_is_in_a_committed_report():
-    sections = _results_sections(README.read_text(), prefix="")
-    headline = [body for title, body in sections.items() if title.startswith("Results")]
+def test_the_headline_and_the_results_sections_state_their_results_in_quotes():
+    headline = _results_sections(README.read_text())
     assert len(headline) == 1, "the README has one results section, the headline"
-    assert len(NUMBER.findall(_prose(headline[0]))) >= 10, "the headline gives its verdicts in numbers"
-    missing = _missing(README, sections)
-    assert not missing, "numbers in README.md's prose that no report under docs/results/ (.md) contains:\n" + "\n".join(missing)
+    assert len(quotes.QUOTE.findall(next(iter(headline.values())))) >= 20
+    sections = _results_sections(RESULTS_README.read_text())
+    for title in ("the quick suite", "equal tuning", "MinAtar", "four objectives under staleness", "after R2VPO",
+                  "the paper's conditions", "why the ESS objective", "sampler mismatch"):
+        body = next((b for t, b in sections.items() if title in t), None)
+        assert body is not None, (title, sorted(sections))
+        assert len(quotes.QUOTE.findall(body)) >= 3, f"section {title!r} states no results in quotes"
+
+
+def _edits(value: str) -> list[str]:
+    """Wrong versions of a quoted value: its sign flipped, its last digit nudged, its verdict word swapped."""
+    out = []
+    first = re.search(r"[-+]?\d[\d,]*(?:\.\d+)?", value)
+    if first:
+        number = first.group(0)
+        flipped = ("-" + number[1:]) if number.startswith("+") else ("+" + number[1:]) if number.startswith("-") else "-" + number
+        out.append(value.replace(number, flipped, 1))
+        digits = [i for i, c in enumerate(value) if c.isdigit()]
+        last = digits[-1]
+        out.append(value[:last] + str((int(value[last]) + 3) % 10) + value[last + 1:])
+    swap = {"win": "loss", "loss": "win", "inconclusive": "equivalent", "equivalent": "inconclusive"}
+    for word, other in swap.items():
+        if re.search(rf"\b{word}\b", value):
+            out.append(re.sub(rf"\b{word}\b", other, value, count=1))
+            break
+    return out
+
+
+@pytest.mark.parametrize("page", [README, RESULTS_README], ids=["README.md", "docs/results/README.md"])
+def test_the_check_fails_on_every_edited_number_and_word(page):
+    text = page.read_text()
+    assert not _problems(text, "page")
+    found = list(quotes.QUOTE.finditer(text))
+    sample = found if page == README else found[::3]
+    tried = 0
+    for m in sample:
+        for wrong in _edits(m["value"]):
+            edited = text[:m.start("value")] + wrong + text[m.end("value"):]
+            assert _problems(edited, "page"), f"the check misses {m['value']!r} -> {wrong!r} ({m['locator']})"
+            tried += 1
+        # the same number with its quote's markup dropped: stated outside a quote
+        bare = text[:m.start()] + m["value"] + text[m.end():]
+        if quotes.bare_results(quotes.strip_for_prose(m["value"])):
+            assert _problems(bare, "page"), f"the check misses an unquoted {m['value']!r}"
+    assert tried >= 30
+
+
+def test_a_verdict_word_or_a_number_outside_a_quote_fails():
+    text = RESULTS_README.read_text()
+    anchor = "## Results: the quick suite (`make bench`)\n"
+    for planted in ("`esspo` wins on Pendulum.", "`esspo` loses on Pendulum.", "PPO scores -12.5 there.", "a gap of 40% here.", "a tie there."):
+        edited = text.replace(anchor, anchor + "\n" + planted + "\n", 1)
+        assert _problems(edited, "page"), planted
+
+
+def test_a_quote_naming_a_missing_row_or_two_cells_fails():
+    assert quotes.check_text("<!--q staleness/verdicts.md | lag 3 | esspo | verdict @ word-->win<!--/q-->", RESULTS)
+    two = quotes.check_text("<!--q staleness/verdicts.md | lag 16 | esspo | verdict @ word-->win<!--/q-->", RESULTS)
+    assert two and "different cells" in two[0]
+    assert not quotes.check_text("<!--q staleness/verdicts.md#Primary endpoints | lag 16 | esspo | verdict @ word-->win<!--/q-->", RESULTS)
 
 
 @pytest.mark.parametrize("title", ["Results: four objectives under staleness", "Results: the paper's conditions"])
 def test_the_classic_sections_quote_their_verdicts(title):
     sections = _results_sections(RESULTS_README.read_text())
     body = next(b for t, b in sections.items() if t.startswith(title))
-    numbers = NUMBER.findall(_prose(body))
-    assert len(numbers) >= 10, "the prose gives its verdicts in numbers"
+    assert len(quotes.QUOTE.findall(body)) >= 10, "the prose gives its verdicts in quotes"
     suite = "staleness" if "staleness" in title else "paper"
     begin, end = classic.README_MARKERS[suite]
     assert begin in body and end in body
