@@ -186,8 +186,9 @@ quick-from-table: $(STAMP)
 calibration: $(STAMP)
 	$(VPY) -m adaptive_po.analysis.calibration --results docs/results --out docs/results/calibration.md
 
-# every published verdict from the committed tables alone
+# every published verdict from the committed tables alone, then the prose's quotes from them
 reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table calibration
+	$(VPY) -m adaptive_po.analysis.quotes --fill README.md $(RESULTS_README)
 
 # the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv)
 # and their two blocks, from the committed run table docs/results/paper/runs.csv

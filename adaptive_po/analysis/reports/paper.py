@@ -316,7 +316,9 @@ def section_verdicts(ctx: PaperContext) -> list[str]:
     md = [f"## Where {ess} wins, ties and loses\n",
           f"Against the best other algorithm at its default knobs under each condition (highest IQM there): "
           f"win = the {ctx.pct} CI of the IQM difference lies above 0, loss = below 0, tie = it covers 0 "
-          "(stratified bootstrap, the two algorithms' runs resampled independently within each env).\n"]
+          "(stratified bootstrap, the two algorithms' runs resampled independently within each env). "
+          "Descriptive only: a pooled-IQM percentile bootstrap with no multiplicity control is anti-conservative at these seed "
+          "counts (`docs/results/calibration.md`); the verdicts are `verdicts.md`'s (`make classic-from-table`).\n"]
     if head.wtl_md:
         md.append("Headline conditions:\n\n" + head.wtl_md + "\n")
     if stale.wtl_md:

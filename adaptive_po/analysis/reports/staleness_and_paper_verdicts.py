@@ -31,7 +31,7 @@ import pandas as pd
 
 from ..stats import normalize_score
 from ..verdicts import (
-    detectable_text,
+    detectable_text, references_text,
     COUNT_HEADER, SATURATED, aggregates, arm_aggregates, ci_text, improvement_probabilities, per_task, replace_block, rules_paragraph,
     verdict_cell, what_changed_lines, win_tie_loss,
 )
@@ -217,7 +217,8 @@ def verdicts_markdown(suite: Suite, v: Verdicts, others: pd.DataFrame | None = N
         "",
         rules_paragraph(f"the report's {len(v.agg)} aggregates, and separately over its {int((v.tasks['algo'] != BASELINE).sum())} per-task comparisons")
         + f" A task and condition is saturated for a pair when the arm and ppo both score at least {SATURATED} there; it is marked and "
-        "left out of that pair's aggregate only. Normalized score = (return - random) / (solved threshold - random), the constants of each task's YAML file.",
+        "left out of that pair's aggregate only. Normalized score = (return - random) / (solved threshold - random), the constants of each task's YAML file "
+        f"(random -> reference: {references_text(table)}).",
         "",
         "## Failed and missing runs",
         "",
