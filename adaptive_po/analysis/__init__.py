@@ -20,8 +20,14 @@ Core:
 * :mod:`~adaptive_po.analysis.conditions`: the data-condition vocabulary (fresh data, headline conditions)
 * :mod:`~adaptive_po.analysis.labels`: the one order and the names of algorithms, conditions and levels
 * :mod:`~adaptive_po.analysis.tables`: per-condition table, normalization references, aggregate table, Markdown
+* :mod:`~adaptive_po.analysis.hypothesis`: the verdicts' tests (Welch's t, its mean over tasks,
+  equivalence by two one-sided tests, Holm's adjustment, the smallest detectable difference)
 * :mod:`~adaptive_po.analysis.verdicts`: the per-run table and the verdict rules every report shares
-  (per task, two aggregates that drop no task, failures scored), the README-block writer
+  (per task, aggregates that drop no task, saturation per compared pair, failures scored, what
+  changed against :mod:`~adaptive_po.analysis.previous_rule`), the README-block writer
+* :mod:`~adaptive_po.analysis.calibration`: the tests' false-positive rates by A/A draws from the
+  committed per-run tables (``make calibration``)
+* :mod:`~adaptive_po.analysis.quotes`: numbers and verdicts in prose quoted from a named report cell, checked
 * :mod:`~adaptive_po.analysis.paper_data`: several suite roots loaded, pooled and externally normalized
 * :mod:`~adaptive_po.analysis.comparisons`: aggregate IQM per level of a condition axis; wins, ties and losses
 * :mod:`~adaptive_po.analysis.tuning_tax`: knob sensitivity and the cost of keeping the fresh-data configuration
@@ -35,7 +41,9 @@ Reports (:mod:`adaptive_po.analysis.reports`):
 * ``staleness_and_paper_verdicts``: the staleness and paper suites' verdicts from the committed run table
 * ``equal_tuning``: equal tuning with held-out selection, ESS objective against PPO
 * ``minatar``: the MinAtar tier's verdicts and its check against published PPO
-* ``fresh_data``: why the ESS objective loses on fresh data, and the pre-registered variants' verdicts
+* ``fresh_data``: why the ESS objective trails PPO on fresh Pendulum, and the pre-registered variants' verdicts
+* ``r2vpo``: R2VPO against the published PPO runs of the staleness grid
+* ``reissue``: a published suite report's verdicts re-issued from its committed per-run table
 """
 
 from .load import CONDITION_KEYS, RUN_KEYS, LoadedRuns, LoadWarning, load_runs
