@@ -31,6 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from ...contract import atomic_write_text
 from ..output import save_csv
 from ..hypothesis import MARGIN, holm, mean_of_differences, verdict
 from ..stats import bootstrap, normalize_score, without_interval
@@ -290,7 +291,7 @@ def readme_block(d_agg: pd.DataFrame, t_agg: pd.DataFrame, d_tasks: pd.DataFrame
 
 
 def write_readme(readme: Path, block: str) -> None:
-    readme.write_text(replace_block(readme.read_text(), README_BEGIN, README_END, block, f"tuned results in {readme}"))
+    atomic_write_text(readme, replace_block(readme.read_text(), README_BEGIN, README_END, block, f"tuned results in {readme}"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -324,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     selection = json.loads((folder / "selected.json").read_text())
     out.mkdir(parents=True, exist_ok=True)
     report, block = report_markdown(table, search, trials, selection, args.seed)
-    (out / "verdicts.md").write_text(report)
+    atomic_write_text(out / "verdicts.md", report)
     if args.readme:
         write_readme(Path(args.readme), block)
     print(f"wrote {out / 'verdicts.md'}" + (f"; refreshed {args.readme}" if args.readme else ""))

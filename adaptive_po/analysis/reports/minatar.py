@@ -27,6 +27,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from ...contract import atomic_write_text
 from ..output import save_csv
 from ..stats import bootstrap_ci, normalize_score
 from ..verdicts import (
@@ -175,7 +176,7 @@ README_END = "<!-- results:minatar:end -->"
 
 
 def write_readme(readme: Path, block: str) -> None:
-    readme.write_text(replace_block(readme.read_text(), README_BEGIN, README_END, block, f"MinAtar results in {readme}"))
+    atomic_write_text(readme, replace_block(readme.read_text(), README_BEGIN, README_END, block, f"MinAtar results in {readme}"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -205,8 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     agg = game_aggregates(grid, games, args.seed)
     if args.runs is not None:
         save_csv(table, out / "per_run.csv")
-    (out / "verdicts.md").write_text(verdicts_report(grid, games, agg, args.seed))
-    (out / "reference_check.md").write_text(reference_markdown(table, args.seed))
+    atomic_write_text(out / "verdicts.md", verdicts_report(grid, games, agg, args.seed))
+    atomic_write_text(out / "reference_check.md", reference_markdown(table, args.seed))
     if args.readme:
         write_readme(Path(args.readme), readme_block(agg, games, grid))
     print(f"wrote {out / 'verdicts.md'} and {out / 'reference_check.md'}" + (f"; refreshed {args.readme}" if args.readme else ""))

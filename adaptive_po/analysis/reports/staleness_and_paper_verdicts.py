@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ...contract import atomic_write_text
 from ..stats import normalize_score
 from ..verdicts import (
     detectable_text, references_text,
@@ -347,7 +348,7 @@ def write_readme(readme: Path, blocks: dict[str, str]) -> None:
     text = readme.read_text()
     for name, block in blocks.items():
         text = replace_block(text, *README_MARKERS[name], block, f"{name} verdict in {readme}")
-    readme.write_text(text)
+    atomic_write_text(readme, text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -368,8 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         v = verdicts(table, args.seed)
         others = pd.concat([t for n, t in tables.items() if n != name], ignore_index=True) if name == "staleness" and len(tables) > 1 else None
-        table.to_csv(out / "per_run.csv", index=False, lineterminator="\n")
-        (out / "verdicts.md").write_text(verdicts_markdown(suite, v, others))
+        atomic_write_text(out / "per_run.csv", table.to_csv(index=False, lineterminator="\n"))
+        atomic_write_text(out / "verdicts.md", verdicts_markdown(suite, v, others))
         blocks[name] = readme_block(suite, v)
         print(f"wrote {out / 'per_run.csv'} and {out / 'verdicts.md'}")
     if args.readme:
