@@ -171,19 +171,37 @@ def _say_fallback(reason: str) -> None:
         print(f"adaptive-po: the stacked step runs eagerly: compilation failed ({reason})", file=sys.stderr, flush=True)
 
 
-def _compiled_step(key: tuple[Any, ...], step: Callable[..., Any]) -> Callable[..., Any] | None:
-    """``torch.compile(step)``, built once per process and ``key``; ``None`` where unavailable."""
+def _compiled(key: tuple[Any, ...], fn: Callable[..., Any]) -> Callable[..., Any] | None:
+    """``torch.compile(fn)``, built once per process and ``key``; ``None`` where unavailable."""
     if key not in _COMPILED:
         try:
             import torch._dynamo
 
             # every (objective, shape) is one more compilation of the same function
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-            _COMPILED[key] = torch.compile(step, dynamic=False)
+            _COMPILED[key] = torch.compile(fn, dynamic=False)
         except Exception as err:  # noqa: BLE001 - any failure means: run eagerly
             _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0])
             _COMPILED[key] = None
     return _COMPILED[key]
+
+
+def call_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any, ...], shapes: tuple[Any, ...] = ()) -> Any | None:
+    """``fn(*args)`` compiled (once per process, ``key`` and ``shapes``: the first call's seconds go
+    into :data:`COMPILE_SECONDS`), or ``None`` where compiling is unavailable or fails: the caller
+    then runs ``fn`` eagerly, from then on (one line says so, once per process)."""
+    compiled = _compiled(key, fn)
+    if compiled is None:
+        return None
+    try:
+        started = time.perf_counter()
+        out = compiled(*args)
+    except Exception as err:  # noqa: BLE001 - a compiler failure: eager from now on
+        _COMPILED[key] = None
+        _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0][:200])
+        return None
+    COMPILE_SECONDS.setdefault((key, shapes), time.perf_counter() - started)
+    return out
 
 
 @dataclass(frozen=True)
@@ -383,12 +401,14 @@ class PopulationLearner:
             return _stacked_step(per_member_grad, max_grad_norm, *args)
 
         self._eager_step = step
+        self._stacked_forward = vmap(self._heads, in_dims=(0, 0, 0))
         self._checked: tuple[Any, ...] | None = None
         #: what the compiled step's code depends on besides its tensors' shapes (which its guards check)
         self._step_key = (
             objective, id(self.objective_spec), self.kind, repr(self._module), repr(observation_space), repr(action_space),
             normalize_advantage, ent_coef, vf_coef, max_grad_norm, str(self.device),
         )
+        self._forward_key = ("forward", self.kind, repr(self._module), repr(observation_space), repr(action_space), str(self.device))
 
         self.alive = torch.ones(self.k, dtype=torch.bool, device=self.device)
         #: updates done so far (SB3's ``_n_updates`` counts gradient epochs instead: not this)
@@ -424,6 +444,15 @@ class PopulationLearner:
         """``(K, B, ...)`` observations -> ``(K, B, P)`` distribution parameters, ``(K, B)`` values."""
         return vmap(self._heads, in_dims=(0, 0, 0))(params, self.buffers, obs)
 
+    def _acting_forward(self, params: dict[str, Tensor], obs: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`forward` for acting and evaluation (a few environments per member, every vector
+        step): compiled with the step (:attr:`compile_step`), one compilation per shape."""
+        if self.compile_step:
+            out = call_compiled(self._forward_key, self._stacked_forward, (params, self.buffers, obs), tuple(obs.shape))
+            if out is not None:
+                return out
+        return self.forward(params, obs)
+
     @torch.no_grad()
     def values(self, obs: Tensor) -> Tensor:
         return self.forward(self.params, obs)[1]
@@ -431,7 +460,7 @@ class PopulationLearner:
     @torch.no_grad()
     def deterministic_actions(self, obs: Tensor) -> Tensor:
         """The clean current policy's actions (for evaluation), ``(K, B[, d])``."""
-        return D.mode(self.kind, self.forward(self.params, obs)[0])
+        return D.mode(self.kind, self._acting_forward(self.params, obs)[0])
 
     # -- acting -----------------------------------------------------------------------------------
     @property
@@ -482,7 +511,7 @@ class PopulationLearner:
         and dials. Returns ``(actions, behaviour_log_prob, behaviour_params)`` as the collector
         records them: the distribution actually sampled from, or the clean policy's for members
         that record ``behaviour_log_prob="policy"``."""
-        clean, _ = self.forward(self._acting, obs)
+        clean, _ = self._acting_forward(self._acting, obs)
         noise_shape = D.sampling_noise_shape(self.kind, clean.shape[1:])
         shape = (self.k, *([1] * (clean.dim() - 1)))
         z = None
@@ -555,21 +584,14 @@ class PopulationLearner:
             self._scalar(lr / bias1), self._scalar(math.sqrt(1.0 - beta2**self._adam_count)),
         )
         out = None
-        compiled = _compiled_step(self._step_key, self._eager_step) if self.compile_step else None
-        if compiled is not None:
+        if self.compile_step:
             if (shared, clip_range_vf) != self._checked:
                 check_arguments(self.objective_spec, shared, state)
                 self._checked = (shared, clip_range_vf)
             # the schedules' numbers as float64 0-dim tensors (what Python numbers become in the eager
             # ops): a compiled step specializes on a number's value and would recompile at every update
             tensor_args = (*args[:6], _as_tensors(shared, self.device), _as_tensors(clip_range_vf, self.device), *args[8:])
-            try:
-                started = time.perf_counter()
-                out = compiled(*tensor_args)
-                COMPILE_SECONDS.setdefault(self._step_key, time.perf_counter() - started)
-            except Exception as err:  # noqa: BLE001 - a compiler failure: this step runs eagerly from now on
-                _COMPILED[self._step_key] = None
-                _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0][:200])
+            out = call_compiled(self._step_key, self._eager_step, tensor_args, tuple(minibatch["observations"].shape))
         params, m, v, stats = out if out is not None else self._eager_step(*args)
         for name in params:  # in place in the dictionaries (the acting parameters may be this one)
             self.params[name], self._adam_m[name], self._adam_v[name] = params[name], m[name], v[name]
