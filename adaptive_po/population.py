@@ -441,17 +441,14 @@ class PopulationLearner:
         return functional_call(self._module, {**params, **buffers}, (obs,))
 
     def forward(self, params: dict[str, Tensor], obs: Tensor) -> tuple[Tensor, Tensor]:
-        """``(K, B, ...)`` observations -> ``(K, B, P)`` distribution parameters, ``(K, B)`` values."""
-        return vmap(self._heads, in_dims=(0, 0, 0))(params, self.buffers, obs)
-
-    def _acting_forward(self, params: dict[str, Tensor], obs: Tensor) -> tuple[Tensor, Tensor]:
-        """:meth:`forward` for acting and evaluation (a few environments per member, every vector
-        step): compiled with the step (:attr:`compile_step`), one compilation per shape."""
+        """``(K, B, ...)`` observations -> ``(K, B, P)`` distribution parameters, ``(K, B)`` values.
+        Compiled with the step (:attr:`compile_step`; one compilation per shape: acting, evaluation,
+        an update's whole batch), eager otherwise."""
         if self.compile_step:
             out = call_compiled(self._forward_key, self._stacked_forward, (params, self.buffers, obs), tuple(obs.shape))
             if out is not None:
                 return out
-        return self.forward(params, obs)
+        return self._stacked_forward(params, self.buffers, obs)
 
     @torch.no_grad()
     def values(self, obs: Tensor) -> Tensor:
@@ -460,7 +457,7 @@ class PopulationLearner:
     @torch.no_grad()
     def deterministic_actions(self, obs: Tensor) -> Tensor:
         """The clean current policy's actions (for evaluation), ``(K, B[, d])``."""
-        return D.mode(self.kind, self._acting_forward(self.params, obs)[0])
+        return D.mode(self.kind, self.forward(self.params, obs)[0])
 
     # -- acting -----------------------------------------------------------------------------------
     @property
@@ -511,7 +508,7 @@ class PopulationLearner:
         and dials. Returns ``(actions, behaviour_log_prob, behaviour_params)`` as the collector
         records them: the distribution actually sampled from, or the clean policy's for members
         that record ``behaviour_log_prob="policy"``."""
-        clean, _ = self._acting_forward(self._acting, obs)
+        clean, _ = self.forward(self._acting, obs)
         noise_shape = D.sampling_noise_shape(self.kind, clean.shape[1:])
         shape = (self.k, *([1] * (clean.dim() - 1)))
         z = None
