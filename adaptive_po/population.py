@@ -155,6 +155,27 @@ def check_arguments(objective: Any, arguments: dict[str, Any], state: dict[str, 
     objective.loss(batch, **arguments, **{k: v.reshape(-1)[0].cpu() for k, v in state.items()})
 
 
+def _sampled(kind: D.Kind, clean: Tensor, sampler: Tensor, u: Tensor, record_actual: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Actions drawn from ``sampler`` with the draws ``u``, and what the collector records: the
+    sampled distribution, or the clean policy's where ``record_actual`` is False, with its log-probs."""
+    actions = D.sample(kind, sampler, u)
+    recorded = torch.where(record_actual, sampler, clean)
+    return actions, D.log_prob(kind, recorded, actions), recorded
+
+
+def _act_core(forward: Callable[..., Any], kind: D.Kind) -> Callable[..., Any]:
+    """The stacked ``act`` after the random draws, pure (what the compiled acting runs):
+    ``core(params, buffers, obs, sigma, z, temperature, u, record_actual)`` -> ``(actions,
+    behaviour_log_prob, behaviour_params)``; ``sigma``/``z`` and ``temperature`` ``None`` when unused."""
+
+    def core(params, buffers, obs, sigma, z, temperature, u, record_actual):  # type: ignore[no-untyped-def]
+        clean = forward(params, buffers, obs)[0]
+        sampler = S.behaviour_params(kind, clean, sigma=sigma, standard_normal=z, temperature=temperature)
+        return _sampled(kind, clean, sampler, u, record_actual)
+
+    return core
+
+
 #: compiled steps, one per (objective, network, settings) in this process; ``None`` where compiling
 #: failed (that step runs eagerly from then on)
 _COMPILED: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
@@ -402,12 +423,16 @@ class PopulationLearner:
 
         self._eager_step = step
         self._stacked_forward = vmap(self._heads, in_dims=(0, 0, 0))
+        self._act_core = _act_core(self._stacked_forward, self.kind)
+        #: the width of the flat distribution parameters (known after the first, eager, act)
+        self._dist_width: int | None = None
         self._checked: tuple[Any, ...] | None = None
         #: what the compiled step's code depends on besides its tensors' shapes (which its guards check)
         self._step_key = (
             objective, id(self.objective_spec), self.kind, repr(self._module), repr(observation_space), repr(action_space),
             normalize_advantage, ent_coef, vf_coef, max_grad_norm, str(self.device),
         )
+        self._act_key = ("act", self.kind, repr(self._module), repr(observation_space), repr(action_space), str(self.device))
         self._forward_key = ("forward", self.kind, repr(self._module), repr(observation_space), repr(action_space), str(self.device))
 
         self.alive = torch.ones(self.k, dtype=torch.bool, device=self.device)
@@ -508,24 +533,41 @@ class PopulationLearner:
         and dials. Returns ``(actions, behaviour_log_prob, behaviour_params)`` as the collector
         records them: the distribution actually sampled from, or the clean policy's for members
         that record ``behaviour_log_prob="policy"``."""
-        clean, _ = self.forward(self._acting, obs)
-        noise_shape = D.sampling_noise_shape(self.kind, clean.shape[1:])
-        shape = (self.k, *([1] * (clean.dim() - 1)))
+        if self._dist_width is None or self.precisions or not self.compile_step:
+            clean, _ = self.forward(self._acting, obs)
+            self._dist_width = clean.shape[-1]
+            return self._act_eagerly(clean, obs)
+        # compiled: the draws first (each member's own generators, in the eager order), then the
+        # forward pass, the dials, the sampling and the log-probs in one compiled call
+        shape = (self.k, 1, 1)  # the dials per member, over (K, B, P) distribution parameters
+        noise_shape = D.sampling_noise_shape(self.kind, torch.Size((obs.shape[1], self._dist_width)))
+        z, u = self._draws(noise_shape)
+        args = (
+            self._acting, self.buffers, obs, self.noise.view(shape) if z is not None else None, z,
+            self.temperature.view(shape) if bool((self.temperature != 1.0).any()) else None, u, self.record_actual.view(shape),
+        )
+        out = call_compiled(self._act_key, self._act_core, args, tuple(obs.shape))
+        return out if out is not None else self._act_core(*args)
+
+    def _draws(self, noise_shape: torch.Size) -> tuple[Tensor | None, Tensor]:
+        """Each member's action-noise draw (``None`` when no member is noisy) and sampling draw."""
         z = None
         if bool((self.noise > 0).any()):
             z = torch.stack([torch.randn(noise_shape, generator=g, device=self.device) for g in self.noise_generators])
+        draw = torch.rand if self.kind == "categorical" else torch.randn
+        return z, torch.stack([draw(noise_shape, generator=g, device=self.device) for g in self.action_generators])
+
+    def _act_eagerly(self, clean: Tensor, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        noise_shape = D.sampling_noise_shape(self.kind, clean.shape[1:])
+        shape = (self.k, *([1] * (clean.dim() - 1)))
+        z, u = self._draws(noise_shape)
         tempered = bool((self.temperature != 1.0).any())
         sampler = S.behaviour_params(
             self.kind, self._sampler_forward(clean, obs) if self.precisions else clean,
             sigma=self.noise.view(self.k, *([1] * (z.dim() - 1))) if z is not None else None, standard_normal=z,
             temperature=self.temperature.view(shape) if tempered else None,
         )
-        draw = torch.rand if self.kind == "categorical" else torch.randn
-        u = torch.stack([draw(noise_shape, generator=g, device=self.device) for g in self.action_generators])
-        actions = D.sample(self.kind, sampler, u)
-        actual = self.record_actual.view(shape)
-        recorded = torch.where(actual, sampler, clean)
-        return actions, D.log_prob(self.kind, recorded, actions), recorded
+        return _sampled(self.kind, clean, sampler, u, self.record_actual.view(shape))
 
     # -- one update -------------------------------------------------------------------------------
     def _flat(self, x: Tensor) -> Tensor:
