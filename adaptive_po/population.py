@@ -176,10 +176,10 @@ def _act_core(forward: Callable[..., Any], kind: D.Kind) -> Callable[..., Any]:
     return core
 
 
-#: compiled steps, one per (objective, network, settings) in this process; ``None`` where compiling
-#: failed (that step runs eagerly from then on)
+#: compiled callables (the step per objective, network and settings; the forward pass and the act
+#: per network) in this process; ``None`` where compiling failed (that one runs eagerly from then on)
 _COMPILED: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
-#: seconds each compiled step's first call took (tracing and compiling included), by its key
+#: seconds each compiled callable's first call per shape took (tracing and compiling included), by (key, shapes)
 COMPILE_SECONDS: dict[tuple[Any, ...], float] = {}
 _FALLBACK_SAID = False
 
@@ -189,7 +189,7 @@ def _say_fallback(reason: str) -> None:
     global _FALLBACK_SAID
     if not _FALLBACK_SAID:
         _FALLBACK_SAID = True
-        print(f"adaptive-po: the stacked step runs eagerly: compilation failed ({reason})", file=sys.stderr, flush=True)
+        print(f"adaptive-po: the population engine runs eagerly: compilation failed ({reason})", file=sys.stderr, flush=True)
 
 
 def _compiled(key: tuple[Any, ...], fn: Callable[..., Any]) -> Callable[..., Any] | None:
