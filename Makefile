@@ -34,7 +34,7 @@ help:
 	@echo "make plot               figures, tables and report.md from runs/ (SUITE=quick)"
 	@echo "make bench-r2vpo        after R2VPO on the staleness grid: r2vpo x 4 classic environments x lags 0-64 x 5 seeds (80 runs, about 12 min on 2 CPU cores); verdicts against the published PPO runs into docs/results/r2vpo"
 	@echo "make mutations          32 one-line bugs planted in update, objectives and distributions, each run against the fast tests; the table into docs/results/mutations.md"
-	@echo "make perf               speed benchmarks (environment throughput, learner time per update, runs per hour of both engines)"
+	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
 	@echo "make clean-runs         delete the folders the bench targets write under runs/"
 	@echo "WORKERS=n caps the concurrent jobs of a bench target (default: one per core)"
@@ -214,6 +214,7 @@ plot: $(STAMP)
 	$(VPY) -m adaptive_po.analysis runs/$(SUITE)
 
 perf: $(STAMP)
+	$(VPY) benchmarks/roofline.py
 	$(VPY) benchmarks/throughput.py
 	$(VPY) benchmarks/learner.py
 	$(VPY) benchmarks/engines_speed.py

@@ -263,6 +263,17 @@ def ess_policy_loss(
     return ObjectiveOutput(loss, stats)
 
 
+def _check_range(name: str, value: Any, *, strict: bool) -> None:
+    """``ValueError`` unless the number ``value`` is > 0 (``strict``) or >= 0. A 0-dim tensor is not
+    branched on (the population engine's compiled step passes its schedule values as tensors, and a
+    branch on a tensor's value cannot be compiled); the engine checks those itself
+    on Python numbers first (:func:`adaptive_po.population.check_arguments`)."""
+    if isinstance(value, Tensor):
+        return
+    if not (value > 0 if strict else value >= 0):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} 0, got {value!r}")
+
+
 def ppo_clip_loss(batch: PolicyBatch, *, clip_range: float = 0.2) -> ObjectiveOutput:
     """PPO's clipped surrogate, with the behaviour policy as the "old" policy.
 
@@ -271,8 +282,7 @@ def ppo_clip_loss(batch: PolicyBatch, *, clip_range: float = 0.2) -> ObjectiveOu
     ``cap_fraction`` reports the clipped fraction (``|r - 1| > eps``).
     """
     # >= 0, not > 0: a linearly decayed clip range reaches 0 at the last update
-    if not clip_range >= 0:
-        raise ValueError(f"clip_range must be >= 0, got {clip_range!r}")
+    _check_range("clip_range", clip_range, strict=False)
     log_ratio = batch.log_prob - batch.behaviour_log_prob
     ratio = torch.exp(log_ratio)
     surrogate = torch.min(
@@ -296,10 +306,8 @@ def decoupled_ppo_loss(
     if batch.proximal_log_prob is None:
         raise ValueError("decoupled_ppo_loss needs batch.proximal_log_prob")
     # >= 0, not > 0: a linearly decayed clip range reaches 0 at the last update
-    if not clip_range >= 0:
-        raise ValueError(f"clip_range must be >= 0, got {clip_range!r}")
-    if not is_truncation > 0:
-        raise ValueError(f"is_truncation must be > 0, got {is_truncation!r}")
+    _check_range("clip_range", clip_range, strict=False)
+    _check_range("is_truncation", is_truncation, strict=True)
     with torch.no_grad():
         behaviour_weight = torch.exp(batch.proximal_log_prob - batch.behaviour_log_prob).clamp(max=is_truncation)
     prox_ratio = torch.exp(batch.log_prob - batch.proximal_log_prob)
@@ -318,8 +326,7 @@ def truncated_is_loss(batch: PolicyBatch, *, is_truncation: float = 1.0) -> Obje
     ``L = -mean(min(rho, c) * log pi_theta * A)``, weight detached; no KL term, no clip. The same as
     :func:`ess_policy_loss` with a constant cap instead of the batch's ESS.
     """
-    if not is_truncation > 0:
-        raise ValueError(f"is_truncation must be > 0, got {is_truncation!r}")
+    _check_range("is_truncation", is_truncation, strict=True)
     log_ratio = batch.log_prob - batch.behaviour_log_prob
     with torch.no_grad():
         ratio = torch.exp(log_ratio.detach().to(torch.float64))
@@ -347,8 +354,7 @@ def cispo_loss(batch: PolicyBatch, *, eps_high: float = 0.28) -> ObjectiveOutput
     No lower bound, as in the paper (FeynRL's ``algs/CISPO/cispo.py`` clamps both sides at 1 +- 0.2).
     ``cap_fraction`` is the fraction with ``rho > 1 + eps_high``.
     """
-    if not eps_high > 0:
-        raise ValueError(f"eps_high must be > 0, got {eps_high!r}")
+    _check_range("eps_high", eps_high, strict=True)
     log_ratio = batch.log_prob - batch.behaviour_log_prob
     with torch.no_grad():
         ratio = torch.exp(log_ratio.detach().to(torch.float64))
@@ -367,10 +373,8 @@ def dapo_loss(batch: PolicyBatch, *, clip_range: float = 0.2, clip_range_high: f
     ``[1 - eps_low, 1 + eps_high]``.
     """
     # >= 0 as for PPO: a decayed clip range may reach 0
-    if not clip_range >= 0:
-        raise ValueError(f"clip_range must be >= 0, got {clip_range!r}")
-    if not clip_range_high >= 0:
-        raise ValueError(f"clip_range_high must be >= 0, got {clip_range_high!r}")
+    _check_range("clip_range", clip_range, strict=False)
+    _check_range("clip_range_high", clip_range_high, strict=False)
     ratio = torch.exp(batch.log_prob - batch.behaviour_log_prob)
     surrogate = torch.min(
         ratio * batch.advantages,
@@ -391,8 +395,7 @@ def spo_loss(batch: PolicyBatch, *, eps: float = 0.2) -> ObjectiveOutput:
     ``|rho - 1| > eps`` (the region PPO would clip). The penalty is quadratic in rho, so a
     log-ratio above about 44 overflows float32, as in the reference code.
     """
-    if not eps > 0:
-        raise ValueError(f"eps must be > 0, got {eps!r}")
+    _check_range("eps", eps, strict=True)
     ratio = torch.exp(batch.log_prob - batch.behaviour_log_prob)
     advantages = batch.advantages
     surrogate = ratio * advantages - advantages.abs() / (2.0 * eps) * (ratio - 1.0) ** 2

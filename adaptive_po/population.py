@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
+import sys
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -47,7 +50,7 @@ from adaptive_po.collector import SamplerActor
 from adaptive_po.dials import DataDials
 from adaptive_po.hyperparams import check_hyperparams
 from adaptive_po.networks import resolve_policy_kwargs
-from adaptive_po.objectives import get_objective, initial_state
+from adaptive_po.objectives import PolicyBatch, get_objective, initial_state
 from adaptive_po.update import (
     MINIBATCH_KEYS,
     EpochListener,
@@ -61,6 +64,165 @@ from adaptive_po.update import (
 #: Adam's constants as SB3's actor-critics use them (eps = 1e-5), see algorithms._with_fused_adam
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-5
+
+#: ``ADAPTIVE_PO_COMPILE``: ``1`` compiles the stacked minibatch step (``torch.compile``, inductor),
+#: ``0`` runs it eagerly, ``auto`` (or unset) compiles when the population's planned minibatch steps
+#: reach :data:`COMPILE_MIN_STEPS` (:func:`compile_wanted`)
+COMPILE_ENV = "ADAPTIVE_PO_COMPILE"
+#: the planned minibatch steps from which ``auto`` compiles: one compilation costs 10-20 s on one
+#: core and saves 1.5-40 ms per step (benchmarks/roofline.py), so it pays from a few thousand steps
+COMPILE_MIN_STEPS = 6000
+
+
+def compile_wanted(planned_steps: int | None = None) -> bool:
+    """Whether to compile the stacked step: ``$ADAPTIVE_PO_COMPILE`` (``1``/``0``) decides; unset or
+    ``auto``, compile when ``planned_steps`` (the population's minibatch steps, if known) reaches
+    :data:`COMPILE_MIN_STEPS`."""
+    setting = os.environ.get(COMPILE_ENV, "auto").strip().lower()
+    if setting in ("1", "true", "yes", "on"):
+        return True
+    if setting in ("0", "false", "no", "off"):
+        return False
+    if setting != "auto":
+        raise ValueError(f"{COMPILE_ENV} must be 1, 0 or auto, got {setting!r}")
+    return planned_steps is not None and planned_steps >= COMPILE_MIN_STEPS
+
+
+def stacked_adam(
+    params: dict[str, Tensor], grads: dict[str, Tensor], m: dict[str, Tensor], v: dict[str, Tensor], alive: Tensor,
+    *, max_grad_norm: float, step_size: Tensor, bias2_sqrt: Tensor,
+) -> tuple[dict[str, Tensor], dict[str, Tensor], dict[str, Tensor]]:
+    """Per-member global-norm clipping, then Adam (torch.optim.Adam's update, eps 1e-5), pure:
+    ``(params, m, v)`` after the step; retired members (``alive`` False) do not move.
+    ``step_size`` is ``lr / (1 - beta1^t)``, ``bias2_sqrt`` is ``sqrt(1 - beta2^t)`` (0-dim float32 tensors)."""
+    k = alive.shape[0]
+    sq = sum(g.reshape(k, -1).pow(2).sum(1) for g in grads.values())
+    coef = (max_grad_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+    beta1, beta2 = ADAM_BETAS
+    step = torch.where(alive, step_size, torch.zeros_like(coef))
+    new_params, new_m, new_v = {}, {}, {}
+    for name, g in grads.items():
+        shape = (k, *([1] * (g.dim() - 1)))
+        g = torch.where(alive.view(shape), g * coef.view(shape), torch.zeros_like(g))
+        new_m[name] = m[name].mul(beta1).add_(g, alpha=1.0 - beta1)
+        new_v[name] = v[name].mul(beta2).addcmul_(g, g, value=1.0 - beta2)
+        denom = (new_v[name].sqrt() / bias2_sqrt).add_(ADAM_EPS)
+        new_params[name] = params[name] - step.view(shape) * new_m[name] / denom
+    return new_params, new_m, new_v
+
+
+def _stacked_step(per_member_grad, max_grad_norm, params, buffers, m, v, minibatch, state, shared, clip_range_vf, alive, step_size, bias2_sqrt):  # type: ignore[no-untyped-def]
+    """One minibatch step of every member, pure: ``vmap(grad(member loss))`` then
+    :func:`stacked_adam`. Returns ``(params, m, v, statistics)``. The eager step and the compiled one
+    run this same function."""
+    grads, stats = per_member_grad(params, buffers, minibatch, state, shared, clip_range_vf)
+    new_params, new_m, new_v = stacked_adam(params, grads, m, v, alive, max_grad_norm=max_grad_norm, step_size=step_size, bias2_sqrt=bias2_sqrt)
+    return new_params, new_m, new_v, stats
+
+
+def _member_loss(module: nn.Module, objective: Any, kind: D.Kind, **settings: Any) -> Callable[..., Any]:
+    """One member's minibatch loss (:func:`adaptive_po.update.minibatch_loss`) as a function of its
+    parameters, ``loss(params, buffers, minibatch, state, arguments, clip_range_vf)``, for
+    ``vmap(grad(...))``; ``state`` is the member's objective state, ``settings`` the loss's fixed
+    keyword arguments (``normalize_advantage``, ``ent_coef``, ``vf_coef``)."""
+
+    def loss(params, buffers, mb, state, arguments, clip_range_vf):  # type: ignore[no-untyped-def]
+        dist_params, values = functional_call(module, {**params, **buffers}, (mb["observations"],))
+        return minibatch_loss(objective, kind, dist_params, values, mb, {**arguments, **state}, clip_range_vf=clip_range_vf, **settings)
+
+    return loss
+
+
+def _as_tensors(values: Any, device: torch.device) -> Any:
+    """Python floats (not bools) in ``values`` (a number, ``None`` or a dict of them) as float64 0-dim tensors."""
+    if isinstance(values, dict):
+        return {k: _as_tensors(v, device) for k, v in values.items()}
+    if isinstance(values, float) or (isinstance(values, int) and not isinstance(values, bool)):
+        return torch.tensor(float(values), dtype=torch.float64, device=device)
+    return values
+
+
+def check_arguments(objective: Any, arguments: dict[str, Any], state: dict[str, Tensor]) -> None:
+    """The objective's own checks of its keyword arguments (``ValueError`` for a clip range below 0,
+    ...), run on a one-sample batch: the compiled step passes numbers as tensors, which the
+    objectives do not branch on."""
+    one = torch.zeros(1)
+    ess = torch.ones((), dtype=torch.float64)
+    batch = PolicyBatch(
+        log_prob=one, behaviour_log_prob=one, advantages=one, kl_behaviour=one, proximal_log_prob=one, kl_reverse=one,
+        fresh=one, replay_ess=ess, batch_ess=ess,
+    )
+    objective.loss(batch, **arguments, **{k: v.reshape(-1)[0].cpu() for k, v in state.items()})
+
+
+def _sampled(kind: D.Kind, clean: Tensor, sampler: Tensor, u: Tensor, record_actual: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Actions drawn from ``sampler`` with the draws ``u``, and what the collector records: the
+    sampled distribution, or the clean policy's where ``record_actual`` is False, with its log-probs."""
+    actions = D.sample(kind, sampler, u)
+    recorded = torch.where(record_actual, sampler, clean)
+    return actions, D.log_prob(kind, recorded, actions), recorded
+
+
+def _act_core(forward: Callable[..., Any], kind: D.Kind) -> Callable[..., Any]:
+    """The stacked ``act`` after the random draws, pure (what the compiled acting runs):
+    ``core(params, buffers, obs, sigma, z, temperature, u, record_actual)`` -> ``(actions,
+    behaviour_log_prob, behaviour_params)``; ``sigma``/``z`` and ``temperature`` ``None`` when unused."""
+
+    def core(params, buffers, obs, sigma, z, temperature, u, record_actual):  # type: ignore[no-untyped-def]
+        clean = forward(params, buffers, obs)[0]
+        sampler = S.behaviour_params(kind, clean, sigma=sigma, standard_normal=z, temperature=temperature)
+        return _sampled(kind, clean, sampler, u, record_actual)
+
+    return core
+
+
+#: compiled callables (the step per objective, network and settings; the forward pass and the act
+#: per network) in this process; ``None`` where compiling failed (that one runs eagerly from then on)
+_COMPILED: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
+#: seconds each compiled callable's first call per shape took (tracing and compiling included), by (key, shapes)
+COMPILE_SECONDS: dict[tuple[Any, ...], float] = {}
+_FALLBACK_SAID = False
+
+
+def _say_fallback(reason: str) -> None:
+    """The one line a process prints when compilation is unavailable or fails."""
+    global _FALLBACK_SAID
+    if not _FALLBACK_SAID:
+        _FALLBACK_SAID = True
+        print(f"adaptive-po: the population engine runs eagerly: compilation failed ({reason})", file=sys.stderr, flush=True)
+
+
+def _compiled(key: tuple[Any, ...], fn: Callable[..., Any]) -> Callable[..., Any] | None:
+    """``torch.compile(fn)``, built once per process and ``key``; ``None`` where unavailable."""
+    if key not in _COMPILED:
+        try:
+            import torch._dynamo
+
+            # every (objective, shape) is one more compilation of the same function
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+            _COMPILED[key] = torch.compile(fn, dynamic=False)
+        except Exception as err:  # noqa: BLE001 - any failure means: run eagerly
+            _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0])
+            _COMPILED[key] = None
+    return _COMPILED[key]
+
+
+def call_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any, ...], shapes: tuple[Any, ...] = ()) -> Any | None:
+    """``fn(*args)`` compiled (once per process, ``key`` and ``shapes``: the first call's seconds go
+    into :data:`COMPILE_SECONDS`), or ``None`` where compiling is unavailable or fails: the caller
+    then runs ``fn`` eagerly, from then on (one line says so, once per process)."""
+    compiled = _compiled(key, fn)
+    if compiled is None:
+        return None
+    try:
+        started = time.perf_counter()
+        out = compiled(*args)
+    except Exception as err:  # noqa: BLE001 - a compiler failure: eager from now on
+        _COMPILED[key] = None
+        _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0][:200])
+        return None
+    COMPILE_SECONDS.setdefault((key, shapes), time.perf_counter() - started)
+    return out
 
 
 @dataclass(frozen=True)
@@ -183,6 +345,7 @@ class PopulationLearner:
         policy: str = "MlpPolicy",
         policy_kwargs: dict[str, Any] | None = None,
         device: str | torch.device = "cpu",
+        compile_step: bool | None = None,
         **hyperparameters: Any,
     ) -> None:
         if not members:
@@ -248,6 +411,29 @@ class PopulationLearner:
         self._adam_m = {k: torch.zeros_like(v) for k, v in self.params.items()}
         self._adam_v = {k: torch.zeros_like(v) for k, v in self.params.items()}
         self._adam_count = 0
+        #: whether the minibatch step runs compiled (``None``: :func:`compile_wanted` decides)
+        self.compile_step = compile_wanted() if compile_step is None else bool(compile_step)
+        member_loss = _member_loss(
+            self._module, self.objective_spec, self.kind, normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
+        )
+        per_member_grad = vmap(grad(member_loss, has_aux=True), in_dims=(0, 0, 0, 0, None, None))
+
+        def step(*args: Any) -> Any:
+            return _stacked_step(per_member_grad, max_grad_norm, *args)
+
+        self._eager_step = step
+        self._stacked_forward = vmap(self._heads, in_dims=(0, 0, 0))
+        self._act_core = _act_core(self._stacked_forward, self.kind)
+        #: the width of the flat distribution parameters (known after the first, eager, act)
+        self._dist_width: int | None = None
+        self._checked: tuple[Any, ...] | None = None
+        #: what the compiled step's code depends on besides its tensors' shapes (which its guards check)
+        self._step_key = (
+            objective, id(self.objective_spec), self.kind, repr(self._module), repr(observation_space), repr(action_space),
+            normalize_advantage, ent_coef, vf_coef, max_grad_norm, str(self.device),
+        )
+        self._act_key = ("act", self.kind, repr(self._module), repr(observation_space), repr(action_space), str(self.device))
+        self._forward_key = ("forward", self.kind, repr(self._module), repr(observation_space), repr(action_space), str(self.device))
 
         self.alive = torch.ones(self.k, dtype=torch.bool, device=self.device)
         #: updates done so far (SB3's ``_n_updates`` counts gradient epochs instead: not this)
@@ -280,8 +466,14 @@ class PopulationLearner:
         return functional_call(self._module, {**params, **buffers}, (obs,))
 
     def forward(self, params: dict[str, Tensor], obs: Tensor) -> tuple[Tensor, Tensor]:
-        """``(K, B, ...)`` observations -> ``(K, B, P)`` distribution parameters, ``(K, B)`` values."""
-        return vmap(self._heads, in_dims=(0, 0, 0))(params, self.buffers, obs)
+        """``(K, B, ...)`` observations -> ``(K, B, P)`` distribution parameters, ``(K, B)`` values.
+        Compiled with the step (:attr:`compile_step`; one compilation per shape: acting, evaluation,
+        an update's whole batch), eager otherwise."""
+        if self.compile_step:
+            out = call_compiled(self._forward_key, self._stacked_forward, (params, self.buffers, obs), tuple(obs.shape))
+            if out is not None:
+                return out
+        return self._stacked_forward(params, self.buffers, obs)
 
     @torch.no_grad()
     def values(self, obs: Tensor) -> Tensor:
@@ -341,24 +533,41 @@ class PopulationLearner:
         and dials. Returns ``(actions, behaviour_log_prob, behaviour_params)`` as the collector
         records them: the distribution actually sampled from, or the clean policy's for members
         that record ``behaviour_log_prob="policy"``."""
-        clean, _ = self.forward(self._acting, obs)
-        noise_shape = D.sampling_noise_shape(self.kind, clean.shape[1:])
-        shape = (self.k, *([1] * (clean.dim() - 1)))
+        if self._dist_width is None or self.precisions or not self.compile_step:
+            clean, _ = self.forward(self._acting, obs)
+            self._dist_width = clean.shape[-1]
+            return self._act_eagerly(clean, obs)
+        # compiled: the draws first (each member's own generators, in the eager order), then the
+        # forward pass, the dials, the sampling and the log-probs in one compiled call
+        shape = (self.k, 1, 1)  # the dials per member, over (K, B, P) distribution parameters
+        noise_shape = D.sampling_noise_shape(self.kind, torch.Size((obs.shape[1], self._dist_width)))
+        z, u = self._draws(noise_shape)
+        args = (
+            self._acting, self.buffers, obs, self.noise.view(shape) if z is not None else None, z,
+            self.temperature.view(shape) if bool((self.temperature != 1.0).any()) else None, u, self.record_actual.view(shape),
+        )
+        out = call_compiled(self._act_key, self._act_core, args, tuple(obs.shape))
+        return out if out is not None else self._act_core(*args)
+
+    def _draws(self, noise_shape: torch.Size) -> tuple[Tensor | None, Tensor]:
+        """Each member's action-noise draw (``None`` when no member is noisy) and sampling draw."""
         z = None
         if bool((self.noise > 0).any()):
             z = torch.stack([torch.randn(noise_shape, generator=g, device=self.device) for g in self.noise_generators])
+        draw = torch.rand if self.kind == "categorical" else torch.randn
+        return z, torch.stack([draw(noise_shape, generator=g, device=self.device) for g in self.action_generators])
+
+    def _act_eagerly(self, clean: Tensor, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        noise_shape = D.sampling_noise_shape(self.kind, clean.shape[1:])
+        shape = (self.k, *([1] * (clean.dim() - 1)))
+        z, u = self._draws(noise_shape)
         tempered = bool((self.temperature != 1.0).any())
         sampler = S.behaviour_params(
             self.kind, self._sampler_forward(clean, obs) if self.precisions else clean,
             sigma=self.noise.view(self.k, *([1] * (z.dim() - 1))) if z is not None else None, standard_normal=z,
             temperature=self.temperature.view(shape) if tempered else None,
         )
-        draw = torch.rand if self.kind == "categorical" else torch.randn
-        u = torch.stack([draw(noise_shape, generator=g, device=self.device) for g in self.action_generators])
-        actions = D.sample(self.kind, sampler, u)
-        actual = self.record_actual.view(shape)
-        recorded = torch.where(actual, sampler, clean)
-        return actions, D.log_prob(self.kind, recorded, actions), recorded
+        return _sampled(self.kind, clean, sampler, u, self.record_actual.view(shape))
 
     # -- one update -------------------------------------------------------------------------------
     def _flat(self, x: Tensor) -> Tensor:
@@ -399,33 +608,33 @@ class PopulationLearner:
     def _log_prob(self, params: dict[str, Tensor], obs: Tensor, actions: Tensor) -> Tensor:
         return D.log_prob(self.kind, self.forward(params, obs)[0], actions)
 
-    def _member_loss(self, params, buffers, mb, state, arguments, clip_range_vf):  # type: ignore[no-untyped-def]
-        """One member's minibatch loss (:func:`adaptive_po.update.minibatch_loss`) as a function
-        of its parameters, for ``vmap(grad(...))``; ``state`` is the member's objective state."""
-        dist_params, values = self._heads(params, buffers, mb["observations"])
-        return minibatch_loss(
-            self.objective_spec, self.kind, dist_params, values, mb, {**arguments, **state}, normalize_advantage=self.normalize_advantage,
-            ent_coef=self.ent_coef, vf_coef=self.vf_coef, clip_range_vf=clip_range_vf,
-        )
+    def _scalar(self, value: float) -> Tensor:
+        return torch.tensor(value, dtype=torch.float32, device=self.device)
 
-    def _adam_step(self, grads: dict[str, Tensor], lr: float) -> None:
-        """Per-member global-norm clipping, then Adam (torch.optim.Adam's update, eps 1e-5)."""
-        alive = self.alive
-        sq = sum(g.reshape(self.k, -1).pow(2).sum(1) for g in grads.values())
-        coef = (self.max_grad_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+    def _step(self, minibatch: dict[str, Tensor], state: dict[str, Tensor], shared: dict[str, Any], clip_range_vf: float | None, lr: float) -> dict[str, Tensor]:
+        """One minibatch step of every member (:func:`_stacked_step`): compiled when
+        :attr:`compile_step` is on and compilation works, eager otherwise. Returns its statistics."""
         self._adam_count += 1
         beta1, beta2 = ADAM_BETAS
         bias1 = 1.0 - beta1**self._adam_count
-        bias2_sqrt = math.sqrt(1.0 - beta2**self._adam_count)
-        step = torch.where(alive, torch.full_like(coef, lr / bias1), torch.zeros_like(coef))
-        for name, g in grads.items():
-            shape = (self.k, *([1] * (g.dim() - 1)))
-            g = torch.where(alive.view(shape), g * coef.view(shape), torch.zeros_like(g))
-            m, v = self._adam_m[name], self._adam_v[name]
-            m.mul_(beta1).add_(g, alpha=1.0 - beta1)
-            v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-            denom = (v.sqrt() / bias2_sqrt).add_(ADAM_EPS)
-            self.params[name] = self.params[name] - step.view(shape) * m / denom
+        args = (
+            self.params, self.buffers, self._adam_m, self._adam_v, minibatch, state, shared, clip_range_vf, self.alive,
+            # 0-dim tensors, not Python numbers: a compiled step would specialize on (and recompile for) each value
+            self._scalar(lr / bias1), self._scalar(math.sqrt(1.0 - beta2**self._adam_count)),
+        )
+        out = None
+        if self.compile_step:
+            if (shared, clip_range_vf) != self._checked:
+                check_arguments(self.objective_spec, shared, state)
+                self._checked = (shared, clip_range_vf)
+            # the schedules' numbers as float64 0-dim tensors (what Python numbers become in the eager
+            # ops): a compiled step specializes on a number's value and would recompile at every update
+            tensor_args = (*args[:6], _as_tensors(shared, self.device), _as_tensors(clip_range_vf, self.device), *args[8:])
+            out = call_compiled(self._step_key, self._eager_step, tensor_args, tuple(minibatch["observations"].shape))
+        params, m, v, stats = out if out is not None else self._eager_step(*args)
+        for name in params:  # in place in the dictionaries (the acting parameters may be this one)
+            self.params[name], self._adam_m[name], self._adam_v[name] = params[name], m[name], v[name]
+        return stats
 
     def objective_arguments(self, progress_remaining: float) -> dict[str, Any]:
         return objective_arguments(self._objective_schedules, progress_remaining)
@@ -509,7 +718,6 @@ class _StackedFace:
     def __init__(self, learner: PopulationLearner, lr: float) -> None:
         self.learner, self.lr = learner, lr
         self.members = torch.arange(learner.k, device=learner.device)[:, None]
-        self.per_member_grad = vmap(grad(learner._member_loss, has_aux=True), in_dims=(0, 0, 0, 0, None, None))
 
     def advantages(self, batch: StackedRollout) -> tuple[Tensor, Tensor, Tensor]:
         return self.learner._advantages(batch)
@@ -537,9 +745,7 @@ class _StackedFace:
         learner = self.learner
         state = {k: arguments[k] for k in learner.objective_state}
         shared = {k: v for k, v in arguments.items() if k not in learner.objective_state}
-        grads, stats = self.per_member_grad(learner.params, learner.buffers, minibatch, state, shared, clip_range_vf)
-        learner._adam_step(grads, self.lr)
-        return stats, False
+        return learner._step(minibatch, state, shared, clip_range_vf, self.lr), False
 
     def update_objective_state(self, reverse_kl: Tensor, ratio_variance: Tensor, schedule_values: dict[str, Any]) -> None:
         learner = self.learner

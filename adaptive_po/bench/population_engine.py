@@ -41,6 +41,12 @@ from adaptive_po.bench.run_folder import (
 )
 
 
+def planned_steps(total_timesteps: int, rollout: int, batch_size: int, n_epochs: int) -> int:
+    """The minibatch steps a run of ``total_timesteps`` takes (replayed data, which adds steps, aside):
+    what decides whether compiling the stacked step pays (:func:`adaptive_po.population.compile_wanted`)."""
+    return -(-total_timesteps // rollout) * n_epochs * -(-rollout // batch_size)
+
+
 class _StackedNormalizer:
     """SB3's ``VecNormalize`` (observations and rewards, clip 10, eps 1e-8), one per member.
 
@@ -129,7 +135,7 @@ class _Population:
 
         from adaptive_po.environments import make_vec_env
         from adaptive_po.bench.config import get_env_config
-        from adaptive_po.population import Member, PopulationLearner
+        from adaptive_po.population import Member, PopulationLearner, compile_wanted
 
         first = runs[0].spec
         self.runs = runs
@@ -162,6 +168,7 @@ class _Population:
             objective_kwargs=objective_kwargs,
             device=self.device,
             policy=hp.policy,
+            compile_step=compile_wanted(planned_steps(self.total, hp.n_steps * self.n_envs, hp.batch_size, hp.n_epochs)),
             **hp.algorithm_kwargs(),
         )
         self.torch = torch

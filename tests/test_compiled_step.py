@@ -1,0 +1,89 @@
+"""The compiled stacked step (``torch.compile``, inductor) is the eager step: for every registered
+objective and both action kinds, one update from identical state gives the same parameters and
+statistics to the tolerances the engine-vs-SB3 tests use (tests/test_population.py), at toy sizes.
+
+Each objective and action kind is one compilation (a few seconds at these sizes), so the whole file
+compiles 2 x len(OBJECTIVES) steps; where this machine cannot compile, the engine falls back to the
+eager step with one line, and the test says so (skips) instead of comparing eager with eager.
+"""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from adaptive_po import population as P
+from adaptive_po.objectives import OBJECTIVES
+from adaptive_po.population import Member, PopulationLearner, StackedRollout
+
+TOY = dict(n_steps=4, batch_size=8, n_epochs=2, learning_rate=3e-3, policy_kwargs={"net_arch": [8]})
+SPACES = {
+    "discrete": (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2)),
+    "continuous": (gym.spaces.Box(-np.inf, np.inf, (3,), np.float32), gym.spaces.Box(-2.0, 2.0, (1,), np.float32)),
+}
+MEMBERS = [Member(3, policy_lag=1, action_noise=0.3), Member(4, action_noise=0.5, behaviour_log_prob="policy")]
+
+
+def _learner(kind, algo, compiled):
+    observation_space, action_space = SPACES[kind]
+    kwargs = {"clip_range": 0.2} if "clip_range" in OBJECTIVES[algo].tuned else None
+    return PopulationLearner(observation_space, action_space, MEMBERS, objective=algo, objective_kwargs=kwargs, compile_step=compiled, **TOY)
+
+
+def _rollout(learner, seed, n_envs=2):
+    k, t = learner.k, learner.n_steps
+    dim = learner.observation_space.shape[0]
+    g = torch.Generator().manual_seed(seed)
+    obs = torch.randn(k, t, n_envs, dim, generator=g)
+    actions, blp, params = learner.act(obs.reshape(k, t * n_envs, dim))
+    shape = (k, t, n_envs)
+    return StackedRollout(
+        obs, actions.reshape(*shape, *actions.shape[2:]), torch.randn(shape, generator=g), torch.zeros(shape), blp.reshape(shape),
+        params.reshape(*shape, -1), torch.zeros(shape, dtype=torch.bool), torch.zeros(*shape, dim),
+        torch.randn(k, n_envs, dim, generator=g), torch.zeros(k, n_envs),
+    )
+
+
+@pytest.mark.parametrize("algo", sorted(OBJECTIVES))
+@pytest.mark.parametrize("kind", sorted(SPACES))
+def test_the_compiled_step_equals_the_eager_step(kind, algo):
+    eager, compiled = _learner(kind, algo, False), _learner(kind, algo, True)
+    obs = torch.randn(eager.k, TOY["n_steps"] * 2, SPACES[kind][0].shape[0])  # the rollouts' shape: one compilation
+    acted = [(learner.act(obs), learner.act(obs))[1] for learner in (eager, compiled)]  # acting is compiled too (from its second call)
+    for a, b in zip(*acted):
+        torch.testing.assert_close(b, a, atol=2e-6, rtol=1e-5)
+    torch.testing.assert_close(compiled.deterministic_actions(obs), eager.deterministic_actions(obs), atol=2e-6, rtol=1e-5)
+    for update in range(2):  # the second update: Adam's state, the lag's history, the objective's state carried
+        stats = [learner.update(_rollout(learner, seed=update), 0.7 - 0.1 * update) for learner in (eager, compiled)]
+        if P._COMPILED.get(compiled._step_key, "missing") is None:
+            pytest.skip("torch.compile is unavailable here: the engine runs the eager step (said in one line)")
+        for name, value in eager.params.items():
+            torch.testing.assert_close(compiled.params[name], value, atol=2e-6, rtol=1e-5, msg=name)
+        for name, value in stats[0].items():
+            np.testing.assert_allclose(stats[1][name].numpy(), value.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+        for name, value in eager.objective_state.items():
+            np.testing.assert_allclose(compiled.objective_state[name].numpy(), value.numpy(), rtol=1e-6, err_msg=name)
+    assert any(key == compiled._step_key for key, _ in P.COMPILE_SECONDS)  # it ran compiled
+
+
+def test_a_failing_compiler_falls_back_to_the_eager_step_with_one_line(monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no C++ compiler")
+
+    monkeypatch.setattr(torch, "compile", broken)
+    monkeypatch.setattr(P, "_COMPILED", {})
+    monkeypatch.setattr(P, "_FALLBACK_SAID", False)
+    eager, fallback = _learner("discrete", "ppo", False), _learner("discrete", "ppo", True)
+    for learner in (eager, fallback):
+        learner.update(_rollout(learner, seed=0), 1.0)
+        learner.update(_rollout(learner, seed=1), 0.9)
+    for name, value in eager.params.items():
+        assert torch.equal(fallback.params[name], value), name
+    lines = [line for line in capsys.readouterr().err.splitlines() if "eagerly" in line]
+    assert len(lines) == 1 and "no C++ compiler" in lines[0]
+
+
+@pytest.mark.parametrize("setting, planned, wanted", [("1", None, True), ("0", 10**9, False), ("auto", 10**9, True), ("auto", 100, False), ("auto", None, False)])
+def test_the_compile_switch(monkeypatch, setting, planned, wanted):
+    monkeypatch.setenv(P.COMPILE_ENV, setting)
+    assert P.compile_wanted(planned) is wanted
