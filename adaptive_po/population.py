@@ -192,6 +192,11 @@ def _say_fallback(reason: str) -> None:
         print(f"adaptive-po: the population engine runs eagerly: compilation failed ({reason})", file=sys.stderr, flush=True)
 
 
+def compile_fell_back() -> bool:
+    """Whether a compilation failed in this process (its steps ran eagerly from then on)."""
+    return _FALLBACK_SAID
+
+
 def _compiled(key: tuple[Any, ...], fn: Callable[..., Any]) -> Callable[..., Any] | None:
     """``torch.compile(fn)``, built once per process and ``key``; ``None`` where unavailable."""
     if key not in _COMPILED:

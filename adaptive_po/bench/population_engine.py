@@ -376,6 +376,8 @@ class _Population:
             self.observer.finished(self)
 
     def summary(self, run: _MemberRun) -> dict[str, Any]:
+        from adaptive_po.population import compile_fell_back
+
         final = run.recorder.evaluations[-1]
         return {
             "final_eval_return_mean": final["eval_return_mean"],
@@ -387,6 +389,9 @@ class _Population:
             "env_id": self.env_id,
             "engine": "population",
             "population_size": self.k,
+            # the numerics of the run: a compiled step rounds differently from the eager one, so the
+            # same seed gives another run (ADAPTIVE_PO_COMPILE=0 reproduces an eager run)
+            "step": "compiled" if self.learner.compile_step and not compile_fell_back() else "eager",
         }
 
     def close(self) -> None:
