@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _stats
 
-from .hypothesis import ALPHA, mean_of_differences, welch
+from .hypothesis import ALPHA, mean_of_differences
 from .verdicts import detectable_text
 from ..contract import atomic_write_text
 from .stats import normalize_score
@@ -170,10 +170,7 @@ def exact_pair(results: Path, seeds: int = SEEDS) -> pd.DataFrame:
     rows = []
     for name in ("staleness", "paper", "minatar"):
         table = pd.read_csv(results / TABLES[name])
-        if "final_train_return" not in table:
-            table = table.assign(final_train_return=np.nan, eval_curve="")
-        fresh = table[(table["condition"].str.startswith("lag0_noise0_replay0")) & (table["condition"] == "lag0_noise0_replay0")]
-        fresh = fresh[fresh["algo"].isin(["decoupled-ppo", "ppo"])]
+        fresh = table[(table["condition"] == "lag0_noise0_replay0") & table["algo"].isin(["decoupled-ppo", "ppo"])]
         if fresh["algo"].nunique() < 2:
             continue
         seen: dict[str, set[str]] = {}

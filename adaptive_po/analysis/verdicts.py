@@ -33,14 +33,12 @@ from typing import Iterator
 
 import numpy as np
 import pandas as pd
-from scipy.stats.distributions import t as _t
 
 from . import previous_rule
 from .hypothesis import LOSS, MARGIN, WIN, holm, mean_of_differences, rules_text, verdict, welch
 from .stats import (
     NO_INTERVAL,
     bootstrap,
-    bootstrap_ci,
     iqm_difference_ci,
     mean_of_task_means,
     normalize_score,
@@ -129,28 +127,21 @@ def ci_text(estimate: float, low: float, high: float, spec: str = ".2f") -> str:
 
 def _mean_ci(x: np.ndarray) -> tuple[float, float, float]:
     """The mean of ``x`` with its t-interval (NaN bounds from one run)."""
-    x = np.asarray(x, float)
-    if len(x) < 2:
-        return float(np.mean(x)), np.nan, np.nan
-    half = float(t_quantile(0.975, len(x) - 1)) * float(x.std(ddof=1)) / np.sqrt(len(x))
-    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
-
-
-def t_quantile(q: float, df: float) -> float:
-    return float(_t.ppf(q, df))
+    d = mean_of_differences([(x, None)])
+    return (d.estimate, *d.ci())
 
 
 def _span(cell: pd.DataFrame) -> float:
     return float(cell["solved_threshold"].iloc[0] - cell["random_score"].iloc[0])
 
 
-def _adjust(rows: list[dict], verdict_key: str = "verdict") -> None:
+def adjust(rows: list[dict], estimate: str = "diff") -> None:
     """Holm over the rows' ``p`` (and, separately, their equivalence ``p_equivalence``), then each
-    row's verdict; rows without a test keep ``NO_VERDICT`` (or their own word)."""
+    row's ``verdict`` from the sign of its ``estimate``; rows without a test keep their word."""
     testable = [r for r in rows if np.isfinite(r["p"])]
     for r, p_adj, q_adj in zip(testable, holm([r["p"] for r in testable]), holm([r["p_equivalence"] for r in testable])):
         r["p_holm"], r["p_equivalence_holm"] = p_adj, q_adj
-        r[verdict_key] = verdict(r["diff"], p_adj, q_adj)
+        r["verdict"] = verdict(r[estimate], p_adj, q_adj)
 
 
 def per_task(table: pd.DataFrame, baseline: str, seed: int = 0, previous: bool = True) -> pd.DataFrame:
@@ -163,8 +154,7 @@ def per_task(table: pd.DataFrame, baseline: str, seed: int = 0, previous: bool =
     that excludes 0), for the reports' "what changed" lists (``previous=False`` skips it)."""
     rows = []
     for (env, condition), cell in table.groupby(["env", "condition"], sort=True):
-        base_cell = cell[cell["algo"] == baseline]
-        base = base_cell["final_eval_return"].to_numpy(float)
+        base = cell[cell["algo"] == baseline]["final_eval_return"].to_numpy(float)
         span = _span(cell)
         normalized = {
             algo: normalize_score(arm["final_eval_return"].to_numpy(float), arm["random_score"].iloc[0], arm["solved_threshold"].iloc[0]).mean()
@@ -187,7 +177,7 @@ def per_task(table: pd.DataFrame, baseline: str, seed: int = 0, previous: bool =
                 row["diff_low"], row["diff_high"] = d.ci()
                 row["previous"] = previous_rule.task_verdict(x, base, seed) if previous else ""
             rows.append(row)
-    _adjust(rows)
+    adjust(rows)
     return pd.DataFrame(rows)
 
 
@@ -256,15 +246,14 @@ def aggregates(table: pd.DataFrame, tasks: pd.DataFrame, baseline: str, seed: in
             "p": d.p_value(), "p_holm": np.nan, "p_equivalence": d.p_equivalence(MARGIN), "p_equivalence_holm": np.nan,
             "detectable": d.detectable(),
             "iqm_diff": iqm_diff.estimate, "iqm_low": iqm_diff.low, "iqm_high": iqm_diff.high,
-            "diff": d.estimate, "verdict": NO_VERDICT if not d.testable else "",
+            "verdict": NO_VERDICT if not d.testable else "",
             "previous": previous_rule.aggregate_verdict(table, tasks, baseline, pair.condition, pair.algo, seed) if previous else "",
         })
-    _adjust(rows)
+    adjust(rows, estimate="mean_diff")
     for r in rows:
         if r["verdict"] in (WIN, LOSS) and not np.sign(r["iqm_diff"]) == np.sign(r["mean_diff"]):
             r["verdict"] = "depends on aggregation"
-    out = pd.DataFrame(rows)
-    return out.drop(columns="diff") if len(out) else out
+    return pd.DataFrame(rows)
 
 
 # -- Markdown ---------------------------------------------------------------------------------------
@@ -311,12 +300,12 @@ def detectable_text(value: float) -> str:
     return f"{value:.3f}" if np.isfinite(value) else ""
 
 
-def verdict_cell(r: pd.Series) -> str:
+def verdict_cell(r: pd.Series | dict) -> str:
     """A row's verdict with its Holm-adjusted p (``win (p = 0.012)``)."""
     if not r["verdict"] or r["verdict"] == NO_VERDICT:
         return r["verdict"]
-    p = r["p_equivalence_holm"] if r["verdict"] == "equivalent" else r["p_holm"]
-    return f"{r['verdict']} (p {'' if p_text(p).startswith('<') else '= '}{p_text(p)})"
+    shown = p_text(r["p_equivalence_holm"] if r["verdict"] == "equivalent" else r["p_holm"])
+    return f"{r['verdict']} (p {shown if shown.startswith('<') else '= ' + shown})"
 
 
 def rules_paragraph(family: str, calibration_link: str | None = "../calibration.md") -> str:
@@ -356,7 +345,7 @@ def what_changed_lines(tasks: pd.DataFrame, agg: pd.DataFrame, baseline: str, ta
             return False
         return not (old == "tie" and new in ("equivalent", "inconclusive"))
 
-    lines = [f"What changed against the rule used before (a 95% percentile-bootstrap CI that excludes 0, no multiplicity "
+    lines = ["What changed against the rule used before (a 95% percentile-bootstrap CI that excludes 0, no multiplicity "
              "control; saturation over every arm): each verdict whose meaning changed. A former \"tie\" now reads "
              "equivalent or inconclusive; that alone is not listed.", ""]
     items = []

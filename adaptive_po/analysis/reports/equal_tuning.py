@@ -33,12 +33,11 @@ import pandas as pd
 
 from ...contract import atomic_write_text
 from ..output import save_csv
-from ..hypothesis import MARGIN, holm, mean_of_differences, verdict
+from ..hypothesis import MARGIN, mean_of_differences
 from ..stats import bootstrap, normalize_score, without_interval
 from ..verdicts import (
-    detectable_text,
-    COUNT_HEADER, aggregate_lines, aggregates, ci_text, condition_label, p_text, per_run_table, per_task, replace_block, rules_paragraph,
-    shift_headings, verdicts_markdown, win_tie_loss,
+    adjust, aggregate_lines, aggregates, ci_text, condition_label, detectable_text, per_run_table, per_task, replace_block, rules_paragraph,
+    shift_headings, verdict_cell, verdicts_markdown, win_tie_loss,
 )
 
 BASELINE = "ppo"
@@ -102,31 +101,35 @@ def paired(arm: pd.DataFrame, base: pd.DataFrame, seed: int = 0) -> tuple[pd.Dat
             strata[env] = d
             t = mean_of_differences([(d, None)])
             rows.append({"condition": condition, "env": env, "seeds": len(seeds), "same_configuration": a.loc[seeds[0], "variant"] == b.loc[seeds[0], "variant"],
-                         "diff": t.estimate, "low": t.ci()[0], "high": t.ci()[1], **_tests(t)})
+                         **_tests(t)})
         if strata:
             strata_by_condition[condition] = strata
             t = mean_of_differences([(x, None) for x in strata.values()])
             rows.append({"condition": condition, "env": "mean over tasks", "seeds": min(map(len, strata.values())), "same_configuration": np.nan,
-                         "diff": t.estimate, "low": t.ci()[0], "high": t.ci()[1], **_tests(t)})
+                         **_tests(t)})
     return pd.DataFrame(rows), strata_by_condition
 
 
 def _tests(t) -> dict[str, float]:
-    return {"p": t.p_value(), "p_equivalence": t.p_equivalence(MARGIN), "detectable": t.detectable()}
+    """A paired difference's row: estimate, Welch interval, p-values and detectable difference."""
+    low, high = t.ci()
+    return {"diff": t.estimate, "low": low, "high": high, "p": t.p_value(), "p_equivalence": t.p_equivalence(MARGIN), "detectable": t.detectable()}
 
 
-def paired_verdicts(*frames: pd.DataFrame) -> dict[tuple[str, str, str], str]:
+def paired_verdicts(*frames: tuple[str, pd.DataFrame]) -> dict[tuple[str, str, str], str]:
     """(what, algo, condition) -> verdict of each "mean over tasks" row of the frames (tuning gain,
-    retuning tax), Holm-adjusted over all of them together (difference and equivalence separately)."""
-    rows = [(name, r) for name, frame in frames for _, r in frame[frame["env"] == "mean over tasks"].iterrows()]
-    p = holm([r["p"] for _, r in rows])
-    q = holm([r["p_equivalence"] for _, r in rows])
+    retuning tax), Holm-adjusted over all of them together (difference and equivalence separately),
+    a gain or a tax reading positive / negative where a difference would read win / loss."""
+    rows = [{"what": name, "algo": r["algo"], "condition": r["condition"], "diff": r["diff"], "p": r["p"],
+             "p_equivalence": r["p_equivalence"], "verdict": ""}
+            for name, frame in frames for _, r in frame[frame["env"] == "mean over tasks"].iterrows()]
+    adjust(rows)
+    words = {"win": "positive", "loss": "negative"}
     out = {}
-    for (name, r), pa, qa in zip(rows, p, q):
-        word = verdict(r["diff"], pa, qa)
-        shown = p_text(qa if word == "equivalent" else pa)
-        word = {"win": "positive", "loss": "negative"}.get(word, word)
-        out[(name, r["algo"], r["condition"])] = f"{word} (p {shown if shown.startswith('<') else '= ' + shown})" if word else ""
+    for r in rows:
+        text = verdict_cell(r)
+        word = text.split(" ", 1)[0]
+        out[(r["what"], r["algo"], r["condition"])] = words.get(word, word) + text[len(word):]
     return out
 
 
@@ -164,7 +167,7 @@ def retuning_tax(table: pd.DataFrame, selection: dict[str, Any], seed: int = 0) 
 
             t = mean_of_differences([(strata[e], base[e]) for e in envs])
             extra.append({"condition": condition, "algo": f"{algo} - {BASELINE}", "env": "mean over tasks", "seeds": np.nan,
-                          "same_configuration": np.nan, "diff": t.estimate, "low": t.ci()[0], "high": t.ci()[1], **_tests(t)})
+                          "same_configuration": np.nan, **_tests(t)})
     return pd.concat(rows + [pd.DataFrame(extra)], ignore_index=True)
 
 

@@ -31,7 +31,7 @@ from ...contract import atomic_write_text
 from ..output import save_csv
 from ..stats import bootstrap_ci, normalize_score
 from ..verdicts import (
-    COUNT_HEADER, aggregate_lines, aggregates, ci_text, condition_label, per_run_table, per_task, replace_block, verdicts_markdown, win_tie_loss,
+    aggregate_lines, aggregates, ci_text, condition_label, per_run_table, per_task, replace_block, verdicts_markdown, win_tie_loss,
 )
 
 BASELINE = "ppo"
