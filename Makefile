@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -33,6 +33,9 @@ help:
 	@echo "                        a report's verdicts and its docs/results/README.md block, rebuilt from its committed tables (no runs/)"
 	@echo "make plot               figures, tables and report.md from runs/ (SUITE=quick)"
 	@echo "make bench-r2vpo        after R2VPO on the staleness grid: r2vpo x 4 classic environments x lags 0-64 x 5 seeds (80 runs, about 5 min on 2 CPU cores); verdicts against the published PPO runs into docs/results/r2vpo"
+	@echo "make frozen-pilot       the frozen-tuning study's pilot: PPO alone at lags 0 and 8 on 6 candidate tasks (80 runs), then the pre-registered task selection (docs/results/frozen/pilot.md)"
+	@echo "make bench-frozen       one slice (HOURS=2) of the frozen-tuning study: every arm tuned once on fresh data, frozen, swept over lags 0-64 on 10 held-out seeds, plus the lag-8 retuning tax; resumes from docs/results/frozen/per_run.csv, then its verdicts"
+	@echo "make frozen-from-table  the frozen-tuning study's verdicts and figure from its committed tables"
 	@echo "make mutations          32 one-line bugs planted in update, objectives and distributions, each run against the fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
@@ -186,8 +189,23 @@ quick-from-table: $(STAMP)
 calibration: $(STAMP)
 	$(VPY) -m adaptive_po.analysis.calibration --results docs/results --out docs/results/calibration.md
 
+# the frozen-tuning study (docs/results/frozen/preregistration.md): the pilot selects the tasks; the
+# study runs in slices of HOURS, each resuming from the committed per-run table (a run in it is never
+# run again), then writes its verdicts and figure from the tables
+FROZEN := docs/results/frozen
+HOURS ?= 2
+FROZEN_REPORT = $(VPY) -m adaptive_po.analysis.reports.frozen --results $(FROZEN)
+frozen-pilot: $(STAMP)
+	$(VPY) -m adaptive_po.bench.frozen pilot --results $(FROZEN) $(WORKERS_FLAG)
+
+bench-frozen: $(STAMP)
+	status=0; $(VPY) -m adaptive_po.bench.frozen study --results $(FROZEN) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(FROZEN_REPORT) && exit $$status
+
+frozen-from-table: $(STAMP)
+	$(FROZEN_REPORT)
+
 # every published verdict from the committed tables alone, then the prose's quotes from them
-reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table calibration
+reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table calibration
 	$(VPY) -m adaptive_po.analysis.quotes --fill README.md $(RESULTS_README)
 
 # the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv)
@@ -238,6 +256,6 @@ readme: $(STAMP)
 # Every folder the bench targets write under runs/: each suite of adaptive_po/bench/suites.py, the
 # tuner's two and the --suite-name folders above (tests/test_docs.py keeps the list complete).
 # runs/README.md, the run-folder contract, stays.
-RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 staleness-r2vpo atari atari-smoke
+RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 staleness-r2vpo atari atari-smoke frozen-pilot frozen-pilot-2 frozen-search frozen-score
 clean-runs:
 	rm -rf $(addprefix runs/,$(RUN_FOLDERS))

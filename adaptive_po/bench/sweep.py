@@ -76,11 +76,13 @@ def run_sweep(
     engine: str = "population",
     redo_changed: bool = False,
     command: str = "bench",
+    max_members: int | None = None,
 ) -> SweepResult:
     """Run every spec not yet complete; report progress; return what happened.
 
     ``workers``: jobs at once (a population is one job; see
-    :func:`~adaptive_po.bench.jobs.plan_jobs` for ``engine``).
+    :func:`~adaptive_po.bench.jobs.plan_jobs` for ``engine`` and ``max_members``, the largest
+    population, default :data:`~adaptive_po.bench.jobs.DEFAULT_MAX_MEMBERS`).
     The sweep holds the lock of its folders (``<out>/<suite>``) throughout: a second sweep on
     them is refused (:class:`~adaptive_po.bench.locks.SweepLocked`), and so is a folder that
     cannot be written. A complete run whose files fail
@@ -99,7 +101,7 @@ def run_sweep(
 
     with sweep_lock(sweep_folders(specs)):
         try:
-            return _run_sweep(specs, workers, executor, ray_address, show_progress, engine, redo_changed, command)
+            return _run_sweep(specs, workers, executor, ray_address, show_progress, engine, redo_changed, command, max_members)
         except OSError as err:
             if is_disk_error(err):  # the workers are stopped already; the lock is released below
                 raise destination_error(err, sweep_folders(specs)) from None
@@ -115,6 +117,7 @@ def _run_sweep(
     engine: str,
     redo_changed: bool,
     command: str = "bench",
+    max_members: int | None = None,
 ) -> SweepResult:
     from rich.console import Console
     from rich.markup import escape
@@ -198,7 +201,7 @@ def _run_sweep(
                 progress.update(run_tasks[key], completed=steps)
             progress.update(sweep_task, completed=finished_steps + live, detail=detail())
 
-        jobs = plan_jobs(todo, engine)
+        jobs = plan_jobs(todo, engine, max_members)
         if executor == "local":
             run_local(jobs, workers, on_result, on_tick)
         else:

@@ -115,27 +115,28 @@ def _round(value: float, digits: int = 2) -> float:
     return float(f"{value:.{digits}g}")
 
 
-def params_variant(algo: str, params: Mapping[str, float]) -> str:
+def params_variant(algo: str, params: Mapping[str, float], own_space: Mapping[str, Mapping[str, tuple[float, float, float]]] = OWN_SPACE) -> str:
     """The canonical variant of one trial's parameters; values equal to the defaults are left out,
-    so the default configuration is ``""`` (the folder ``<algo>``)."""
+    so the default configuration is ``""`` (the folder ``<algo>``). ``own_space``: each
+    objective's own knobs, as :data:`OWN_SPACE`."""
     values: dict[str, float | str] = {}
     for name in SHARED_KNOBS:
         factor = _round(float(params.get(name, 1.0)))
         if factor != 1.0:
             values[name] = f"x{factor:g}"
-    for name, (_, _, default) in OWN_SPACE.get(algo, {}).items():
+    for name, (_, _, default) in own_space.get(algo, {}).items():
         value = _round(float(params.get(name, default)))
         if value != default:
             values[name] = value
     return make_variant(**values)
 
 
-def default_params(algo: str) -> dict[str, float]:
-    own = {name: default for name, (_, _, default) in OWN_SPACE.get(algo, {}).items()}
+def default_params(algo: str, own_space: Mapping[str, Mapping[str, tuple[float, float, float]]] = OWN_SPACE) -> dict[str, float]:
+    own = {name: default for name, (_, _, default) in own_space.get(algo, {}).items()}
     return {"learning_rate": 1.0, "n_epochs": 1.0, "batch_size": 1.0, **own}
 
 
-def suggest(trial: Any, algo: str) -> dict[str, float]:
+def suggest(trial: Any, algo: str, own_space: Mapping[str, Mapping[str, tuple[float, float, float]]] = OWN_SPACE) -> dict[str, float]:
     """One trial's parameters from an Optuna trial (the same shared space for every objective)."""
     low, high = LEARNING_RATE_FACTORS
     params = {
@@ -143,7 +144,7 @@ def suggest(trial: Any, algo: str) -> dict[str, float]:
         "n_epochs": trial.suggest_categorical("n_epochs", list(EPOCH_FACTORS)),
         "batch_size": trial.suggest_categorical("batch_size", list(BATCH_FACTORS)),
     }
-    for name, (lo, hi, _) in OWN_SPACE.get(algo, {}).items():
+    for name, (lo, hi, _) in own_space.get(algo, {}).items():
         params[name] = trial.suggest_float(name, lo, hi)
     return params
 
@@ -185,13 +186,22 @@ def run_score(spec: RunSpec, random_score: float) -> tuple[float, bool]:
 
 
 def _study(plan: TuningPlan, env: str, algo: str) -> Any:
+    return make_study(env, algo, plan.sampler_seed, plan.round_size)
+
+
+def make_study(
+    env: str, algo: str, sampler_seed: int, round_size: int,
+    own_space: Mapping[str, Mapping[str, tuple[float, float, float]]] = OWN_SPACE,
+) -> Any:
+    """One seeded TPE study (its seed from ``sampler_seed`` and the (env, algo) pair), the default
+    configuration enqueued as trial 0, the first ``round_size`` trials its random start."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    seed = (plan.sampler_seed + zlib.crc32(f"{env}/{algo}".encode())) % 2**31
-    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=plan.round_size, constant_liar=True)
+    seed = (sampler_seed + zlib.crc32(f"{env}/{algo}".encode())) % 2**31
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=round_size, constant_liar=True)
     study = optuna.create_study(direction="maximize", sampler=sampler, study_name=f"{env}/{algo}")
-    study.enqueue_trial(default_params(algo))
+    study.enqueue_trial(default_params(algo, own_space))
     return study
 
 
@@ -200,14 +210,16 @@ def _study(plan: TuningPlan, env: str, algo: str) -> Any:
 MAX_REASKS = 50
 
 
-def _ask_new(study: Any, algo: str, seen: set[str]) -> tuple[Any, str]:
+def ask_new(
+    study: Any, algo: str, seen: set[str], own_space: Mapping[str, Mapping[str, tuple[float, float, float]]] = OWN_SPACE,
+) -> tuple[Any, str]:
     """A trial whose configuration the study has not tried yet: a repeat (which would only spend
     a trial on runs already done) is discarded (told FAIL, so TPE ignores it) and another asked."""
     from optuna.trial import TrialState
 
     for _ in range(MAX_REASKS):
         trial = study.ask()
-        variant = params_variant(algo, suggest(trial, algo))
+        variant = params_variant(algo, suggest(trial, algo, own_space), own_space)
         if variant not in seen:
             break
         study.tell(trial, state=TrialState.FAIL)
@@ -252,7 +264,7 @@ def _run_tuning(plan: TuningPlan, run: Any, log: Any) -> dict[str, Any]:
         for (env, algo), study in studies.items():
             asked[(env, algo)] = []
             for _ in range(size):
-                asked[(env, algo)].append(_ask_new(study, algo, seen[(env, algo)]))
+                asked[(env, algo)].append(ask_new(study, algo, seen[(env, algo)]))
             variants = [v for _, v in asked[(env, algo)]]
             specs += plan_specs(plan, env, algo, variants, plan.search_seeds, plan.search_suite)
         unique = list({str(s.relative_dir): s for s in specs}.values())

@@ -1,0 +1,381 @@
+"""The frozen-tuning staleness study's report, from its committed tables alone.
+
+``python -m adaptive_po.analysis.reports.frozen --results docs/results/frozen`` (``make
+frozen-from-table``) reads ``per_run.csv``, ``selected.json`` and ``selection.json`` and writes
+``verdicts.md`` and ``staleness.png`` beside them. The endpoints and the decision rule are those of
+``preregistration.md``; a study still in progress is reported as far as it goes (each endpoint over
+the tasks whose runs are all in the table), and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+
+from adaptive_po import contract
+from adaptive_po.analysis.hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, welch
+from adaptive_po.bench import frozen
+from adaptive_po.bench.config import get_env_config
+
+#: the slope endpoint's equivalence margin: MARGIN over the whole range of x = log2(1 + lag), lags 0-8
+SLOPE_MARGIN = MARGIN / math.log2(1 + max(frozen.SLOPE_LAGS))
+
+
+def _x(lag: int) -> float:
+    return math.log2(1 + lag)
+
+
+def slope(lags: Sequence[int], scores: Sequence[float]) -> tuple[float, float, float]:
+    """(least-squares slope of score on log2(1 + lag), its standard error, degrees of freedom)."""
+    x = np.array([_x(lag) for lag in lags], float)
+    y = np.asarray(scores, float)
+    n = len(y)
+    if n < 3 or np.ptp(x) == 0:
+        return math.nan, math.nan, math.nan
+    sxx = float(((x - x.mean()) ** 2).sum())
+    b = float(((x - x.mean()) * (y - y.mean())).sum() / sxx)
+    resid = y - (y.mean() + b * (x - x.mean()))
+    s2 = float((resid ** 2).sum() / (n - 2))
+    return b, math.sqrt(s2 / sxx), float(n - 2)
+
+
+def combine(terms: Sequence[tuple[float, float, float, float]]) -> Difference:
+    """sum_i w_i x estimate_i over independent estimates ``(estimate, se, df, w)``: variance
+    sum_i w_i^2 se_i^2, Welch-Satterthwaite degrees of freedom."""
+    est = sum(w * e for e, _, _, w in terms)
+    variances = [(w * se) ** 2 for _, se, _, w in terms]
+    if not terms or not all(math.isfinite(v) for v in variances):
+        return Difference(est if terms else math.nan, math.nan, math.nan)
+    total = sum(variances)
+    if total == 0:
+        return Difference(est, 0.0, math.inf)
+    df = total ** 2 / sum(v ** 2 / d for v, (_, _, d, _) in zip(variances, terms) if v > 0)
+    return Difference(float(est), math.sqrt(total), float(df))
+
+
+def non_inferiority_p(d: Difference, margin: float = MARGIN) -> float:
+    """One-sided p of "the difference is at most -margin" (non-inferiority is shown below the level)."""
+    if not d.testable:
+        return math.nan
+    if d.se == 0:
+        return 0.0 if d.estimate > -margin else 1.0
+    return float(stats.t.sf((d.estimate + margin) / d.se, d.df))
+
+
+def _load(results: Path) -> tuple[dict, dict, dict]:
+    table = frozen.read_table(results / frozen.TABLE_FILE)
+    selected = json.loads(contract.read_regular_text(results / frozen.SELECTION_FILE)) if (results / frozen.SELECTION_FILE).is_file() else {"selected": {}}
+    selection = json.loads(contract.read_regular_text(results / frozen.PILOT_SELECTION_FILE))
+    return table, selected, selection
+
+
+def _scores(table: Mapping, env: str, budget: int, algo: str, variant: str, lag: int, seeds: Sequence[int]) -> np.ndarray | None:
+    rows = [table.get((frozen.SCORE_FOLDER, env, algo, variant, lag, s, budget)) for s in seeds]
+    if any(r is None for r in rows):
+        return None
+    return np.array([r["score"] for r in rows], float)
+
+
+def optimizer_steps_per_update(env: str, algo: str, variant: str) -> int:
+    from adaptive_po.bench.variants import apply_variant
+
+    hp, _ = apply_variant(algo, variant, get_env_config(env).hyperparams, {})
+    rollout = hp.n_envs * hp.n_steps
+    return int(hp.n_epochs * math.ceil(rollout / hp.batch_size))
+
+
+def analyse(table: Mapping, selected: Mapping, plan: frozen.StudyPlan) -> dict[str, Any]:
+    """Every number of the report: per task and arm the curves, the slopes, the three endpoints."""
+    seeds = plan.score_seeds
+    cells: list[dict[str, Any]] = []
+    slopes: dict[tuple[str, str], tuple[float, float, float]] = {}
+    per_task: dict[str, dict[str, Any]] = {}
+    for env, budget in plan.tasks:
+        chosen = selected.get("selected", {}).get(env)
+        if not chosen:
+            continue
+        data: dict[str, Any] = {"budget": budget, "fresh": {}, "tax": {}}
+        for algo in plan.arms:
+            variant = chosen[algo]["fresh"]["variant"]
+            for lag in plan.lags:
+                got = _scores(table, env, budget, algo, variant, lag, seeds)
+                if got is not None:
+                    data["fresh"][(algo, lag)] = got
+                    half = float(stats.t.ppf(0.975, len(got) - 1) * got.std(ddof=1) / math.sqrt(len(got)))
+                    cells.append({"env": env, "algo": algo, "tuned": "fresh", "lag": lag, "mean": float(got.mean()), "half": half, "n": len(got)})
+            xs = [(lag, v) for lag in frozen.SLOPE_LAGS if (algo, lag) in data["fresh"] for v in data["fresh"][(algo, lag)]]
+            if all((algo, lag) in data["fresh"] for lag in frozen.SLOPE_LAGS if lag in plan.lags):
+                slopes[(env, algo)] = slope([a for a, _ in xs], [b for _, b in xs])
+        for algo in plan.tax_arms:
+            variant = chosen[algo][frozen.lag_name(plan.tax_lag)]["variant"]
+            got = _scores(table, env, budget, algo, variant, plan.tax_lag, seeds)
+            if got is not None:
+                data["tax"][algo] = (variant == chosen[algo]["fresh"]["variant"], got)
+                half = float(stats.t.ppf(0.975, len(got) - 1) * got.std(ddof=1) / math.sqrt(len(got)))
+                cells.append({"env": env, "algo": algo, "tuned": frozen.lag_name(plan.tax_lag), "lag": plan.tax_lag, "mean": float(got.mean()), "half": half, "n": len(got)})
+        per_task[env] = data
+
+    # endpoint 1: slope difference esspo - ppo
+    e1_tasks = {}
+    for env in per_task:
+        if (env, "esspo") in slopes and (env, "ppo") in slopes:
+            be, se_e, df_e = slopes[(env, "esspo")]
+            bp, se_p, df_p = slopes[(env, "ppo")]
+            e1_tasks[env] = combine([(be, se_e, df_e, 1.0), (bp, se_p, df_p, -1.0)])
+    # the mean over tasks, each slope a term of its own (for the Welch-Satterthwaite degrees of freedom)
+    e1 = combine([(*slopes[(env, algo)], w / len(e1_tasks)) for env in e1_tasks for algo, w in (("esspo", 1.0), ("ppo", -1.0))]) \
+        if e1_tasks else Difference(math.nan, math.nan, math.nan)
+
+    # endpoint 2: esspo - ppo at lag 0
+    e2_pairs = {env: (d["fresh"][("esspo", 0)], d["fresh"][("ppo", 0)]) for env, d in per_task.items()
+                if ("esspo", 0) in d["fresh"] and ("ppo", 0) in d["fresh"]}
+    e2_tasks = {env: welch(*pair) for env, pair in e2_pairs.items()}
+    e2 = mean_of_differences(list(e2_pairs.values())) if e2_pairs else Difference(math.nan, math.nan, math.nan)
+
+    # endpoint 3: tax(esspo) - tax(ppo); tax = lag-tuned minus fresh-tuned at the tax lag
+    def tax_groups(d: Mapping[str, Any], algo: str) -> list[tuple[np.ndarray, float]] | None:
+        if algo not in d["tax"] or (algo, plan.tax_lag) not in d["fresh"]:
+            return None
+        same, tuned = d["tax"][algo]
+        return [] if same else [(tuned, 1.0), (d["fresh"][(algo, plan.tax_lag)], -1.0)]
+
+    def groups_difference(groups: Sequence[tuple[np.ndarray, float]], weight: float = 1.0) -> list[tuple[float, float, float, float]]:
+        return [(float(g.mean()), float(g.std(ddof=1) / math.sqrt(len(g))), float(len(g) - 1), sign * weight) for g, sign in groups]
+
+    e3_tasks, tax_tasks, e3_terms = {}, {}, []
+    complete3 = [env for env, d in per_task.items() if all(tax_groups(d, a) is not None for a in ("esspo", "ppo"))]
+    for env in complete3:
+        d = per_task[env]
+        ge, gp = tax_groups(d, "esspo"), tax_groups(d, "ppo")
+        assert ge is not None and gp is not None
+        tax_tasks[(env, "esspo")] = combine(groups_difference(ge)) if ge else Difference(0.0, 0.0, math.inf)
+        tax_tasks[(env, "ppo")] = combine(groups_difference(gp)) if gp else Difference(0.0, 0.0, math.inf)
+        both = groups_difference(ge) + groups_difference(gp, -1.0)
+        e3_tasks[env] = combine(both) if both else Difference(0.0, 0.0, math.inf)
+        e3_terms += groups_difference(ge, 1 / len(complete3)) + groups_difference(gp, -1 / len(complete3))
+    e3 = (combine(e3_terms) if e3_terms else Difference(0.0, 0.0, math.inf)) if complete3 else Difference(math.nan, math.nan, math.nan)
+    esspo_tax_terms = [t for env in complete3 for t in groups_difference(tax_groups(per_task[env], "esspo") or [], 1 / len(complete3))]
+    esspo_tax = (combine(esspo_tax_terms) if esspo_tax_terms else Difference(0.0, 0.0, math.inf)) if complete3 else Difference(math.nan, math.nan, math.nan)
+    ppo_tax_terms = [t for env in complete3 for t in groups_difference(tax_groups(per_task[env], "ppo") or [], 1 / len(complete3))]
+    ppo_tax = (combine(ppo_tax_terms) if ppo_tax_terms else Difference(0.0, 0.0, math.inf)) if complete3 else Difference(math.nan, math.nan, math.nan)
+    return {
+        "cells": cells, "slopes": slopes, "per_task": per_task, "e1": e1, "e1_tasks": e1_tasks, "e2": e2, "e2_tasks": e2_tasks,
+        "e3": e3, "e3_tasks": e3_tasks, "tax_tasks": tax_tasks, "esspo_tax": esspo_tax, "ppo_tax": ppo_tax,
+    }
+
+
+def primary(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The three primary aggregate endpoints with Holm over them, each with its verdict."""
+    e1, e2, e3 = result["e1"], result["e2"], result["e3"]
+    p = [e1.p_value(), non_inferiority_p(e2), e3.p_value()]
+    adjusted = holm(p)
+    eq1 = e1.p_equivalence(SLOPE_MARGIN)
+    eq3 = e3.p_equivalence(MARGIN)
+    eq_adj = holm([eq1, math.nan, eq3])
+    v1 = verdict(e1.estimate, adjusted[0], eq_adj[0])
+    lo2, hi2 = e2.ci(1 - 2 * ALPHA)  # the one-sided 95% bounds
+    if not e2.testable:
+        v2 = ""
+    elif adjusted[1] < ALPHA:
+        v2 = "non-inferior"
+    elif hi2 < -MARGIN:
+        v2 = "inferior"
+    else:
+        v2 = "not shown"
+    raw3 = verdict(-e3.estimate, adjusted[2], eq_adj[2])  # a negative tax difference favours esspo
+    return [
+        {"endpoint": "1. slope per unit log2(1 + lag), lags 0-8: esspo - ppo", "d": e1, "p": p[0], "p_adj": adjusted[0], "verdict": v1, "margin": SLOPE_MARGIN},
+        {"endpoint": "2. lag 0: esspo - ppo (non-inferiority at -0.1)", "d": e2, "p": p[1], "p_adj": adjusted[1], "verdict": v2, "margin": MARGIN},
+        {"endpoint": "3. retuning tax at lag 8: esspo's - ppo's", "d": e3, "p": p[2], "p_adj": adjusted[2], "verdict": raw3, "margin": MARGIN},
+    ]
+
+
+def decision(rows: Sequence[Mapping[str, Any]], esspo_tax: Difference) -> str:
+    v1, v2, v3 = (r["verdict"] for r in rows)
+    if "" in (v1, v2, v3):
+        return "not decided (the study is not complete)"
+    tax_equivalent = esspo_tax.testable and esspo_tax.p_equivalence(MARGIN) < ALPHA
+    if v1 == "win" and v2 == "non-inferior" and (v3 == "win" or tax_equivalent):
+        return "supported"
+    if v1 == "loss" or v2 == "inferior" or v3 == "loss":
+        return "contradicted"
+    return "not decided at this size"
+
+
+def _d(d: Difference, digits: int = 3) -> str:
+    if not math.isfinite(d.estimate):
+        return "n/a"
+    lo, hi = d.ci()
+    if not math.isfinite(lo):
+        return f"{d.estimate:+.{digits}f}"
+    return f"{d.estimate:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+def report(results: Path) -> str:
+    table, selected, selection = _load(results)
+    plan = frozen.study_plan(results)
+    result = analyse(table, selected, plan)
+    planned = len(plan.tasks) * (plan.search_runs() + plan.score_runs())
+    done = sum(1 for k in table if k[0] in (frozen.SEARCH_FOLDER, frozen.SCORE_FOLDER))
+    rows = primary(result)
+    lines = [
+        "# Tune once, freeze, sweep staleness: verdicts",
+        "",
+        "Pre-registered in [`preregistration.md`](preregistration.md) before any run; tasks chosen by the PPO-only pilot "
+        "([`pilot.md`](pilot.md)). Rebuilt from the committed tables by `make frozen-from-table`.",
+        "",
+        f"**Progress:** {done} of about {planned} runs in [`per_run.csv`](per_run.csv) "
+        f"({sum(1 for k in table if k[0] == frozen.SEARCH_FOLDER)} search, {sum(1 for k in table if k[0] == frozen.SCORE_FOLDER)} scoring); "
+        f"tasks {', '.join(f'{e} ({b:,} steps)' for e, b in plan.tasks)}.",
+    ]
+    cuts = selection.get("cuts", {})
+    if any(cuts.values()):
+        lines.append(f"Cut by the pre-registered order: {cuts}.")
+    lines += [
+        "",
+        "## The answer",
+        "",
+        f"**The claim (robust to staleness without retuning) is {decision(rows, result['esspo_tax'])}.** "
+        f"Endpoints over {len(result['e1_tasks'])} task(s) for the slope, {len(result['e2_tasks'])} for lag 0, "
+        f"{len(result['e3_tasks'])} for the tax.",
+        "",
+        "| endpoint | estimate [95% CI] | p | p (Holm over the three) | detectable (80% power) | verdict |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        d = r["d"]
+        lines.append(
+            f"| {r['endpoint']} | {_d(d, 4 if r['endpoint'].startswith('1') else 3)} | {r['p']:.3g} | {r['p_adj']:.3g} | "
+            f"{d.detectable():.3g} | {r['verdict'] or 'n/a'} |"
+        )
+    et, pt = result["esspo_tax"], result["ppo_tax"]
+    lines += [
+        f"| 3b. esspo's tax (equivalent to 0 within ±{MARGIN:g}?) | {_d(et)} | | | {et.detectable():.3g} | "
+        f"{'equivalent' if et.testable and et.p_equivalence(MARGIN) < ALPHA else ('n/a' if not et.testable else 'not shown')} |",
+        f"| 3c. ppo's tax | {_d(pt)} | | | {pt.detectable():.3g} | |",
+        "",
+        "Endpoint 1's equivalence margin is 0.1 over lags 0-8 (0.1 / log2 9 = "
+        f"{SLOPE_MARGIN:.4f} per unit); endpoint 2 is one-sided (p of \"esspo is worse by 0.1 or more\"); endpoint 3's "
+        "sign: negative means retuning at lag 8 buys `esspo` less than it buys `ppo`, a win for the claim.",
+        "",
+        "## Per task",
+        "",
+        "| task | slope esspo | slope ppo | slope difference | lag 0: esspo - ppo | tax esspo | tax ppo | tax difference |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for env, _ in plan.tasks:
+        if env not in result["per_task"]:
+            lines.append(f"| {env} | (not run yet) | | | | | | |")
+            continue
+
+        def sl(algo: str) -> str:
+            b = result["slopes"].get((env, algo))
+            return f"{b[0]:+.4f} ({b[1]:.4f})" if b and math.isfinite(b[0]) else "n/a"
+
+        lines.append(
+            f"| {env} | {sl('esspo')} | {sl('ppo')} | {_d(result['e1_tasks'][env], 4) if env in result['e1_tasks'] else 'n/a'} | "
+            f"{_d(result['e2_tasks'][env]) if env in result['e2_tasks'] else 'n/a'} | "
+            f"{_d(result['tax_tasks'][(env, 'esspo')]) if (env, 'esspo') in result['tax_tasks'] else 'n/a'} | "
+            f"{_d(result['tax_tasks'][(env, 'ppo')]) if (env, 'ppo') in result['tax_tasks'] else 'n/a'} | "
+            f"{_d(result['e3_tasks'][env]) if env in result['e3_tasks'] else 'n/a'} |"
+        )
+    lines += ["", "Slopes: normalized score per unit of log2(1 + lag) over lags 0-8 (standard error).", ""]
+    lines += _configurations(selected, plan)
+    lines += _cells(result, plan)
+    return "\n".join(lines) + "\n"
+
+
+def _configurations(selected: Mapping[str, Any], plan: frozen.StudyPlan) -> list[str]:
+    lines = ["## Frozen configurations", "", "Each lag is also counted in optimizer steps: lag x epochs x minibatches per update of that configuration.", "",
+             "| task | arm | tuned on | configuration | search return | optimizer steps per update | lag 8 in optimizer steps |", "|---|---|---|---|---:|---:|---:|"]
+    for env, _ in plan.tasks:
+        chosen = selected.get("selected", {}).get(env)
+        if not chosen:
+            continue
+        for algo in plan.arms:
+            for name, pick in chosen.get(algo, {}).items():
+                steps = optimizer_steps_per_update(env, algo, pick["variant"])
+                lines.append(f"| {env} | {algo} | {name} | `{pick['variant'] or 'Zoo default'}` (trial {pick['trial']}) | {pick['search_return']:.1f} | {steps} | {8 * steps:,} |")
+    return lines + [""]
+
+
+def _cells(result: Mapping[str, Any], plan: frozen.StudyPlan) -> list[str]:
+    lines = ["## Every cell", "", "Mean normalized score [95% t-interval] over the scoring seeds.", "",
+             "| task | arm | tuned on | " + " | ".join(f"lag {lag}" for lag in plan.lags) + " |",
+             "|---|---|---|" + "---:|" * len(plan.lags)]
+    by = {(c["env"], c["algo"], c["tuned"], c["lag"]): c for c in result["cells"]}
+    for env, _ in plan.tasks:
+        for algo in plan.arms:
+            for tuned in ("fresh", frozen.lag_name(plan.tax_lag)):
+                if not any((env, algo, tuned, lag) in by for lag in plan.lags):
+                    continue
+                cells = [by.get((env, algo, tuned, lag)) for lag in plan.lags]
+                lines.append(f"| {env} | {algo} | {tuned} | " + " | ".join(f"{c['mean']:.3f} ± {c['half']:.3f}" if c else "" for c in cells) + " |")
+    return lines + [""]
+
+
+def figure(results: Path, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table, selected, _ = _load(results)
+    plan = frozen.study_plan(results)
+    result = analyse(table, selected, plan)
+    envs = [env for env, _ in plan.tasks if env in result["per_task"]] or [plan.tasks[0][0]]
+    cols = min(3, len(envs))
+    rows = math.ceil(len(envs) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
+    colors = {"esspo": "tab:red", "ppo": "tab:blue", "decoupled-ppo": "tab:green", "vtrace": "tab:purple"}
+    by = {(c["env"], c["algo"], c["tuned"], c["lag"]): c for c in result["cells"]}
+    ticks = [_x(lag) for lag in plan.lags]
+    for ax, env in zip(axes.flat, envs):
+        ax.axvspan(_x(1), _x(8), color="0.92", zorder=0, label="realistic lags 1-8")
+        for algo in plan.arms:
+            got = [(lag, by[(env, algo, "fresh", lag)]) for lag in plan.lags if (env, algo, "fresh", lag) in by]
+            if got:
+                x = [_x(lag) for lag, _ in got]
+                ax.errorbar(x, [c["mean"] for _, c in got], yerr=[c["half"] for _, c in got], color=colors.get(algo), marker="o",
+                            ms=3.5, capsize=2.5, lw=1.4, label=f"{algo} (tuned fresh)")
+            tuned = by.get((env, algo, frozen.lag_name(plan.tax_lag), plan.tax_lag))
+            if tuned:
+                ax.errorbar([_x(plan.tax_lag) + 0.08], [tuned["mean"]], yerr=[tuned["half"]], color=colors.get(algo), marker="*", ms=9,
+                            capsize=2.5, ls="none", label=f"{algo} (tuned at lag {plan.tax_lag})")
+        ax.set_xticks(ticks, [str(lag) for lag in plan.lags])
+        ax.set_xlabel("policy lag (updates), log2(1 + lag) scale")
+        ax.set_ylabel("normalized score")
+        ax.set_title(env, fontsize=10)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(envs):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), fontsize=8, frameon=False)
+    fig.suptitle("Tuned once on fresh data, frozen, run at every lag (mean and 95% CI over 10 held-out seeds)", fontsize=11)
+    fig.tight_layout(rect=(0, 0.08 + 0.02 * (len(labels) > 5), 1, 0.95))
+    tmp = out.with_name(f".{out.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="the frozen-tuning study's verdicts and figure, from its committed tables")
+    parser.add_argument("--results", default="docs/results/frozen")
+    args = parser.parse_args(argv)
+    results = Path(args.results)
+    contract.atomic_write_text(results / "verdicts.md", report(results))
+    if (results / frozen.SELECTION_FILE).is_file():
+        figure(results, results / "staleness.png")
+    print(f"wrote {results / 'verdicts.md'}" + (f" and {results / 'staleness.png'}" if (results / frozen.SELECTION_FILE).is_file() else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

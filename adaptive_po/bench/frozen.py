@@ -1,0 +1,706 @@
+"""Tune once, freeze, sweep staleness: the study of ``docs/results/frozen/preregistration.md``.
+
+The paper's claim is robustness to stale data *without retuning*. The study asks it as a user of an
+asynchronous system would:
+
+1. **Pilot** (:func:`pilot_specs`, :func:`select_tasks`): PPO alone at its Zoo settings, lags 0 and
+   8, selects the tasks where PPO learns, is not saturated and is measurably hurt by staleness.
+2. **Search**: one seeded TPE study per (task, arm, tuning lag), 16 trials on 3 search seeds;
+   every arm is tuned on fresh data, ``esspo`` and ``ppo`` also at lag 8.
+3. **Sweep**: every fresh-tuned configuration, frozen, at lags 0-64 on 10 scoring seeds the search
+   never saw. **Tax**: the lag-8-tuned configurations of ``esspo`` and ``ppo`` at lag 8 on the same
+   seeds.
+
+**The committed table is the record.** Every finished run is a row of ``per_run.csv`` (folder,
+task, arm, configuration, lag, seed, budget, final return); a run in the table is never run again,
+and the search is told the table's scores (not the run folders'), so a study continued on a fresh
+machine from the committed table alone asks the same trials and trains only what is missing. The
+study runs in slices (``hours``): no new batch starts once a slice's time is over, and the table is
+written after every batch, atomically.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from adaptive_po import contract
+from adaptive_po.bench.config import get_env_config
+from adaptive_po.bench.grid import Grid, expand_grid
+from adaptive_po.bench.run_folder import RunSpec
+from adaptive_po.bench.tuning import ask_new, make_study
+from adaptive_po.dials import DataDials
+
+#: the pilot's candidates (task, budgets in the order tried), as pre-registered
+CANDIDATES: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("CartPole-v1", (50_000, 25_000)),
+    ("Acrobot-v1", (100_000, 50_000)),
+    ("Pendulum-v1", (100_000,)),
+    ("MountainCar-v0", (300_000,)),
+    ("LunarLander-v3", (500_000,)),
+    ("LunarLanderContinuous-v3", (300_000,)),
+)
+PILOT_ALGO = "ppo"
+PILOT_LAGS: tuple[int, ...] = (0, 8)
+PILOT_SEEDS: tuple[int, ...] = (200, 201, 202, 203, 204)
+#: a (task, budget) qualifies when PPO at lag 0 reaches this mean normalized score ...
+LEARNS_AT_LEAST = 0.5
+#: ... lag 8 costs it at least this much (and at least one standard error of the difference) ...
+HURT_AT_LEAST = 0.05
+#: ... and not every lag-0 seed is within this fraction of the task's maximum return
+SATURATION_FRACTION = 0.01
+MAX_RETURN: dict[str, float] = {"CartPole-v1": 500.0}
+
+ARMS: tuple[str, ...] = ("esspo", "ppo", "decoupled-ppo", "vtrace")
+TAX_ARMS: tuple[str, ...] = ("esspo", "ppo")
+LAGS: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 64)
+#: the primary endpoint's lags (the realistic range and fresh data)
+SLOPE_LAGS: tuple[int, ...] = (0, 1, 2, 4, 8)
+TAX_LAG = 8
+SEARCH_SEEDS: tuple[int, ...] = (100, 101, 102)
+SCORE_SEEDS: tuple[int, ...] = tuple(range(10))
+TRIALS = 16
+ROUND_SIZE = 4
+SAMPLER_SEED = 0
+#: each arm's own knobs searched: ``name: (low, high, default)``, uniform
+OWN_SPACE: dict[str, dict[str, tuple[float, float, float]]] = {
+    "ppo": {"clip_range": (0.1, 0.5, 0.2)},
+    "decoupled-ppo": {"clip_range": (0.1, 0.5, 0.2), "is_truncation": (0.5, 2.0, 1.0)},
+}
+
+#: run folders under ``--out``
+PILOT_FOLDERS: tuple[str, ...] = ("frozen-pilot", "frozen-pilot-2")
+SEARCH_FOLDER = "frozen-search"
+SCORE_FOLDER = "frozen-score"
+#: the suite whose grid checks the runs (every run's budget is given, so no YAML budget is read)
+GRID_SUITE = "tuning"
+
+TABLE_FILE = "per_run.csv"
+TRIALS_FILE = "trials.csv"
+SELECTION_FILE = "selected.json"
+PILOT_SELECTION_FILE = "selection.json"
+TABLE_COLUMNS: tuple[str, ...] = (
+    "folder", "env", "algo", "variant", "policy_lag", "seed", "total_timesteps", "status", "final_eval_return",
+    "random_score", "reference", "score", "step", "wall_time_s",
+)
+
+Key = tuple[str, str, str, str, int, int, int]
+
+
+def condition(lag: int) -> DataDials:
+    return DataDials.from_condition({"policy_lag": lag} if lag else {})
+
+
+def specs_for(
+    env: str, algo: str, variants: Sequence[str], lags: Sequence[int], seeds: Sequence[int], budget: int, folder: str,
+    out: str = "runs", envs_dir: str | None = None, device: str = "cpu",
+) -> list[RunSpec]:
+    """The runs of ``variants`` x ``lags`` x ``seeds`` of one task and arm, checked like every grid."""
+    grid = Grid(
+        suite=GRID_SUITE, envs=[env], algos=[algo], seeds=list(seeds), conditions=[condition(lag) for lag in lags],
+        variants={algo: list(dict.fromkeys(variants))}, timesteps=budget, device=device, out=out, suite_name=folder,
+        envs_dir=envs_dir, tensorboard=False,
+    )
+    return expand_grid(grid)
+
+
+def spec_key(spec: RunSpec) -> Key:
+    return (spec.suite, spec.env, spec.algo, spec.variant, int(spec.dials.policy_lag), int(spec.seed), int(spec.total_timesteps))
+
+
+def row_key(row: Mapping[str, Any]) -> Key:
+    return (
+        str(row["folder"]), str(row["env"]), str(row["algo"]), str(row["variant"] or ""), int(row["policy_lag"]),
+        int(row["seed"]), int(row["total_timesteps"]),
+    )
+
+
+def normalized(value: float, random_score: float, reference: float) -> float:
+    return (value - random_score) / (reference - random_score)
+
+
+# ----------------------------------------------------------------------------------------------
+# the table
+
+
+def read_table(path: str | Path) -> dict[Key, dict[str, Any]]:
+    """The committed per-run table, keyed by run (empty where there is none yet). Numbers are
+    parsed; a row that does not parse names its line."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    text = contract.read_regular_text(path)
+    reader = csv.DictReader(io.StringIO(text))
+    missing = sorted(set(TABLE_COLUMNS) - set(reader.fieldnames or ()))
+    if missing:
+        raise ValueError(f"{path}: columns {missing} are missing")
+    rows: dict[Key, dict[str, Any]] = {}
+    for line, raw in enumerate(reader, start=2):
+        try:
+            row: dict[str, Any] = dict(raw)
+            row["variant"] = raw["variant"] or ""
+            for name in ("policy_lag", "seed", "total_timesteps"):
+                row[name] = int(raw[name])
+            for name in ("final_eval_return", "random_score", "reference", "score", "wall_time_s"):
+                row[name] = float(raw[name]) if raw[name] not in ("", None) else math.nan
+            if row["status"] not in ("complete", "failed"):
+                raise ValueError(f"status {row['status']!r}")
+        except (KeyError, ValueError, TypeError) as err:
+            raise ValueError(f"{path}, line {line}: {err}") from None
+        rows[row_key(row)] = row
+    return rows
+
+
+def write_table(path: str | Path, rows: Mapping[Key, Mapping[str, Any]]) -> None:
+    """All rows, in key order, written atomically (floats in full precision: the search is told
+    exactly these numbers, on this machine and on the next)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(TABLE_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for key in sorted(rows):
+        row = rows[key]
+        writer.writerow({c: (repr(float(row[c])) if isinstance(row.get(c), float) else row.get(c, "")) for c in TABLE_COLUMNS})
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    contract.atomic_write_text(path, buf.getvalue())
+
+
+def finished_row(spec: RunSpec) -> dict[str, Any] | None:
+    """The table row of a finished run (complete, or failed with its marker); None for a run that
+    did not finish (it is run again)."""
+    env_cfg = get_env_config(spec.env, spec.envs_dir)
+    random_score, reference = float(env_cfg.random_score), float(env_cfg.solved_threshold)
+    run_dir = spec.run_dir
+    base = {
+        "folder": spec.suite, "env": spec.env, "algo": spec.algo, "variant": spec.variant,
+        "policy_lag": int(spec.dials.policy_lag), "seed": int(spec.seed), "total_timesteps": int(spec.total_timesteps),
+        "random_score": random_score, "reference": reference,
+    }
+    if contract.is_complete(run_dir):
+        try:
+            summary = json.loads(contract.read_regular_text(run_dir / contract.SUMMARY_FILE))
+            value = float(summary["final_eval_return_mean"])
+        except (OSError, ValueError, KeyError, TypeError):
+            summary, value = {}, math.nan
+        if math.isfinite(value):
+            return {
+                **base, "status": "complete", "final_eval_return": value, "score": normalized(value, random_score, reference),
+                "step": str(summary.get("step", "")), "wall_time_s": float(summary.get("wall_time_s", math.nan)),
+            }
+    elif not (run_dir / contract.FAILED).is_file():
+        return None
+    # failed (or complete without a finite return): the task's random score, as registered
+    return {**base, "status": "failed", "final_eval_return": random_score, "score": 0.0, "step": "", "wall_time_s": math.nan}
+
+
+class SliceOver(Exception):
+    """The slice's time is over: the table holds every finished run; rerun to continue."""
+
+
+@dataclass
+class TableRunner:
+    """Runs what the table lacks, then records it. ``train(specs)`` trains runs (the sweep; it skips
+    complete run folders and must not raise for failed runs)."""
+
+    table_path: Path
+    train: Callable[..., Any]
+    deadline: float | None = None
+    log: Callable[[str], None] = print
+    rows: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    #: runs this runner trained (not taken from the table)
+    trained: int = 0
+
+    def __post_init__(self) -> None:
+        self.table_path = Path(self.table_path)
+        self.rows = read_table(self.table_path)
+
+    def run(self, specs: Sequence[RunSpec], max_members: int | None = None) -> list[dict[str, Any]]:
+        """The rows of ``specs`` (in order); runs the ones the table lacks first."""
+        unique = list({spec_key(s): s for s in specs}.values())
+        todo = [s for s in unique if spec_key(s) not in self.rows]
+        if todo:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise SliceOver()
+            self.train(todo, max_members) if max_members else self.train(todo)
+            for spec in todo:
+                row = finished_row(spec)
+                if row is not None:
+                    self.rows[spec_key(spec)] = row
+                    self.trained += 1
+            write_table(self.table_path, self.rows)
+            missing = [s for s in todo if spec_key(s) not in self.rows]
+            if missing:
+                raise RuntimeError(
+                    f"{len(missing)} runs did not finish (first: {missing[0].run_dir}); the table keeps the others: rerun to continue"
+                )
+        return [self.rows[spec_key(s)] for s in specs]
+
+
+# ----------------------------------------------------------------------------------------------
+# the pilot
+
+
+def pilot_specs(out: str = "runs", envs_dir: str | None = None) -> list[RunSpec]:
+    """PPO at its Zoo settings, lags 0 and 8, seeds 200-204, at every candidate budget."""
+    specs: list[RunSpec] = []
+    for env, budgets in CANDIDATES:
+        for index, budget in enumerate(budgets):
+            specs += specs_for(env, PILOT_ALGO, [""], PILOT_LAGS, PILOT_SEEDS, budget, PILOT_FOLDERS[index], out, envs_dir)
+    return specs
+
+
+def pilot_rows(table: Mapping[Key, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per candidate (task, budget): the pilot's numbers and the three criteria."""
+    out = []
+    for env, budgets in CANDIDATES:
+        for index, budget in enumerate(budgets):
+            scores = {}
+            returns = {}
+            for lag in PILOT_LAGS:
+                rows = [table.get((PILOT_FOLDERS[index], env, PILOT_ALGO, "", lag, s, budget)) for s in PILOT_SEEDS]
+                got = [r for r in rows if r is not None]
+                scores[lag] = np.array([r["score"] for r in got], float)
+                returns[lag] = np.array([r["final_eval_return"] for r in got], float)
+            complete = all(len(scores[lag]) == len(PILOT_SEEDS) for lag in PILOT_LAGS)
+            fresh, stale = scores[PILOT_LAGS[0]], scores[PILOT_LAGS[1]]
+            row: dict[str, Any] = {"env": env, "budget": budget, "runs": sum(len(v) for v in scores.values()), "complete": complete}
+            if complete:
+                hurt = float(fresh.mean() - stale.mean())
+                se = float(math.sqrt(fresh.var(ddof=1) / len(fresh) + stale.var(ddof=1) / len(stale)))
+                ceiling = MAX_RETURN.get(env)
+                saturated = ceiling is not None and bool(np.all(returns[PILOT_LAGS[0]] >= ceiling * (1 - SATURATION_FRACTION)))
+                learns = float(fresh.mean()) >= LEARNS_AT_LEAST
+                hurts = hurt >= HURT_AT_LEAST and hurt >= se
+                row.update({
+                    "lag0_mean": float(fresh.mean()), "lag0_sd": float(fresh.std(ddof=1)), "lag8_mean": float(stale.mean()),
+                    "lag8_sd": float(stale.std(ddof=1)), "hurt": hurt, "hurt_se": se,
+                    "lag0_return": float(returns[PILOT_LAGS[0]].mean()), "lag8_return": float(returns[PILOT_LAGS[1]].mean()),
+                    "learns": learns, "saturated": saturated, "hurts": hurts, "qualifies": learns and not saturated and hurts,
+                })
+            out.append(row)
+    return out
+
+
+def select_tasks(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int]]:
+    """Per task, the first budget (in the registered order) that qualifies; tasks with none are
+    dropped. ``ValueError`` while a candidate's pilot is incomplete."""
+    incomplete = [f"{r['env']} at {r['budget']:,}" for r in rows if not r["complete"]]
+    if incomplete:
+        raise ValueError(f"the pilot is not complete for {incomplete}; run it first")
+    chosen: list[tuple[str, int]] = []
+    for env, budgets in CANDIDATES:
+        for budget in budgets:
+            row = next(r for r in rows if r["env"] == env and r["budget"] == budget)
+            if row["qualifies"]:
+                chosen.append((env, budget))
+                break
+    return chosen
+
+
+# ----------------------------------------------------------------------------------------------
+# the command line
+
+
+def _train_with_sweep(workers: int | None, show_progress: bool, redo_changed: bool) -> tuple[Callable[..., Any], list[str]]:
+    from adaptive_po.bench.sweep import iter_failed, run_sweep
+
+    failed: list[str] = []
+
+    def train(specs: Sequence[RunSpec], max_members: int | None = None) -> None:
+        result = run_sweep(list(specs), workers=workers, show_progress=show_progress, redo_changed=redo_changed,
+                           command="frozen", max_members=max_members)
+        failed.extend(iter_failed(result))
+
+    return train, failed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m adaptive_po.bench.frozen", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("pilot", "PPO alone at lags 0 and 8 on every candidate; then the selection"),
+                       ("select", "the selection (pilot.md, selection.json) from the table alone"),
+                       ("study", "search, sweep and tax on the selected tasks, resuming from the table")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--results", default="docs/results/frozen", help="the study's committed folder (per_run.csv, selection.json, ...)")
+        if name != "select":
+            p.add_argument("--out", default="runs", help="results root of the run folders")
+            p.add_argument("--workers", type=int, default=None, help="concurrent jobs (default: one per core)")
+            p.add_argument("--no-progress", action="store_true")
+            p.add_argument("--redo-changed", action="store_true", help="redo complete run folders made with another configuration")
+            p.add_argument("--dry-run", action="store_true", help="print the plan, its size and its time; run nothing")
+            p.add_argument("--envs-dir", default=None)
+        if name == "study":
+            p.add_argument("--hours", type=float, default=None, help="this slice's wall-clock hours: no batch starts after them")
+    args = parser.parse_args(argv)
+    results = Path(args.results)
+    table_path = results / TABLE_FILE
+    log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    if args.command == "select":
+        return write_selection(results, log)
+    if args.workers is not None and args.workers < 1:
+        raise SystemExit(f"--workers must be >= 1, got {args.workers}")
+    train, failed = _train_with_sweep(args.workers, not args.no_progress, args.redo_changed)
+    if args.command == "pilot":
+        specs = pilot_specs(args.out, args.envs_dir)
+        runner = TableRunner(table_path, train, log=log)
+        todo = [s for s in specs if spec_key(s) not in runner.rows]
+        log(f"pilot: {len(specs)} runs ({len(specs) - len(todo)} in {table_path}); candidates {[(e, list(b)) for e, b in CANDIDATES]}")
+        if args.dry_run:
+            return 0
+        runner.run(specs)
+        for line in failed:
+            log(f"  failed (scored at the random score): {line}")
+        return write_selection(results, log)
+    return run_study_command(args, results, train, failed, log)
+
+
+def seconds_per_million(env: str) -> float:
+    """The dry run's measured speed of the population engine for ``env`` (one core)."""
+    from adaptive_po.bench.estimate import _seconds_per_million
+
+    return _seconds_per_million("population", env)[0]
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, float) and math.isfinite(value) else ("" if value is None else str(value))
+
+
+def pilot_text(rows: Sequence[Mapping[str, Any]], chosen: Sequence[tuple[str, int]]) -> str:
+    yes = lambda flag: "yes" if flag else "no"  # noqa: E731
+    lines = [
+        "# The pilot: which tasks the frozen-tuning study runs on",
+        "",
+        "Made by `python -m adaptive_po.bench.frozen pilot` (`make frozen-pilot`); rebuilt from `per_run.csv` by "
+        "`python -m adaptive_po.bench.frozen select`. The rule is the pre-registered one ([`preregistration.md`](preregistration.md)): "
+        f"`{PILOT_ALGO}` alone at its RL Zoo settings, lags {PILOT_LAGS[0]} and {PILOT_LAGS[1]}, seeds "
+        f"{PILOT_SEEDS[0]}-{PILOT_SEEDS[-1]}; a (task, budget) qualifies when PPO at lag 0 reaches a mean normalized score of "
+        f"at least {LEARNS_AT_LEAST:g} (*learns*), not every lag-0 seed is within {SATURATION_FRACTION:.0%} of the task's maximum "
+        f"return (*not saturated*; only CartPole has one), and lag {PILOT_LAGS[1]} costs it at least {HURT_AT_LEAST:g} and at "
+        "least one Welch standard error (*hurts*). Per task the first qualifying budget is used.",
+        "",
+        "Normalized score: (return - random) / (reference - random), with each task's random score and reference "
+        "(`solved_threshold`) from its YAML file.",
+        "",
+        "| task | budget | lag 0 (return) | lag 0 normalized (sd) | lag 8 normalized (sd) | lag 0 - lag 8 (se) | learns | not saturated | hurts | qualifies |",
+        "|---|---:|---:|---:|---:|---:|---|---|---|---|",
+    ]
+    for r in rows:
+        if not r["complete"]:
+            lines.append(f"| {r['env']} | {r['budget']:,} | ({r['runs']} of {2 * len(PILOT_SEEDS)} runs) | | | | | | | |")
+            continue
+        lines.append(
+            f"| {r['env']} | {r['budget']:,} | {r['lag0_return']:.1f} | {r['lag0_mean']:.3f} ({r['lag0_sd']:.3f}) | "
+            f"{r['lag8_mean']:.3f} ({r['lag8_sd']:.3f}) | {r['hurt']:+.3f} ({r['hurt_se']:.3f}) | {yes(r['learns'])} | "
+            f"{yes(not r['saturated'])} | {yes(r['hurts'])} | **{yes(r['qualifies'])}** |"
+        )
+    lines += ["", "## Selected", ""]
+    if chosen:
+        lines += [f"- {env} at {budget:,} steps" for env, budget in chosen]
+    else:
+        lines.append("- none")
+    dropped = [env for env, _ in CANDIDATES if env not in {e for e, _ in chosen}]
+    if dropped:
+        lines += ["", f"Dropped (no budget qualifies): {', '.join(dropped)}."]
+    if len(chosen) < 6:
+        lines += ["", f"**{len(chosen)} tasks qualify, fewer than the six the study asked for.** As registered, no substitute is "
+                  "added after the pilot; the study runs on these and the report says so."]
+    return "\n".join(lines) + "\n"
+
+
+def write_selection(results: Path, log: Callable[[str], None] = print) -> int:
+    """pilot.md and selection.json from the table; the tasks ordered from the cheapest to the dearest."""
+    rows = pilot_rows(read_table(results / TABLE_FILE))
+    chosen = select_tasks(rows)
+    chosen = sorted(chosen, key=lambda t: t[1] * seconds_per_million(t[0]))
+    cuts, lines = plan_cuts(chosen)
+    contract.atomic_write_text(results / "pilot.md", pilot_text(rows, chosen) + "\n## Size\n\n" + "\n".join(lines) + "\n")
+    kept = [t for t in chosen if t[0] not in cuts["tasks"]]
+    record = {
+        "tasks": [{"env": env, "budget": budget} for env, budget in kept],
+        "order": "from the cheapest (budget x the measured seconds per million steps of the population engine)",
+        "cuts": cuts,
+        "pilot": [{k: v for k, v in r.items()} for r in rows],
+    }
+    contract.atomic_write_json(results / PILOT_SELECTION_FILE, record)
+    log(f"selected: {chosen} -> {results / 'pilot.md'}, {results / PILOT_SELECTION_FILE}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# the study: search, sweep, tax
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """What the study runs (the pre-registered values by default; tests shrink them)."""
+
+    tasks: tuple[tuple[str, int], ...]
+    arms: tuple[str, ...] = ARMS
+    tax_arms: tuple[str, ...] = TAX_ARMS
+    lags: tuple[int, ...] = LAGS
+    tax_lag: int = TAX_LAG
+    search_seeds: tuple[int, ...] = SEARCH_SEEDS
+    score_seeds: tuple[int, ...] = SCORE_SEEDS
+    trials: int = TRIALS
+    round_size: int = ROUND_SIZE
+    sampler_seed: int = SAMPLER_SEED
+    own_space: Mapping[str, Mapping[str, tuple[float, float, float]]] = field(default_factory=lambda: OWN_SPACE)
+    out: str = "runs"
+    envs_dir: str | None = None
+    device: str = "cpu"
+
+    def check(self) -> None:
+        """Errors naming the bad value, before any compute."""
+        from adaptive_po.bench.variants import objective_knobs
+
+        if not self.tasks:
+            raise ValueError("no tasks: the pilot selected none (see pilot.md)")
+        for env, budget in self.tasks:
+            get_env_config(env, self.envs_dir)
+            if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+                raise ValueError(f"budget of {env} must be a positive integer, got {budget!r}")
+        if self.trials < 1 or self.round_size < 1:
+            raise ValueError(f"trials and round size must be >= 1, got {self.trials!r} and {self.round_size!r}")
+        overlap = sorted(set(self.search_seeds) & set(self.score_seeds))
+        if overlap:
+            raise ValueError(f"seeds {overlap} are both search and scoring seeds; selection must be held out")
+        if not self.search_seeds or not self.score_seeds:
+            raise ValueError("search seeds and scoring seeds must both be given")
+        if self.tax_lag not in self.lags or 0 not in self.lags:
+            raise ValueError(f"the sweep's lags {list(self.lags)} must hold 0 and the tax lag {self.tax_lag}")
+        extra = sorted(set(self.tax_arms) - set(self.arms))
+        if extra:
+            raise ValueError(f"tax arms {extra} are not arms of the study {list(self.arms)}")
+        for algo in self.arms:
+            unknown = sorted(set(self.own_space.get(algo, {})) - set(objective_knobs(algo)))
+            if unknown:
+                raise ValueError(f"the search space names knobs {unknown} that {algo} does not have")
+
+    def tuning_lags(self, algo: str) -> tuple[int, ...]:
+        return (0, self.tax_lag) if algo in self.tax_arms else (0,)
+
+    def specs(self, env: str, algo: str, variants: Sequence[str], lags: Sequence[int], seeds: Sequence[int], budget: int, folder: str) -> list[RunSpec]:
+        return specs_for(env, algo, variants, lags, seeds, budget, folder, self.out, self.envs_dir, self.device)
+
+    def search_runs(self) -> int:
+        return sum(len(self.tuning_lags(a)) for a in self.arms) * self.trials * len(self.search_seeds)
+
+    def score_runs(self) -> int:
+        """The sweep and the tax (at most: a tax run coincides with a sweep run where the lag-8
+        selection is the fresh one)."""
+        return (len(self.arms) * len(self.lags) + len(self.tax_arms)) * len(self.score_seeds)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "tasks": [{"env": e, "budget": b} for e, b in self.tasks], "arms": list(self.arms), "tax_arms": list(self.tax_arms),
+            "lags": list(self.lags), "tax_lag": self.tax_lag, "search_seeds": list(self.search_seeds),
+            "score_seeds": list(self.score_seeds), "trials": self.trials, "round_size": self.round_size,
+            "sampler": "optuna TPESampler(seed from sampler_seed and task/arm, n_startup_trials=round_size, constant_liar=True); trial 0 the Zoo default",
+            "sampler_seed": self.sampler_seed,
+            "space": {
+                "learning_rate": "factor, log-uniform in [0.25, 4.0]", "n_epochs": "factor in [0.5, 1.0, 2.0]",
+                "batch_size": "factor in [0.5, 1.0, 2.0, 4.0]",
+                "own": {a: {k: f"uniform in [{lo}, {hi}], default {d}" for k, (lo, hi, d) in self.own_space.get(a, {}).items()} for a in self.arms},
+            },
+        }
+
+
+def lag_name(lag: int) -> str:
+    return "fresh" if lag == 0 else f"lag{lag}"
+
+
+def search_task(plan: StudyPlan, runner: TableRunner, env: str, budget: int, log: Callable[[str], None] = print) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """One task's searches (every arm on fresh data, the tax arms also at the tax lag), in rounds
+    over all its studies at once. Returns (trial rows, selection ``{algo: {"fresh"|"lag8": ...}}``)."""
+    keys = [(algo, lag) for algo in plan.arms for lag in plan.tuning_lags(algo)]
+    studies = {k: make_study(env, k[0], plan.sampler_seed, plan.round_size, plan.own_space) for k in keys}
+    seen: dict[tuple[str, int], set[str]] = {k: set() for k in keys}
+    rows: list[dict[str, Any]] = []
+    done = 0
+    while done < plan.trials:
+        size = min(plan.round_size, plan.trials - done)
+        asked = {k: [ask_new(studies[k], k[0], seen[k], plan.own_space) for _ in range(size)] for k in keys}
+        specs = [s for (algo, lag), got in asked.items() for s in plan.specs(env, algo, [v for _, v in got], [lag], plan.search_seeds, budget, SEARCH_FOLDER)]
+        todo = sum(spec_key(s) not in runner.rows for s in specs)
+        log(f"{env}: search round {done // plan.round_size + 1} (trials {done}-{done + size - 1} of {plan.trials} in each of {len(keys)} studies): {len(specs)} runs, {todo} to train")
+        runner.run(specs)
+        for (algo, lag), got in asked.items():
+            for trial, variant in got:
+                results = runner.run(plan.specs(env, algo, [variant], [lag], plan.search_seeds, budget, SEARCH_FOLDER))
+                value = float(np.mean([r["final_eval_return"] for r in results]))
+                studies[(algo, lag)].tell(trial, value)
+                rows.append({
+                    "env": env, "budget": budget, "algo": algo, "tuned_at": lag_name(lag), "trial": len([r for r in rows if r["algo"] == algo and r["tuned_at"] == lag_name(lag)]),
+                    "variant": variant, "failed_runs": sum(r["status"] == "failed" for r in results),
+                    "search_return": value, "search_score": float(np.mean([r["score"] for r in results])),
+                })
+        done += size
+    selected: dict[str, dict[str, Any]] = {}
+    for algo, lag in keys:
+        mine = [r for r in rows if r["algo"] == algo and r["tuned_at"] == lag_name(lag)]
+        best = max(mine, key=lambda r: (r["search_return"], -r["trial"]))
+        selected.setdefault(algo, {})[lag_name(lag)] = {
+            "variant": best["variant"], "trial": best["trial"], "search_return": best["search_return"], "search_score": best["search_score"],
+        }
+    return rows, selected
+
+
+def score_task(plan: StudyPlan, runner: TableRunner, env: str, budget: int, selected: Mapping[str, Mapping[str, Any]], log: Callable[[str], None] = print) -> None:
+    """The sweep (fresh-tuned configurations at every lag, two arms per batch so that two workers
+    train populations of equal size) and the tax (lag-tuned configurations at the tax lag)."""
+    per_arm = len(plan.lags) * len(plan.score_seeds)
+    for i in range(0, len(plan.arms), 2):
+        pair = plan.arms[i : i + 2]
+        specs = [s for algo in pair for s in plan.specs(env, algo, [selected[algo]["fresh"]["variant"]], plan.lags, plan.score_seeds, budget, SCORE_FOLDER)]
+        log(f"{env}: sweep of {', '.join(pair)} ({len(specs)} runs, {sum(spec_key(s) not in runner.rows for s in specs)} to train)")
+        runner.run(specs, max_members=math.ceil(per_arm / 2))
+    tax = [s for algo in plan.tax_arms for s in plan.specs(env, algo, [selected[algo][lag_name(plan.tax_lag)]["variant"]], [plan.tax_lag], plan.score_seeds, budget, SCORE_FOLDER)]
+    log(f"{env}: tax runs ({len(tax)} runs, {sum(spec_key(s) not in runner.rows for s in tax)} to train)")
+    runner.run(tax)
+
+
+def write_trials(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    columns = ["env", "budget", "algo", "tuned_at", "trial", "variant", "failed_runs", "search_return", "search_score"]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
+    contract.atomic_write_text(path, buf.getvalue())
+
+
+def run_study(plan: StudyPlan, runner: TableRunner, results: Path, log: Callable[[str], None] = print) -> bool:
+    """Every task in order: search, select, sweep, tax; ``trials.csv`` and ``selected.json`` are
+    rewritten after each task's search. True when the study is complete, False when the slice's
+    time ran out (everything finished is in the table)."""
+    plan.check()
+    for env, budget in plan.tasks:  # every grid validates before any compute
+        for algo in plan.arms:
+            plan.specs(env, algo, [""], plan.lags, plan.score_seeds[:1], budget, SCORE_FOLDER)
+    trial_rows: list[dict[str, Any]] = []
+    selection: dict[str, Any] = {}
+    try:
+        for env, budget in plan.tasks:
+            rows, selected = search_task(plan, runner, env, budget, log)
+            trial_rows += rows
+            selection[env] = {"budget": budget, **selected}
+            write_trials(results / TRIALS_FILE, trial_rows)
+            contract.atomic_write_json(results / SELECTION_FILE, {"plan": plan.record(), "selected": selection})
+            score_task(plan, runner, env, budget, selected, log)
+    except SliceOver:
+        log(f"slice over: {len(runner.rows)} runs in {runner.table_path} ({runner.trained} trained in this slice); run again to continue")
+        return False
+    log(f"study complete: {len(runner.rows)} runs in {runner.table_path} ({runner.trained} trained in this invocation)")
+    return True
+
+
+def study_plan(results: Path, out: str = "runs", envs_dir: str | None = None) -> StudyPlan:
+    """The plan of the committed selection (``selection.json``: the pilot's tasks and any cuts)."""
+    path = results / PILOT_SELECTION_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run the pilot first (make frozen-pilot)")
+    record = json.loads(contract.read_regular_text(path))
+    cuts = record.get("cuts", {})
+    return StudyPlan(
+        tasks=tuple((t["env"], int(t["budget"])) for t in record["tasks"]),
+        arms=tuple(a for a in ARMS if a not in cuts.get("arms", [])),
+        lags=tuple(lag for lag in LAGS if lag not in cuts.get("lags", [])),
+        out=out, envs_dir=envs_dir,
+    )
+
+
+def estimate_hours(plan: StudyPlan, table: Mapping[Key, Any] | None = None) -> list[dict[str, Any]]:
+    """Per task: runs, runs in the table, and core-hours left (search runs in populations of 3
+    at the measured small-population factor, score runs at the population speed)."""
+    from adaptive_po.bench.estimate import MEASURED_SPEEDS
+
+    factor = float(MEASURED_SPEEDS["small_population_factor"]["factor"])
+    table = table or {}
+    out = []
+    for env, budget in plan.tasks:
+        done_search = sum(1 for k in table if k[0] == SEARCH_FOLDER and k[1] == env and k[6] == budget)
+        done_score = sum(1 for k in table if k[0] == SCORE_FOLDER and k[1] == env and k[6] == budget)
+        search, score = plan.search_runs(), plan.score_runs()
+        seconds = budget / 1e6 * seconds_per_million(env) * (factor * max(0, search - done_search) + max(0, score - done_score))
+        out.append({"env": env, "budget": budget, "runs": search + score, "done": done_search + done_score, "core_hours": seconds / 3600})
+    return out
+
+
+#: the plan's limit: about 8 hours of the 2 cores
+LIMIT_CORE_HOURS = 16.0
+
+
+def plan_cuts(tasks: Sequence[tuple[str, int]], limit: float = LIMIT_CORE_HOURS) -> tuple[dict[str, list[Any]], list[str]]:
+    """The pre-registered cut order, applied while the dry run exceeds ``limit`` core-hours: lag 64,
+    then the ``vtrace`` arm, then the dearest remaining task, again and again (never the last one).
+    Returns the cuts and the lines that say so."""
+    cuts: dict[str, list[Any]] = {"lags": [], "arms": [], "tasks": []}
+
+    def hours() -> float:
+        kept = tuple(t for t in tasks if t[0] not in cuts["tasks"])
+        if not kept:
+            return 0.0
+        plan = StudyPlan(
+            tasks=kept, arms=tuple(a for a in ARMS if a not in cuts["arms"]), lags=tuple(lag for lag in LAGS if lag not in cuts["lags"]),
+        )
+        return sum(r["core_hours"] for r in estimate_hours(plan))
+
+    lines = [f"The dry run before any study run: {len(tasks)} tasks, {hours():.1f} core-hours (limit {limit:g}: about {limit / 2:g} h on 2 cores)."]
+    steps: list[tuple[str, Any]] = [("lags", 64), ("arms", "vtrace")]
+    while hours() > limit:
+        if steps:
+            kind, what = steps.pop(0)
+            cuts[kind].append(what)
+            lines.append(f"- cut {'lag' if kind == 'lags' else 'arm'} {what}: {hours():.1f} core-hours left")
+            continue
+        remaining = [t for t in tasks if t[0] not in cuts["tasks"]]
+        if len(remaining) <= 1:
+            break
+        dearest = max(remaining, key=lambda t: t[1] * seconds_per_million(t[0]))
+        cuts["tasks"].append(dearest[0])
+        lines.append(f"- cut task {dearest[0]} (the dearest): {hours():.1f} core-hours left")
+    if not any(cuts.values()):
+        lines.append("")
+        lines.append("Within the limit: nothing is cut.")
+    return cuts, lines
+
+
+def run_study_command(args: Any, results: Path, train: Callable[..., Any], failed: list[str], log: Callable[[str], None]) -> int:
+    from adaptive_po.bench.estimate import format_duration
+
+    if args.hours is not None and not args.hours > 0:
+        raise SystemExit(f"--hours must be > 0, got {args.hours}")
+    plan = study_plan(results, args.out, args.envs_dir)
+    plan.check()
+    table_path = results / TABLE_FILE
+    rows = estimate_hours(plan, read_table(table_path))
+    cores = args.workers or os.cpu_count() or 1
+    for r in rows:
+        log(f"  {r['env']} at {r['budget']:,} steps: {r['runs']} runs, {r['done']} in the table, ~{r['core_hours']:.1f} core-hours left")
+    total = sum(r["core_hours"] for r in rows)
+    log(f"frozen study: {len(plan.tasks)} tasks x {plan.search_runs() + plan.score_runs()} runs; left: ~{format_duration(total / cores)} on {cores} cores")
+    if args.dry_run:
+        return 0
+    deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
+    runner = TableRunner(table_path, train, deadline=deadline, log=log)
+    run_study(plan, runner, results, log)
+    for line in failed:
+        log(f"  failed (scored at the random score): {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

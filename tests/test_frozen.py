@@ -1,0 +1,211 @@
+"""The frozen-tuning staleness study (docs/results/frozen/preregistration.md): the pilot's selection
+rule, the pre-registered cut order, and a study that stops after a slice and continues on a
+"fresh machine" from its committed table alone."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from adaptive_po.bench import frozen
+from adaptive_po.bench.frozen import (
+    PILOT_FOLDERS, PILOT_SEEDS, StudyPlan, TableRunner, pilot_rows, read_table, run_study, select_tasks, spec_key,
+    write_table,
+)
+
+
+def _pilot_table(scores: dict[tuple[str, int], tuple[list[float], list[float]]], returns: dict[tuple[str, int], list[float]] | None = None):
+    """A pilot table from normalized scores per (task, budget): (lag 0, lag 8), 5 seeds each."""
+    rows = {}
+    for env, budgets in frozen.CANDIDATES:
+        for index, budget in enumerate(budgets):
+            fresh, stale = scores.get((env, budget), ([0.0] * 5, [0.0] * 5))
+            for lag, values in ((0, fresh), (8, stale)):
+                for seed, value in zip(PILOT_SEEDS, values):
+                    ret = (returns or {}).get((env, budget), [value * 100.0] * 5)[PILOT_SEEDS.index(seed)] if lag == 0 else value * 100.0
+                    row = {"folder": PILOT_FOLDERS[index], "env": env, "algo": "ppo", "variant": "", "policy_lag": lag, "seed": seed,
+                           "total_timesteps": budget, "status": "complete", "final_eval_return": ret, "random_score": 0.0,
+                           "reference": 100.0, "score": value, "step": "compiled", "wall_time_s": 1.0}
+                    rows[frozen.row_key(row)] = row
+    return rows
+
+
+def test_the_pilot_rule_learns_not_saturated_hurt_and_the_first_qualifying_budget():
+    good = ([0.9, 0.8, 0.85, 0.95, 0.9], [0.5, 0.6, 0.4, 0.55, 0.5])
+    table = _pilot_table(
+        {
+            ("CartPole-v1", 50_000): good,  # saturated: every lag-0 seed at 500
+            ("CartPole-v1", 25_000): good,
+            ("Acrobot-v1", 100_000): ([0.9] * 5, [0.9, 0.91, 0.89, 0.9, 0.9]),  # not hurt
+            ("Acrobot-v1", 50_000): good,
+            ("Pendulum-v1", 100_000): ([0.4, 0.45, 0.5, 0.4, 0.3], [0.0] * 5),  # does not learn
+            ("MountainCar-v0", 300_000): ([0.9, 0.1, 0.9, 0.1, 0.9], [0.5, 0.6, 0.4, 0.55, 0.5]),  # hurt < 1 se
+            ("LunarLander-v3", 500_000): good,
+            ("LunarLanderContinuous-v3", 300_000): ([0.6] * 5, [0.56] * 5),  # hurt 0.04 < 0.05
+        },
+        returns={("CartPole-v1", 50_000): [500.0] * 5, ("CartPole-v1", 25_000): [500.0, 500.0, 400.0, 500.0, 500.0]},
+    )
+    rows = pilot_rows(table)
+    assert select_tasks(rows) == [("CartPole-v1", 25_000), ("Acrobot-v1", 50_000), ("LunarLander-v3", 500_000)]
+    by = {(r["env"], r["budget"]): r for r in rows}
+    assert by[("CartPole-v1", 50_000)]["saturated"] and not by[("CartPole-v1", 25_000)]["saturated"]
+    assert not by[("Acrobot-v1", 100_000)]["hurts"] and not by[("Pendulum-v1", 100_000)]["learns"]
+    assert not by[("MountainCar-v0", 300_000)]["hurts"] and not by[("LunarLanderContinuous-v3", 300_000)]["hurts"]
+    text = frozen.pilot_text(rows, select_tasks(rows))
+    assert "3 tasks qualify, fewer than the six" in text and "Dropped (no budget qualifies): Pendulum-v1, MountainCar-v0, LunarLanderContinuous-v3" in text
+    del table[next(iter(table))]
+    with pytest.raises(ValueError, match="pilot is not complete for \\['CartPole-v1 at 50,000'\\]"):
+        select_tasks(pilot_rows(table))
+
+
+def test_the_cut_order_is_lag_64_then_vtrace_then_the_dearest_task():
+    tasks = [("Acrobot-v1", 100_000), ("LunarLander-v3", 500_000), ("Pendulum-v1", 100_000)]
+    full = sum(r["core_hours"] for r in frozen.estimate_hours(StudyPlan(tasks=tuple(tasks))))
+    cuts, lines = frozen.plan_cuts(tasks, limit=full + 1)
+    assert cuts == {"lags": [], "arms": [], "tasks": []} and "nothing is cut" in lines[-1]
+    cuts, _ = frozen.plan_cuts(tasks, limit=full * 0.97)
+    assert cuts == {"lags": [64], "arms": [], "tasks": []}
+    cuts, _ = frozen.plan_cuts(tasks, limit=full * 0.85)
+    assert cuts == {"lags": [64], "arms": ["vtrace"], "tasks": []}
+    cuts, lines = frozen.plan_cuts(tasks, limit=full * 0.5)
+    assert cuts == {"lags": [64], "arms": ["vtrace"], "tasks": ["LunarLander-v3"]}
+    assert lines[-1].startswith("- cut task LunarLander-v3 (the dearest)")
+
+
+def test_a_table_row_that_does_not_parse_is_named(tmp_path):
+    path = tmp_path / "per_run.csv"
+    row = {"folder": "frozen-score", "env": "CartPole-v1", "algo": "ppo", "variant": "", "policy_lag": 0, "seed": 0,
+           "total_timesteps": 512, "status": "complete", "final_eval_return": 9.5, "random_score": 22.0, "reference": 475.0,
+           "score": -0.0276, "step": "eager", "wall_time_s": 3.0}
+    write_table(path, {frozen.row_key(row): row})
+    assert read_table(path)[frozen.row_key(row)]["final_eval_return"] == 9.5
+    path.write_text(path.read_text().replace(",complete,", ",done,"))
+    with pytest.raises(ValueError, match="per_run.csv, line 2: status 'done'"):
+        read_table(path)
+
+
+def _tiny_plan(out: Path) -> StudyPlan:
+    return StudyPlan(
+        tasks=(("CartPole-v1", 512),), arms=("esspo", "ppo"), tax_arms=("ppo",), lags=(0, 2), tax_lag=2,
+        search_seeds=(100,), score_seeds=(0, 1), trials=3, round_size=2, out=str(out),
+    )
+
+
+@pytest.mark.slow
+def test_a_study_stopped_after_a_slice_continues_from_its_committed_table_alone(tmp_path):
+    """Slice 1 stops after its first batch; the run folders are then deleted (a fresh machine has
+    only the committed table); slice 2 trains exactly what the table lacks and never a run it
+    holds; a third invocation, again without run folders, replays the whole study from the table
+    and trains nothing."""
+    from adaptive_po.bench.sweep import run_sweep
+
+    results, out = tmp_path / "results", tmp_path / "runs"
+    trained: list[list[tuple]] = []
+    runner_box: list[TableRunner] = []
+
+    def train(specs, max_members=None):
+        trained.append([spec_key(s) for s in specs])
+        run_sweep(list(specs), workers=2, show_progress=False, command="frozen", max_members=max_members)
+        if len(trained) == 1 and runner_box:
+            runner_box[0].deadline = 0.0  # the slice's time is over after its first batch
+
+    plan = _tiny_plan(out)
+    runner = TableRunner(results / frozen.TABLE_FILE, train, log=lambda line: None)
+    runner_box.append(runner)
+    assert run_study(plan, runner, results, log=lambda line: None) is False
+    first = set(read_table(results / frozen.TABLE_FILE))
+    assert first and len(trained) == 1 and first == set(trained[0])
+    shutil.rmtree(out)  # the next slice runs on a machine that has only the committed table
+
+    trained.clear()
+    runner_box.clear()
+    assert run_study(plan, TableRunner(results / frozen.TABLE_FILE, train, log=lambda line: None), results, log=lambda line: None)
+    again = {k for batch in trained for k in batch}
+    assert not again & first  # nothing of the table was trained again
+    final = read_table(results / frozen.TABLE_FILE)
+    assert set(final) == first | again
+    search = plan.search_runs()
+    folders = [k[0] for k in final]
+    assert folders.count(frozen.SEARCH_FOLDER) == search == 9
+    # sweep: 2 arms x 2 lags x 2 seeds; tax: ppo's lag-2 choice at lag 2 (shared with the sweep if it is the fresh choice)
+    assert 8 <= folders.count(frozen.SCORE_FOLDER) <= 10
+    trials = (results / frozen.TRIALS_FILE).read_text()
+    selection = (results / frozen.SELECTION_FILE).read_text()
+
+    shutil.rmtree(out)
+
+    def must_not_train(specs, max_members=None):
+        raise AssertionError(f"trained {len(specs)} runs the table holds")
+
+    assert run_study(plan, TableRunner(results / frozen.TABLE_FILE, must_not_train, log=lambda line: None), results, log=lambda line: None)
+    assert (results / frozen.TRIALS_FILE).read_text() == trials
+    assert (results / frozen.SELECTION_FILE).read_text() == selection
+
+
+def _synthetic_study(results: Path, esspo_slope: float, ppo_slope: float, ppo_tax: float, seed: int = 0) -> None:
+    """A complete study's committed files (two tasks, every arm, lag and seed): scores
+    0.9 + slope x log2(1 + lag) + N(0, 0.05); esspo's lag-8 choice is its fresh one (tax 0),
+    ppo's lag-8 choice scores ``ppo_tax`` above its fresh choice at lag 8."""
+    import json
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    tasks = [("Pendulum-v1", 4096), ("Acrobot-v1", 4096)]
+    results.mkdir(parents=True)
+    (results / frozen.PILOT_SELECTION_FILE).write_text(json.dumps({"tasks": [{"env": e, "budget": b} for e, b in tasks], "cuts": {}}))
+    slopes = {"esspo": esspo_slope, "ppo": ppo_slope, "decoupled-ppo": ppo_slope, "vtrace": 2 * ppo_slope}
+    rows, selected = {}, {}
+    for env, budget in tasks:
+        selected[env] = {"budget": budget}
+        for algo in frozen.ARMS:
+            pick = {"variant": "", "trial": 0, "search_return": 1.0, "search_score": 0.5}
+            selected[env][algo] = {"fresh": pick}
+            if algo in frozen.TAX_ARMS:
+                selected[env][algo]["lag8"] = {**pick, "variant": "clip_range=0.3", "trial": 5} if algo == "ppo" else pick
+            cells = [("", lag, 0.9 + slopes[algo] * math.log2(1 + lag)) for lag in frozen.LAGS]
+            if algo == "ppo":
+                cells.append(("clip_range=0.3", 8, 0.9 + ppo_slope * math.log2(9) + ppo_tax))
+            for variant, lag, mean in cells:
+                for s in frozen.SCORE_SEEDS:
+                    score = float(mean + rng.normal(0, 0.05))
+                    row = {"folder": frozen.SCORE_FOLDER, "env": env, "algo": algo, "variant": variant, "policy_lag": lag, "seed": s,
+                           "total_timesteps": budget, "status": "complete", "final_eval_return": score, "random_score": 0.0,
+                           "reference": 1.0, "score": score, "step": "compiled", "wall_time_s": 1.0}
+                    rows[frozen.row_key(row)] = row
+    write_table(results / frozen.TABLE_FILE, rows)
+    (results / frozen.SELECTION_FILE).write_text(json.dumps({"plan": {}, "selected": selected}))
+
+
+def test_the_report_reads_the_endpoints_and_the_decision_from_the_table(tmp_path):
+    from adaptive_po.analysis.reports import frozen as report
+
+    _synthetic_study(tmp_path / "a", esspo_slope=-0.02, ppo_slope=-0.1, ppo_tax=0.2)
+    plan = frozen.study_plan(tmp_path / "a")
+    table, selected, _ = report._load(tmp_path / "a")
+    result = report.analyse(table, selected, plan)
+    rows = report.primary(result)
+    assert result["e1"].estimate == pytest.approx(0.08, abs=0.02)
+    assert [r["verdict"] for r in rows] == ["win", "non-inferior", "win"]
+    assert result["e3"].estimate == pytest.approx(-0.2, abs=0.04) and result["esspo_tax"].estimate == 0.0
+    assert report.decision(rows, result["esspo_tax"]) == "supported"
+    text = report.report(tmp_path / "a")
+    assert "is supported.**" in text and "| Pendulum-v1 | ppo | lag8 | `clip_range=0.3` (trial 5)" in text
+
+    _synthetic_study(tmp_path / "b", esspo_slope=-0.1, ppo_slope=-0.02, ppo_tax=0.0)
+    plan = frozen.study_plan(tmp_path / "b")
+    table, selected, _ = report._load(tmp_path / "b")
+    rows = report.primary(report.analyse(table, selected, plan))
+    assert rows[0]["verdict"] == "loss"
+    assert report.decision(rows, report.analyse(table, selected, plan)["esspo_tax"]) == "contradicted"
+
+
+def test_the_slope_is_least_squares_on_log2_of_one_plus_lag():
+    from adaptive_po.analysis.reports.frozen import slope
+
+    lags = [0, 1, 3, 7] * 3
+    b, se, df = slope(lags, [1.0 - 0.25 * __import__("math").log2(1 + lag) for lag in lags])
+    assert b == pytest.approx(-0.25) and se == pytest.approx(0.0, abs=1e-12) and df == 10
