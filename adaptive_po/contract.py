@@ -206,6 +206,17 @@ def planted_link(path: str | os.PathLike, what: str = "") -> PlantedLink:
     )
 
 
+def report_folder(path: str | os.PathLike, what: str = "the report folder") -> Path:
+    """``path``, made with its parents, for a report's files; :class:`PlantedLink` if it is a
+    symbolic link (a report writes into folders of its own, never through a link into another
+    place)."""
+    path = Path(path)
+    if os.path.islink(path):
+        raise planted_link(path, what)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def link_problem(path: str | os.PathLike) -> str | None:
     """``"<name> is a symbolic link, not read ..."`` if ``path`` is a link, else None (where it
     points is not said: analysis puts this reason into reports)."""

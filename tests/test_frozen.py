@@ -209,3 +209,24 @@ def test_the_slope_is_least_squares_on_log2_of_one_plus_lag():
     lags = [0, 1, 3, 7] * 3
     b, se, df = slope(lags, [1.0 - 0.25 * __import__("math").log2(1 + lag) for lag in lags])
     assert b == pytest.approx(-0.25) and se == pytest.approx(0.0, abs=1e-12) and df == 10
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "frozen"
+
+
+def test_the_committed_pilot_and_verdicts_rebuild_from_the_committed_tables(tmp_path):
+    """pilot.md's table and selection, selection.json's tasks, and verdicts.md are what the code
+    makes of the committed per_run.csv (and selected.json) alone."""
+    import json
+
+    from adaptive_po.analysis.reports import frozen as report
+
+    table = read_table(RESULTS / frozen.TABLE_FILE)
+    rows = pilot_rows(table)
+    chosen = sorted(select_tasks(rows), key=lambda t: t[1] * frozen.seconds_per_million(t[0]))
+    committed = (RESULTS / "pilot.md").read_text()
+    assert committed.startswith(frozen.pilot_text(rows, chosen))
+    record = json.loads((RESULTS / frozen.PILOT_SELECTION_FILE).read_text())
+    kept = [t for t in chosen if t[0] not in record["cuts"]["tasks"]]
+    assert [(t["env"], t["budget"]) for t in record["tasks"]] == kept
+    assert (RESULTS / "verdicts.md").read_text() == report.report(RESULTS)

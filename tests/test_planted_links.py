@@ -219,3 +219,31 @@ def test_an_unreachable_ray_address_is_one_line_and_exit_2_at_once(tmp_path):
     assert len(errors) == 1 and "127.0.0.1:1" in errors[0] and "timeout 5 s" in errors[0], stderr
     assert "Traceback" not in stderr and "Failed to get cluster ID" not in stderr
     assert not (out / "quick" / locks.LOCK_FILE).exists()
+
+
+# -- a report folder that is itself a link: refused, named, its target untouched ----------------------
+REPORT_COMMANDS = {
+    "r2vpo": ["adaptive_po.analysis.reports.r2vpo", "--table", "docs/results/r2vpo/per_run.csv", "--out", "{out}"],
+    "minatar": ["adaptive_po.analysis.reports.minatar", "--table", "docs/results/minatar/per_run.csv", "--out", "{out}"],
+    "tuned": ["adaptive_po.analysis.reports.equal_tuning", "--tables", "docs/results/tuned", "--out", "{out}"],
+    "fresh-data": ["adaptive_po.analysis.reports.fresh_data", "results", "--table", "docs/results/fresh-data/per_run.csv", "--out", "{out}"],
+    "classic": ["adaptive_po.analysis.reports.staleness_and_paper_verdicts", "--table", "docs/results/paper/runs.csv", "--out", "{out}"],
+    "quick": ["adaptive_po.analysis.reports.reissue", "{out}"],
+    "frozen": ["adaptive_po.analysis.reports.frozen", "--results", "{out}"],
+    "frozen-study": ["adaptive_po.bench.frozen", "study", "--results", "{out}", "--dry-run"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPORT_COMMANDS))
+def test_a_report_folder_that_is_a_link_is_refused_and_its_target_untouched(tmp_path, name):
+    repo = Path(__file__).resolve().parents[1]
+    target, content = precious(tmp_path)
+    link = tmp_path / "report"
+    link.symlink_to(target.parent, target_is_directory=True)
+    before = sorted(p.name for p in target.parent.iterdir())
+    command = [sys.executable, "-m", *(a.format(out=link) for a in REPORT_COMMANDS[name])]
+    result = subprocess.run(command, cwd=repo, env=ENV, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    said = result.stdout + result.stderr
+    assert f"{link} -> {target.parent} is a symbolic link" in said, said[-2000:]
+    assert sorted(p.name for p in target.parent.iterdir()) == before and target.read_bytes() == content

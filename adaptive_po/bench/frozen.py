@@ -343,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name == "study":
             p.add_argument("--hours", type=float, default=None, help="this slice's wall-clock hours: no batch starts after them")
     args = parser.parse_args(argv)
-    results = Path(args.results)
+    results = contract.report_folder(args.results, "the study's results folder")
     table_path = results / TABLE_FILE
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     if args.command == "select":

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ...contract import atomic_write_text
+from ...contract import atomic_write_text, report_folder
 from ..output import save_csv
 from ..hypothesis import MARGIN, mean_of_differences
 from ..stats import bootstrap, normalize_score, without_interval
@@ -312,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in (search_root, score_root, search_root / "selected.json", search_root / "trials.csv"):
             if not path.exists():
                 raise SystemExit(f"{path} does not exist: run `make bench-tuned` (adaptive-po tune) first")
-        out.mkdir(parents=True, exist_ok=True)
+        report_folder(out)
         save_csv(per_run_table(score_root), out / "per_run.csv")
         save_csv(per_run_table(search_root), out / "search_runs.csv")
         for name in ("trials.csv", "selected.json"):
@@ -326,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     trials = pd.read_csv(folder / "trials.csv", keep_default_na=False, na_values=[""])
     trials["variant"] = trials["variant"].fillna("")
     selection = json.loads((folder / "selected.json").read_text())
-    out.mkdir(parents=True, exist_ok=True)
+    report_folder(out)
     report, block = report_markdown(table, search, trials, selection, args.seed)
     atomic_write_text(out / "verdicts.md", report)
     if args.readme:

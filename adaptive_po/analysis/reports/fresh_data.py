@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from adaptive_po.contract import atomic_write_text  # torch-free: the run-folder contract
+from adaptive_po.contract import atomic_write_text, report_folder  # torch-free: the run-folder contract
 
 from ..verdicts import aggregates, ci_text, per_run_table, per_task, replace_block, shift_headings, verdicts_markdown
 from ..verdicts import condition_label as verdict_condition
@@ -235,7 +235,7 @@ def write_diagnosis(traces_root: str | Path, out: str | Path) -> pd.DataFrame:
     traces = load_traces(traces_root)
     table = summary(traces)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    report_folder(out)
     atomic_write_text(out / "diagnosis.csv", table.to_csv(index=False, float_format="%.6g", lineterminator="\n"))
     atomic_write_text(out / "diagnosis.md", diagnosis_markdown(traces, table))
     diagnosis_figure(traces, out / "diagnosis.png")
@@ -472,7 +472,7 @@ def results_markdown(table: pd.DataFrame, diagnosis: pd.DataFrame | None, seed: 
 
 def write_results(table: pd.DataFrame, out: str | Path, readme: str | Path | None = None, diagnosis: str | Path | None = None) -> Path:
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    report_folder(out)
     diag_path = Path(diagnosis) if diagnosis else out / "diagnosis.csv"
     diag = pd.read_csv(diag_path) if diag_path.exists() else None
     report, block = results_markdown(table, diag)
@@ -493,7 +493,7 @@ def results_from_runs(roots: Sequence[str | Path], out: str | Path) -> pd.DataFr
         raise FileNotFoundError(f"no run folders at {', '.join(missing)} (run `make bench-fresh-data`)")
     table = per_run_table(*roots)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    report_folder(out)
     atomic_write_text(out / PER_RUN_NAME, table.to_csv(index=False, lineterminator="\n"))
     return read_table(out / PER_RUN_NAME)
 

@@ -369,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="the frozen-tuning study's verdicts and figure, from its committed tables")
     parser.add_argument("--results", default="docs/results/frozen")
     args = parser.parse_args(argv)
-    results = Path(args.results)
+    results = contract.report_folder(args.results, "the study's results folder")
     contract.atomic_write_text(results / "verdicts.md", report(results))
     if (results / frozen.SELECTION_FILE).is_file():
         figure(results, results / "staleness.png")

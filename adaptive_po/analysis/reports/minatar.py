@@ -27,7 +27,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from ...contract import atomic_write_text
+from ...contract import atomic_write_text, report_folder
 from ..output import save_csv
 from ..stats import bootstrap_ci, normalize_score
 from ..verdicts import (
@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if grid.empty:
         raise SystemExit(f"no runs of the {GRID!r} suite found")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    report_folder(out)
     games = per_game(grid, args.seed)
     agg = game_aggregates(grid, games, args.seed)
     if args.runs is not None:

@@ -61,7 +61,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from adaptive_po.contract import atomic_write_text
+from adaptive_po.contract import atomic_write_text, report_folder
 
 from ..comparisons import iqm_by_level, tau_grid, wins_ties_losses
 from ..conditions import HEADLINE_CONDITIONS, MISMATCH_AXES, fresh_except
@@ -570,7 +570,7 @@ def make_paper_report(
     into ``out`` (atomically). Raises ``ValueError`` when a root cannot be loaded."""
     data = load_paper_runs(roots)
     out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    report_folder(out_dir)
     ctx = PaperContext(data, out_dir, confidence=confidence, n_resamples=n_resamples, seed=seed, ess_algo=ess_algo,
                        profile_taus=profile_taus, dpi=dpi)
     md: list[str] = []

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from adaptive_po.contract import atomic_write_text
+from adaptive_po.contract import atomic_write_text, report_folder
 
 from ..verdicts import aggregates, per_run_table, per_task, verdicts_markdown
 
@@ -85,10 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline", default="docs/results/staleness/per_run.csv", help="the published staleness per-run table")
     parser.add_argument("--out", default="docs/results/r2vpo", help="where per_run.csv and verdicts.md go")
     args = parser.parse_args(argv)
-    out = Path(args.out)
+    out = report_folder(args.out)
     if args.runs:
         table = table_from_runs(args.runs, args.baseline)
-        out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "per_run.csv", table.to_csv(index=False))
     else:
         table = pd.read_csv(args.table)

@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 from typing import Sequence
 
+from ...contract import report_folder
 from ..verdicts import reissue
 
 
@@ -21,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--readme", default=None, help="also the README block that copies its results.md")
     parser.add_argument("--baseline", default="ppo")
     args = parser.parse_args(argv)
-    reissue(Path(args.folder), Path(args.readme) if args.readme else None, args.baseline)
+    reissue(report_folder(args.folder), Path(args.readme) if args.readme else None, args.baseline)
     return 0
 
 

@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ...contract import atomic_write_text
+from ...contract import atomic_write_text, report_folder
 from ..stats import normalize_score
 from ..verdicts import (
     detectable_text, references_text,
@@ -361,12 +361,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not Path(args.table).is_file():
         raise SystemExit(f"run table {args.table!r} does not exist")
+    report_folder(args.out, "the results folder")
     tables = {name: load_table(args.table, name) for name in args.suites}
     blocks = {}
     for name in args.suites:
         suite, table = SUITES[name], tables[name]
         out = Path(args.out) / name
-        out.mkdir(parents=True, exist_ok=True)
+        report_folder(out)
         v = verdicts(table, args.seed)
         others = pd.concat([t for n, t in tables.items() if n != name], ignore_index=True) if name == "staleness" and len(tables) > 1 else None
         atomic_write_text(out / "per_run.csv", table.to_csv(index=False, lineterminator="\n"))
