@@ -221,6 +221,44 @@ def test_an_unreachable_ray_address_is_one_line_and_exit_2_at_once(tmp_path):
     assert not (out / "quick" / locks.LOCK_FILE).exists()
 
 
+@pytest.mark.xdist_group("ray")
+def test_sigterm_while_ray_init_connects_ends_the_bench_within_seconds(tmp_path):
+    """An address that accepts TCP but never answers passes the connect checks (the command line's
+    and the executor's), and ``ray.init`` then waits on it inside C code. The listener sees the two
+    checks' connections, then ``ray.init``'s own: SIGTERM at that moment must end the driver within
+    a few seconds (before: about 35-41 s, Ray's own SIGTERM handler waiting for the C call), and the
+    sweep's lock is free again."""
+    import socket
+
+    pytest.importorskip("ray")
+    out = tmp_path / "runs"
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(120)
+    port = listener.getsockname()[1]
+    process = subprocess.Popen(bench(out, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"), env=ENV,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    held = []
+    try:
+        for _ in range(3):  # the two connect checks, then ray.init's connection
+            connection, _ = listener.accept()
+            held.append(connection)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        _stop_group(process)
+        for connection in held:
+            connection.close()
+        listener.close()
+    assert process.returncode != 0
+    assert took < 10, f"SIGTERM took {took:.1f} s to end the driver while ray.init connected"
+    with locks.sweep_lock([out / "quick"]):  # not held by anything left behind
+        pass
+
+
 # -- a report folder that is itself a link: refused, named, its target untouched ----------------------
 REPORT_COMMANDS = {
     "r2vpo": ["adaptive_po.analysis.reports.r2vpo", "--table", "docs/results/r2vpo/per_run.csv", "--out", "{out}"],

@@ -127,10 +127,22 @@ def _stop_at_once_on_sigterm() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    # ray.init installs its own SIGTERM handler (sys.exit) before it connects, and a Python handler
+    # runs only when the C call returns (about 35 s later at an address that accepts and never
+    # answers): keep it from replacing the default action while it connects
+    try:
+        import ray._private.utils as ray_utils
+    except ImportError:  # another Ray layout: its handler then stands, as before
+        ray_utils = None
+    setter = getattr(ray_utils, "set_sigterm_handler", None)
     previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if setter is not None:
+        ray_utils.set_sigterm_handler = lambda handler: None
     try:
         yield
     finally:
+        if setter is not None:
+            ray_utils.set_sigterm_handler = setter
         signal.signal(signal.SIGTERM, previous)
 
 
