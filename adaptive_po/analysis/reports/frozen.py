@@ -291,9 +291,24 @@ def report(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def updates_per_run(env: str, budget: int) -> int:
+    """Updates of one run: the budget in rollouts (a variant changes no rollout's size)."""
+    hp = get_env_config(env).hyperparams
+    return math.ceil(budget / (hp.n_envs * hp.n_steps))
+
+
 def _configurations(selected: Mapping[str, Any], plan: frozen.StudyPlan) -> list[str]:
-    lines = ["## Frozen configurations", "", "Each lag is also counted in optimizer steps: lag x epochs x minibatches per update of that configuration.", "",
-             "| task | arm | tuned on | configuration | search return | optimizer steps per update | lag 8 in optimizer steps |", "|---|---|---|---|---:|---:|---:|"]
+    updates = {env: updates_per_run(env, budget) for env, budget in plan.tasks}
+    beyond = {env: [lag for lag in plan.lags if lag >= n] for env, n in updates.items()}
+    lines = [
+        "## Frozen configurations", "",
+        "Each lag is also counted in optimizer steps: lag x epochs x minibatches per update of that configuration. "
+        "Updates per run: " + ", ".join(f"{env} {n}" for env, n in updates.items()) + ". An actor `lag` updates old acts with "
+        "the initial policy until the learner has made `lag` updates, so a lag at or above a task's updates per run ("
+        + "; ".join(f"{env}: {', '.join(map(str, lags))}" for env, lags in beyond.items() if lags)
+        + ") means data from the initial policy for the whole run: learning from a fixed behaviour policy.", "",
+        "| task | arm | tuned on | configuration | search return | optimizer steps per update | lag 8 in optimizer steps |", "|---|---|---|---|---:|---:|---:|",
+    ]
     for env, _ in plan.tasks:
         chosen = selected.get("selected", {}).get(env)
         if not chosen:
