@@ -345,9 +345,9 @@ def figure(results: Path, out: Path) -> None:
     plan = frozen.study_plan(results)
     result = analyse(table, selected, plan)
     envs = [env for env, _ in plan.tasks if env in result["per_task"]] or [plan.tasks[0][0]]
-    cols = min(3, len(envs))
+    cols = 2 if len(envs) <= 4 else 3  # two columns leave room for the title and the legend with one task
     rows = math.ceil(len(envs) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.8 * cols, 3.4 * rows + 0.8), squeeze=False)
     colors = {"esspo": "tab:red", "ppo": "tab:blue", "decoupled-ppo": "tab:green", "vtrace": "tab:purple"}
     by = {(c["env"], c["algo"], c["tuned"], c["lag"]): c for c in result["cells"]}
     ticks = [_x(lag) for lag in plan.lags]
@@ -371,9 +371,10 @@ def figure(results: Path, out: Path) -> None:
     for ax in list(axes.flat)[len(envs):]:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), fontsize=8, frameon=False)
-    fig.suptitle("Tuned once on fresh data, frozen, run at every lag (mean and 95% CI over 10 held-out seeds)", fontsize=11)
-    fig.tight_layout(rect=(0, 0.08 + 0.02 * (len(labels) > 5), 1, 0.95))
+    ncol = 4 if cols < 3 else 5
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    fig.suptitle(f"Tuned once on fresh data, frozen, run at every lag (mean and 95% CI over {len(plan.score_seeds)} held-out seeds)", fontsize=11)
+    fig.tight_layout(rect=(0, (0.2 + 0.17 * math.ceil(len(labels) / ncol)) / fig.get_figheight(), 1, 1 - 0.3 / fig.get_figheight()))
     tmp = out.with_name(f".{out.name}.tmp.png")
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
