@@ -230,3 +230,25 @@ def test_the_committed_pilot_and_verdicts_rebuild_from_the_committed_tables(tmp_
     kept = [t for t in chosen if t[0] not in record["cuts"]["tasks"]]
     assert [(t["env"], t["budget"]) for t in record["tasks"]] == kept
     assert (RESULTS / "verdicts.md").read_text() == report.report(RESULTS)
+
+
+def test_the_dry_run_counts_each_population_once_and_calibrates_on_the_runs_done():
+    def row(folder, algo, variant, lag, seed, wall):
+        return {"folder": folder, "env": "Pendulum-v1", "algo": algo, "variant": variant, "policy_lag": lag, "seed": seed,
+                "total_timesteps": 100_000, "status": "complete", "final_eval_return": -300.0, "random_score": -1200.0,
+                "reference": -200.0, "score": 0.9, "step": "compiled", "wall_time_s": wall}
+
+    rows = [row(frozen.SEARCH_FOLDER, "ppo", "clip_range=0.3", 0, s, 60.0 + s % 2) for s in frozen.SEARCH_SEEDS]
+    rows += [row(frozen.SEARCH_FOLDER, "ppo", "clip_range=0.3", 8, s, 61.0) for s in frozen.SEARCH_SEEDS]  # one population of 6
+    rows += [row(frozen.SEARCH_FOLDER, "esspo", "", 0, s, 30.0) for s in frozen.SEARCH_SEEDS]
+    rows += [row(frozen.SCORE_FOLDER, "esspo", "", lag, s, 200.0) for lag in frozen.LAGS for s in frozen.SCORE_SEEDS]  # 2 populations of 35
+    table = {frozen.row_key(r): r for r in rows}
+    assert frozen.measured_seconds(table, frozen.SEARCH_FOLDER, "Pendulum-v1", 100_000) == (91.0, 9)
+    assert frozen.measured_seconds(table, frozen.SCORE_FOLDER, "Pendulum-v1", 100_000) == (400.0, 70)
+    plan = StudyPlan(tasks=(("Pendulum-v1", 100_000), ("Acrobot-v1", 50_000)))
+    modeled_search, modeled_score = frozen._modeled_seconds("Pendulum-v1", 100_000, 9, 70)
+    rows = frozen.estimate_hours(plan, table)
+    assert rows[0]["search_ratio"] == pytest.approx(91.0 / modeled_search) and rows[0]["score_ratio"] == pytest.approx(400.0 / modeled_score)
+    left = frozen._modeled_seconds("Acrobot-v1", 50_000, plan.search_runs(), plan.score_runs())
+    assert rows[1]["core_hours"] == pytest.approx(sum(left) / 3600)
+    assert rows[1]["calibrated_core_hours"] == pytest.approx((left[0] * rows[0]["search_ratio"] + left[1] * rows[0]["score_ratio"]) / 3600)

@@ -620,20 +620,55 @@ def study_plan(results: Path, out: str = "runs", envs_dir: str | None = None) ->
     )
 
 
-def estimate_hours(plan: StudyPlan, table: Mapping[Key, Any] | None = None) -> list[dict[str, Any]]:
-    """Per task: runs, runs in the table, and core-hours left (search runs in populations of 3
-    at the measured small-population factor, score runs at the population speed)."""
+def _modeled_seconds(env: str, budget: int, search_runs: int, score_runs: int) -> tuple[float, float]:
+    """(search, scoring) core-seconds of the model: search runs in populations of 3 at the
+    measured small-population factor, scoring runs at the population speed."""
     from adaptive_po.bench.estimate import MEASURED_SPEEDS
 
     factor = float(MEASURED_SPEEDS["small_population_factor"]["factor"])
+    per_run = budget / 1e6 * seconds_per_million(env)
+    return factor * per_run * search_runs, per_run * score_runs
+
+
+def measured_seconds(table: Mapping[Key, Mapping[str, Any]], folder: str, env: str, budget: int) -> tuple[float, int]:
+    """(core-seconds, runs) the table's finished runs of one task and folder took: every run records
+    its population's wall time; a population is the runs of one configuration (a search trial's
+    seeds, a sweep arm's lags and seeds in populations of at most 35), so its time is counted once."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for key, row in table.items():
+        if key[0] == folder and key[1] == env and key[6] == budget and math.isfinite(row.get("wall_time_s", math.nan)):
+            groups.setdefault((key[2], key[3]), []).append(float(row["wall_time_s"]))
+    size = len(SEARCH_SEEDS) * 2 if folder == SEARCH_FOLDER else math.ceil(len(LAGS) * len(SCORE_SEEDS) / 2)
+    seconds = sum(max(walls) * math.ceil(len(walls) / size) for walls in groups.values())
+    return seconds, sum(len(w) for w in groups.values())
+
+
+def estimate_hours(plan: StudyPlan, table: Mapping[Key, Any] | None = None) -> list[dict[str, Any]]:
+    """Per task: runs, runs in the table, and core-hours left by the model; where the table
+    already holds runs of finished tasks, also ``calibrated_core_hours``: the model scaled by the
+    ratio of the core-time those runs took to what the model gave them (search and scoring
+    apart)."""
     table = table or {}
+    ratios = []
+    for folder, index in ((SEARCH_FOLDER, 0), (SCORE_FOLDER, 1)):
+        took = modeled = 0.0
+        for env, budget in plan.tasks:
+            seconds, runs = measured_seconds(table, folder, env, budget)
+            took += seconds
+            modeled += _modeled_seconds(env, budget, runs, runs)[index]
+        ratios.append(took / modeled if modeled > 0 and took > 0 else math.nan)
     out = []
     for env, budget in plan.tasks:
         done_search = sum(1 for k in table if k[0] == SEARCH_FOLDER and k[1] == env and k[6] == budget)
         done_score = sum(1 for k in table if k[0] == SCORE_FOLDER and k[1] == env and k[6] == budget)
         search, score = plan.search_runs(), plan.score_runs()
-        seconds = budget / 1e6 * seconds_per_million(env) * (factor * max(0, search - done_search) + max(0, score - done_score))
-        out.append({"env": env, "budget": budget, "runs": search + score, "done": done_search + done_score, "core_hours": seconds / 3600})
+        left = _modeled_seconds(env, budget, max(0, search - done_search), max(0, score - done_score))
+        calibrated = sum(part * (ratio if math.isfinite(ratio) else 1.0) for part, ratio in zip(left, ratios))
+        out.append({
+            "env": env, "budget": budget, "runs": search + score, "done": done_search + done_score,
+            "core_hours": sum(left) / 3600, "calibrated_core_hours": calibrated / 3600,
+            "search_ratio": ratios[0], "score_ratio": ratios[1],
+        })
     return out
 
 
@@ -687,9 +722,13 @@ def run_study_command(args: Any, results: Path, train: Callable[..., Any], faile
     rows = estimate_hours(plan, read_table(table_path))
     cores = args.workers or os.cpu_count() or 1
     for r in rows:
-        log(f"  {r['env']} at {r['budget']:,} steps: {r['runs']} runs, {r['done']} in the table, ~{r['core_hours']:.1f} core-hours left")
+        log(f"  {r['env']} at {r['budget']:,} steps: {r['runs']} runs, {r['done']} in the table, ~{r['core_hours']:.1f} core-hours left "
+            f"by the model, ~{r['calibrated_core_hours']:.1f} calibrated on the runs done")
     total = sum(r["core_hours"] for r in rows)
-    log(f"frozen study: {len(plan.tasks)} tasks x {plan.search_runs() + plan.score_runs()} runs; left: ~{format_duration(total / cores)} on {cores} cores")
+    calibrated = sum(r["calibrated_core_hours"] for r in rows)
+    ratios = f"search x{rows[0]['search_ratio']:.2f}, scoring x{rows[0]['score_ratio']:.2f}" if rows else ""
+    log(f"frozen study: {len(plan.tasks)} tasks x {plan.search_runs() + plan.score_runs()} runs; left: ~{format_duration(total / cores)} "
+        f"on {cores} cores by the model, ~{format_duration(calibrated / cores)} calibrated on the runs done ({ratios} the model's time)")
     if args.dry_run:
         return 0
     deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
