@@ -241,7 +241,9 @@ def report(results: Path) -> str:
         "",
         "## The answer",
         "",
-        f"**The claim (robust to staleness without retuning) is {decision(rows, result['esspo_tax'])}.** "
+        (f"**Interim, {len(result['e3_tasks'])} of {len(plan.tasks)} tasks complete: the answer is not final, and no "
+         "verdict here is the study's until every task is in.** " if len(result["e3_tasks"]) < len(plan.tasks) else "")
+        + f"**The claim (robust to staleness without retuning) is {decision(rows, result['esspo_tax'])}.** "
         f"Endpoints over {len(result['e1_tasks'])} task(s) for the slope, {len(result['e2_tasks'])} for lag 0, "
         f"{len(result['e3_tasks'])} for the tax.",
         "",
