@@ -573,3 +573,54 @@ def verify_complete_run(run_dir: str | os.PathLike, check_schema: bool = True) -
             return (f"{SUMMARY_FILE}: final_eval_return_mean = {final!r}, but the final evaluation "
                     f"(the last row of {EVAL_FILE}) has {cell}")
     return None
+
+
+# -- the frozen-tuning study's committed files (written by bench.frozen, read by its report) ----------
+
+FROZEN_SEARCH_FOLDER = "frozen-search"
+FROZEN_SCORE_FOLDER = "frozen-score"
+FROZEN_TABLE_FILE = "per_run.csv"
+FROZEN_TRIALS_FILE = "trials.csv"
+FROZEN_SELECTION_FILE = "selected.json"
+FROZEN_PILOT_SELECTION_FILE = "selection.json"
+FROZEN_TABLE_COLUMNS: tuple[str, ...] = (
+    "folder", "env", "algo", "variant", "policy_lag", "seed", "total_timesteps", "status", "final_eval_return",
+    "random_score", "reference", "score", "step", "wall_time_s",
+)
+
+FrozenKey = tuple[str, str, str, str, int, int, int]
+
+
+def frozen_row_key(row: Mapping[str, Any]) -> FrozenKey:
+    return (
+        str(row["folder"]), str(row["env"]), str(row["algo"]), str(row["variant"] or ""), int(row["policy_lag"]),
+        int(row["seed"]), int(row["total_timesteps"]),
+    )
+
+
+def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]]:
+    """The committed per-run table, keyed by run (empty where there is none yet). Numbers are
+    parsed; a row that does not parse names its line."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    text = read_regular_text(path)
+    reader = csv.DictReader(io.StringIO(text))
+    missing = sorted(set(FROZEN_TABLE_COLUMNS) - set(reader.fieldnames or ()))
+    if missing:
+        raise ValueError(f"{path}: columns {missing} are missing")
+    rows: dict[FrozenKey, dict[str, Any]] = {}
+    for line, raw in enumerate(reader, start=2):
+        try:
+            row: dict[str, Any] = dict(raw)
+            row["variant"] = raw["variant"] or ""
+            for name in ("policy_lag", "seed", "total_timesteps"):
+                row[name] = int(raw[name])
+            for name in ("final_eval_return", "random_score", "reference", "score", "wall_time_s"):
+                row[name] = float(raw[name]) if raw[name] not in ("", None) else math.nan
+            if row["status"] not in ("complete", "failed"):
+                raise ValueError(f"status {row['status']!r}")
+        except (KeyError, ValueError, TypeError) as err:
+            raise ValueError(f"{path}, line {line}: {err}") from None
+        rows[frozen_row_key(row)] = row
+    return rows

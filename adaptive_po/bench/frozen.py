@@ -79,21 +79,18 @@ OWN_SPACE: dict[str, dict[str, tuple[float, float, float]]] = {
 
 #: run folders under ``--out``
 PILOT_FOLDERS: tuple[str, ...] = ("frozen-pilot", "frozen-pilot-2")
-SEARCH_FOLDER = "frozen-search"
-SCORE_FOLDER = "frozen-score"
-#: the suite whose grid checks the runs (every run's budget is given, so no YAML budget is read)
-GRID_SUITE = "tuning"
-
-TABLE_FILE = "per_run.csv"
-TRIALS_FILE = "trials.csv"
-SELECTION_FILE = "selected.json"
-PILOT_SELECTION_FILE = "selection.json"
-TABLE_COLUMNS: tuple[str, ...] = (
-    "folder", "env", "algo", "variant", "policy_lag", "seed", "total_timesteps", "status", "final_eval_return",
-    "random_score", "reference", "score", "step", "wall_time_s",
+#: the study's files and the per-run table's format live in the contract (the report reads them too)
+from adaptive_po.contract import (  # noqa: E402
+    FROZEN_PILOT_SELECTION_FILE as PILOT_SELECTION_FILE, FROZEN_SCORE_FOLDER as SCORE_FOLDER,
+    FROZEN_SEARCH_FOLDER as SEARCH_FOLDER, FROZEN_SELECTION_FILE as SELECTION_FILE, FROZEN_TABLE_COLUMNS as TABLE_COLUMNS,
+    FROZEN_TABLE_FILE as TABLE_FILE, FROZEN_TRIALS_FILE as TRIALS_FILE, FrozenKey as Key, frozen_row_key,
+    read_frozen_table as read_table,
 )
 
-Key = tuple[str, str, str, str, int, int, int]
+row_key = frozen_row_key
+
+#: the suite whose grid checks the runs (every run's budget is given, so no YAML budget is read)
+GRID_SUITE = "tuning"
 
 
 def condition(lag: int) -> DataDials:
@@ -117,47 +114,12 @@ def spec_key(spec: RunSpec) -> Key:
     return (spec.suite, spec.env, spec.algo, spec.variant, int(spec.dials.policy_lag), int(spec.seed), int(spec.total_timesteps))
 
 
-def row_key(row: Mapping[str, Any]) -> Key:
-    return (
-        str(row["folder"]), str(row["env"]), str(row["algo"]), str(row["variant"] or ""), int(row["policy_lag"]),
-        int(row["seed"]), int(row["total_timesteps"]),
-    )
-
-
 def normalized(value: float, random_score: float, reference: float) -> float:
     return (value - random_score) / (reference - random_score)
 
 
 # ----------------------------------------------------------------------------------------------
 # the table
-
-
-def read_table(path: str | Path) -> dict[Key, dict[str, Any]]:
-    """The committed per-run table, keyed by run (empty where there is none yet). Numbers are
-    parsed; a row that does not parse names its line."""
-    path = Path(path)
-    if not path.exists():
-        return {}
-    text = contract.read_regular_text(path)
-    reader = csv.DictReader(io.StringIO(text))
-    missing = sorted(set(TABLE_COLUMNS) - set(reader.fieldnames or ()))
-    if missing:
-        raise ValueError(f"{path}: columns {missing} are missing")
-    rows: dict[Key, dict[str, Any]] = {}
-    for line, raw in enumerate(reader, start=2):
-        try:
-            row: dict[str, Any] = dict(raw)
-            row["variant"] = raw["variant"] or ""
-            for name in ("policy_lag", "seed", "total_timesteps"):
-                row[name] = int(raw[name])
-            for name in ("final_eval_return", "random_score", "reference", "score", "wall_time_s"):
-                row[name] = float(raw[name]) if raw[name] not in ("", None) else math.nan
-            if row["status"] not in ("complete", "failed"):
-                raise ValueError(f"status {row['status']!r}")
-        except (KeyError, ValueError, TypeError) as err:
-            raise ValueError(f"{path}, line {line}: {err}") from None
-        rows[row_key(row)] = row
-    return rows
 
 
 def write_table(path: str | Path, rows: Mapping[Key, Mapping[str, Any]]) -> None:
@@ -570,6 +532,20 @@ def score_task(plan: StudyPlan, runner: TableRunner, env: str, budget: int, sele
     runner.run(tax)
 
 
+def optimizer_steps_per_update(env: str, algo: str, variant: str, envs_dir: str | None = None) -> int:
+    """Optimizer steps of one update of this configuration: epochs x minibatches per rollout."""
+    from adaptive_po.bench.variants import apply_variant
+
+    hp, _ = apply_variant(algo, variant, get_env_config(env, envs_dir).hyperparams, {})
+    return int(hp.n_epochs * math.ceil(hp.n_envs * hp.n_steps / hp.batch_size))
+
+
+def updates_per_run(env: str, budget: int, envs_dir: str | None = None) -> int:
+    """Updates of one run: the budget in rollouts (a variant changes no rollout's size)."""
+    hp = get_env_config(env, envs_dir).hyperparams
+    return math.ceil(budget / (hp.n_envs * hp.n_steps))
+
+
 def write_trials(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     columns = ["env", "budget", "algo", "tuned_at", "trial", "variant", "failed_runs", "search_return", "search_score"]
     buf = io.StringIO()
@@ -594,7 +570,10 @@ def run_study(plan: StudyPlan, runner: TableRunner, results: Path, log: Callable
         for env, budget in plan.tasks:
             rows, selected = search_task(plan, runner, env, budget, log)
             trial_rows += rows
-            selection[env] = {"budget": budget, **selected}
+            for algo, picks in selected.items():
+                for pick in picks.values():
+                    pick["optimizer_steps_per_update"] = optimizer_steps_per_update(env, algo, pick["variant"], plan.envs_dir)
+            selection[env] = {"budget": budget, "updates_per_run": updates_per_run(env, budget, plan.envs_dir), **selected}
             write_trials(results / TRIALS_FILE, trial_rows)
             contract.atomic_write_json(results / SELECTION_FILE, {"plan": plan.record(), "selected": selection})
             score_task(plan, runner, env, budget, selected, log)

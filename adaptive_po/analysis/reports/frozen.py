@@ -19,12 +19,39 @@ import numpy as np
 from scipy import stats
 
 from adaptive_po import contract
-from adaptive_po.analysis.hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, welch
-from adaptive_po.bench import frozen
-from adaptive_po.bench.config import get_env_config
+from adaptive_po.contract import FROZEN_PILOT_SELECTION_FILE, FROZEN_SCORE_FOLDER, FROZEN_SEARCH_FOLDER, FROZEN_SELECTION_FILE, FROZEN_TABLE_FILE
+
+from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, welch
+
+
+class _Plan:
+    """What the report needs of the study's plan, read from its committed files alone:
+    ``selection.json`` (the pilot's tasks) and, once a search is done, ``selected.json``'s record
+    (arms, lags, seeds, trials); before that, the pre-registered values."""
+
+    def __init__(self, selection: Mapping[str, Any], record: Mapping[str, Any]) -> None:
+        self.tasks = tuple((t["env"], int(t["budget"])) for t in selection["tasks"])
+        cuts = selection.get("cuts", {})
+        self.arms = tuple(a for a in record.get("arms", ("esspo", "ppo", "decoupled-ppo", "vtrace")) if a not in cuts.get("arms", []))
+        self.tax_arms = tuple(record.get("tax_arms", ("esspo", "ppo")))
+        self.lags = tuple(lag for lag in record.get("lags", (0, 1, 2, 4, 8, 16, 64)) if lag not in cuts.get("lags", []))
+        self.tax_lag = int(record.get("tax_lag", 8))
+        self.score_seeds = tuple(record.get("score_seeds", range(10)))
+        search_seeds = len(record.get("search_seeds", (100, 101, 102)))
+        trials = int(record.get("trials", 16))
+        self.search_runs = sum(2 if a in self.tax_arms else 1 for a in self.arms) * trials * search_seeds
+        self.score_runs = (len(self.arms) * len(self.lags) + len(self.tax_arms)) * len(self.score_seeds)
+
+
+def lag_name(lag: int) -> str:
+    return "fresh" if lag == 0 else f"lag{lag}"
+
+
+#: the primary endpoint's lags (pre-registered: fresh data and the realistic range)
+SLOPE_LAGS: tuple[int, ...] = (0, 1, 2, 4, 8)
 
 #: the slope endpoint's equivalence margin: MARGIN over the whole range of x = log2(1 + lag), lags 0-8
-SLOPE_MARGIN = MARGIN / math.log2(1 + max(frozen.SLOPE_LAGS))
+SLOPE_MARGIN = MARGIN / math.log2(1 + max(SLOPE_LAGS))
 
 
 def _x(lag: int) -> float:
@@ -69,28 +96,25 @@ def non_inferiority_p(d: Difference, margin: float = MARGIN) -> float:
 
 
 def _load(results: Path) -> tuple[dict, dict, dict]:
-    table = frozen.read_table(results / frozen.TABLE_FILE)
-    selected = json.loads(contract.read_regular_text(results / frozen.SELECTION_FILE)) if (results / frozen.SELECTION_FILE).is_file() else {"selected": {}}
-    selection = json.loads(contract.read_regular_text(results / frozen.PILOT_SELECTION_FILE))
+    table = contract.read_frozen_table(results / FROZEN_TABLE_FILE)
+    selected = json.loads(contract.read_regular_text(results / FROZEN_SELECTION_FILE)) if (results / FROZEN_SELECTION_FILE).is_file() else {"selected": {}}
+    selection = json.loads(contract.read_regular_text(results / FROZEN_PILOT_SELECTION_FILE))
     return table, selected, selection
 
 
+def study_plan(results: Path) -> _Plan:
+    _, selected, selection = _load(results)
+    return _Plan(selection, selected.get("plan", {}))
+
+
 def _scores(table: Mapping, env: str, budget: int, algo: str, variant: str, lag: int, seeds: Sequence[int]) -> np.ndarray | None:
-    rows = [table.get((frozen.SCORE_FOLDER, env, algo, variant, lag, s, budget)) for s in seeds]
+    rows = [table.get((FROZEN_SCORE_FOLDER, env, algo, variant, lag, s, budget)) for s in seeds]
     if any(r is None for r in rows):
         return None
     return np.array([r["score"] for r in rows], float)
 
 
-def optimizer_steps_per_update(env: str, algo: str, variant: str) -> int:
-    from adaptive_po.bench.variants import apply_variant
-
-    hp, _ = apply_variant(algo, variant, get_env_config(env).hyperparams, {})
-    rollout = hp.n_envs * hp.n_steps
-    return int(hp.n_epochs * math.ceil(rollout / hp.batch_size))
-
-
-def analyse(table: Mapping, selected: Mapping, plan: frozen.StudyPlan) -> dict[str, Any]:
+def analyse(table: Mapping, selected: Mapping, plan: _Plan) -> dict[str, Any]:
     """Every number of the report: per task and arm the curves, the slopes, the three endpoints."""
     seeds = plan.score_seeds
     cells: list[dict[str, Any]] = []
@@ -109,16 +133,16 @@ def analyse(table: Mapping, selected: Mapping, plan: frozen.StudyPlan) -> dict[s
                     data["fresh"][(algo, lag)] = got
                     half = float(stats.t.ppf(0.975, len(got) - 1) * got.std(ddof=1) / math.sqrt(len(got)))
                     cells.append({"env": env, "algo": algo, "tuned": "fresh", "lag": lag, "mean": float(got.mean()), "half": half, "n": len(got)})
-            xs = [(lag, v) for lag in frozen.SLOPE_LAGS if (algo, lag) in data["fresh"] for v in data["fresh"][(algo, lag)]]
-            if all((algo, lag) in data["fresh"] for lag in frozen.SLOPE_LAGS if lag in plan.lags):
+            xs = [(lag, v) for lag in SLOPE_LAGS if (algo, lag) in data["fresh"] for v in data["fresh"][(algo, lag)]]
+            if all((algo, lag) in data["fresh"] for lag in SLOPE_LAGS if lag in plan.lags):
                 slopes[(env, algo)] = slope([a for a, _ in xs], [b for _, b in xs])
         for algo in plan.tax_arms:
-            variant = chosen[algo][frozen.lag_name(plan.tax_lag)]["variant"]
+            variant = chosen[algo][lag_name(plan.tax_lag)]["variant"]
             got = _scores(table, env, budget, algo, variant, plan.tax_lag, seeds)
             if got is not None:
                 data["tax"][algo] = (variant == chosen[algo]["fresh"]["variant"], got)
                 half = float(stats.t.ppf(0.975, len(got) - 1) * got.std(ddof=1) / math.sqrt(len(got)))
-                cells.append({"env": env, "algo": algo, "tuned": frozen.lag_name(plan.tax_lag), "lag": plan.tax_lag, "mean": float(got.mean()), "half": half, "n": len(got)})
+                cells.append({"env": env, "algo": algo, "tuned": lag_name(plan.tax_lag), "lag": plan.tax_lag, "mean": float(got.mean()), "half": half, "n": len(got)})
         per_task[env] = data
 
     # endpoint 1: slope difference esspo - ppo
@@ -219,10 +243,10 @@ def _d(d: Difference, digits: int = 3) -> str:
 
 def report(results: Path) -> str:
     table, selected, selection = _load(results)
-    plan = frozen.study_plan(results)
+    plan = study_plan(results)
     result = analyse(table, selected, plan)
-    planned = len(plan.tasks) * (plan.search_runs() + plan.score_runs())
-    done = sum(1 for k in table if k[0] in (frozen.SEARCH_FOLDER, frozen.SCORE_FOLDER))
+    planned = len(plan.tasks) * (plan.search_runs + plan.score_runs)
+    done = sum(1 for k in table if k[0] in (FROZEN_SEARCH_FOLDER, FROZEN_SCORE_FOLDER))
     rows = primary(result)
     lines = [
         "# Tune once, freeze, sweep staleness: verdicts",
@@ -231,7 +255,7 @@ def report(results: Path) -> str:
         "([`pilot.md`](pilot.md)). Rebuilt from the committed tables by `make frozen-from-table`.",
         "",
         f"**Progress:** {done} of about {planned} runs in [`per_run.csv`](per_run.csv) "
-        f"({sum(1 for k in table if k[0] == frozen.SEARCH_FOLDER)} search, {sum(1 for k in table if k[0] == frozen.SCORE_FOLDER)} scoring); "
+        f"({sum(1 for k in table if k[0] == FROZEN_SEARCH_FOLDER)} search, {sum(1 for k in table if k[0] == FROZEN_SCORE_FOLDER)} scoring); "
         f"tasks {', '.join(f'{e} ({b:,} steps)' for e, b in plan.tasks)}.",
     ]
     cuts = selection.get("cuts", {})
@@ -293,14 +317,9 @@ def report(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def updates_per_run(env: str, budget: int) -> int:
-    """Updates of one run: the budget in rollouts (a variant changes no rollout's size)."""
-    hp = get_env_config(env).hyperparams
-    return math.ceil(budget / (hp.n_envs * hp.n_steps))
-
-
-def _configurations(selected: Mapping[str, Any], plan: frozen.StudyPlan) -> list[str]:
-    updates = {env: updates_per_run(env, budget) for env, budget in plan.tasks}
+def _configurations(selected: Mapping[str, Any], plan: _Plan) -> list[str]:
+    updates = {env: selected.get("selected", {}).get(env, {}).get("updates_per_run") for env, _ in plan.tasks}
+    updates = {env: n for env, n in updates.items() if n is not None}
     beyond = {env: [lag for lag in plan.lags if lag >= n] for env, n in updates.items()}
     lines = [
         "## Frozen configurations", "",
@@ -317,19 +336,20 @@ def _configurations(selected: Mapping[str, Any], plan: frozen.StudyPlan) -> list
             continue
         for algo in plan.arms:
             for name, pick in chosen.get(algo, {}).items():
-                steps = optimizer_steps_per_update(env, algo, pick["variant"])
-                lines.append(f"| {env} | {algo} | {name} | `{pick['variant'] or 'Zoo default'}` (trial {pick['trial']}) | {pick['search_return']:.1f} | {steps} | {8 * steps:,} |")
+                steps = pick.get("optimizer_steps_per_update")
+                lines.append(f"| {env} | {algo} | {name} | `{pick['variant'] or 'Zoo default'}` (trial {pick['trial']}) | {pick['search_return']:.1f} | "
+                             f"{steps if steps is not None else 'n/a'} | {f'{8 * steps:,}' if steps is not None else 'n/a'} |")
     return lines + [""]
 
 
-def _cells(result: Mapping[str, Any], plan: frozen.StudyPlan) -> list[str]:
+def _cells(result: Mapping[str, Any], plan: _Plan) -> list[str]:
     lines = ["## Every cell", "", "Mean normalized score [95% t-interval] over the scoring seeds.", "",
              "| task | arm | tuned on | " + " | ".join(f"lag {lag}" for lag in plan.lags) + " |",
              "|---|---|---|" + "---:|" * len(plan.lags)]
     by = {(c["env"], c["algo"], c["tuned"], c["lag"]): c for c in result["cells"]}
     for env, _ in plan.tasks:
         for algo in plan.arms:
-            for tuned in ("fresh", frozen.lag_name(plan.tax_lag)):
+            for tuned in ("fresh", lag_name(plan.tax_lag)):
                 if not any((env, algo, tuned, lag) in by for lag in plan.lags):
                     continue
                 cells = [by.get((env, algo, tuned, lag)) for lag in plan.lags]
@@ -344,7 +364,7 @@ def figure(results: Path, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     table, selected, _ = _load(results)
-    plan = frozen.study_plan(results)
+    plan = study_plan(results)
     result = analyse(table, selected, plan)
     envs = [env for env, _ in plan.tasks if env in result["per_task"]] or [plan.tasks[0][0]]
     cols = 2 if len(envs) <= 4 else 3  # two columns leave room for the title and the legend with one task
@@ -361,7 +381,7 @@ def figure(results: Path, out: Path) -> None:
                 x = [_x(lag) for lag, _ in got]
                 ax.errorbar(x, [c["mean"] for _, c in got], yerr=[c["half"] for _, c in got], color=colors.get(algo), marker="o",
                             ms=3.5, capsize=2.5, lw=1.4, label=f"{algo} (tuned fresh)")
-            tuned = by.get((env, algo, frozen.lag_name(plan.tax_lag), plan.tax_lag))
+            tuned = by.get((env, algo, lag_name(plan.tax_lag), plan.tax_lag))
             if tuned:
                 ax.errorbar([_x(plan.tax_lag) + 0.08], [tuned["mean"]], yerr=[tuned["half"]], color=colors.get(algo), marker="*", ms=9,
                             capsize=2.5, ls="none", label=f"{algo} (tuned at lag {plan.tax_lag})")
@@ -384,14 +404,14 @@ def figure(results: Path, out: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="the frozen-tuning study's verdicts and figure, from its committed tables")
+    parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.reports.frozen", description="the frozen-tuning study's verdicts and figure, from its committed tables")
     parser.add_argument("--results", default="docs/results/frozen")
     args = parser.parse_args(argv)
     results = contract.report_folder(args.results, "the study's results folder")
     contract.atomic_write_text(results / "verdicts.md", report(results))
-    if (results / frozen.SELECTION_FILE).is_file():
+    if (results / FROZEN_SELECTION_FILE).is_file():
         figure(results, results / "staleness.png")
-    print(f"wrote {results / 'verdicts.md'}" + (f" and {results / 'staleness.png'}" if (results / frozen.SELECTION_FILE).is_file() else ""))
+    print(f"wrote {results / 'verdicts.md'}" + (f" and {results / 'staleness.png'}" if (results / FROZEN_SELECTION_FILE).is_file() else ""))
     return 0
 
 
