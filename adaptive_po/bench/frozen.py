@@ -169,8 +169,8 @@ class SliceOver(Exception):
 
 @dataclass
 class TableRunner:
-    """Runs what the table lacks, then records it. ``train(specs)`` trains runs (the sweep; it skips
-    complete run folders and must not raise for failed runs)."""
+    """Runs what the table lacks, then records it. ``train(specs, max_members)`` trains runs (the
+    sweep; it skips complete run folders and must not raise for failed runs)."""
 
     table_path: Path
     train: Callable[..., Any]
@@ -191,7 +191,7 @@ class TableRunner:
         if todo:
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 raise SliceOver()
-            self.train(todo, max_members) if max_members else self.train(todo)
+            self.train(todo, max_members)
             for spec in todo:
                 row = finished_row(spec)
                 if row is not None:
@@ -489,29 +489,31 @@ def search_task(plan: StudyPlan, runner: TableRunner, env: str, budget: int, log
     studies = {k: make_study(env, k[0], plan.sampler_seed, plan.round_size, plan.own_space) for k in keys}
     seen: dict[tuple[str, int], set[str]] = {k: set() for k in keys}
     rows: list[dict[str, Any]] = []
+    told: dict[tuple[str, int], list[dict[str, Any]]] = {k: [] for k in keys}
     done = 0
     while done < plan.trials:
         size = min(plan.round_size, plan.trials - done)
         asked = {k: [ask_new(studies[k], k[0], seen[k], plan.own_space) for _ in range(size)] for k in keys}
-        specs = [s for (algo, lag), got in asked.items() for s in plan.specs(env, algo, [v for _, v in got], [lag], plan.search_seeds, budget, SEARCH_FOLDER)]
+        runs = {(k, variant): plan.specs(env, k[0], [variant], [k[1]], plan.search_seeds, budget, SEARCH_FOLDER) for k, got in asked.items() for _, variant in got}
+        specs = [s for trial_specs in runs.values() for s in trial_specs]
         todo = sum(spec_key(s) not in runner.rows for s in specs)
         log(f"{env}: search round {done // plan.round_size + 1} (trials {done}-{done + size - 1} of {plan.trials} in each of {len(keys)} studies): {len(specs)} runs, {todo} to train")
         runner.run(specs)
         for (algo, lag), got in asked.items():
             for trial, variant in got:
-                results = runner.run(plan.specs(env, algo, [variant], [lag], plan.search_seeds, budget, SEARCH_FOLDER))
+                results = runner.run(runs[((algo, lag), variant)])  # in the table now: nothing is trained
                 value = float(np.mean([r["final_eval_return"] for r in results]))
                 studies[(algo, lag)].tell(trial, value)
                 rows.append({
-                    "env": env, "budget": budget, "algo": algo, "tuned_at": lag_name(lag), "trial": len([r for r in rows if r["algo"] == algo and r["tuned_at"] == lag_name(lag)]),
+                    "env": env, "budget": budget, "algo": algo, "tuned_at": lag_name(lag), "trial": len(told[(algo, lag)]),
                     "variant": variant, "failed_runs": sum(r["status"] == "failed" for r in results),
                     "search_return": value, "search_score": float(np.mean([r["score"] for r in results])),
                 })
+                told[(algo, lag)].append(rows[-1])
         done += size
     selected: dict[str, dict[str, Any]] = {}
     for algo, lag in keys:
-        mine = [r for r in rows if r["algo"] == algo and r["tuned_at"] == lag_name(lag)]
-        best = max(mine, key=lambda r: (r["search_return"], -r["trial"]))
+        best = max(told[(algo, lag)], key=lambda r: (r["search_return"], -r["trial"]))
         selected.setdefault(algo, {})[lag_name(lag)] = {
             "variant": best["variant"], "trial": best["trial"], "search_return": best["search_return"], "search_score": best["search_score"],
         }

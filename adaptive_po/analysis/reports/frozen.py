@@ -102,9 +102,11 @@ def _load(results: Path) -> tuple[dict, dict, dict]:
     return table, selected, selection
 
 
-def study_plan(results: Path) -> _Plan:
-    _, selected, selection = _load(results)
-    return _Plan(selection, selected.get("plan", {}))
+def load_and_analyse(results: Path) -> tuple[dict, dict, dict, _Plan, dict[str, Any]]:
+    """The committed files read once, and every number of the report and the figure from them."""
+    table, selected, selection = _load(results)
+    plan = _Plan(selection, selected.get("plan", {}))
+    return table, selected, selection, plan, analyse(table, selected, plan)
 
 
 def _scores(table: Mapping, env: str, budget: int, algo: str, variant: str, lag: int, seeds: Sequence[int]) -> np.ndarray | None:
@@ -172,22 +174,21 @@ def analyse(table: Mapping, selected: Mapping, plan: _Plan) -> dict[str, Any]:
     def groups_difference(groups: Sequence[tuple[np.ndarray, float]], weight: float = 1.0) -> list[tuple[float, float, float, float]]:
         return [(float(g.mean()), float(g.std(ddof=1) / math.sqrt(len(g))), float(len(g) - 1), sign * weight) for g, sign in groups]
 
-    e3_tasks, tax_tasks, e3_terms = {}, {}, []
     complete3 = [env for env, d in per_task.items() if all(tax_groups(d, a) is not None for a in ("esspo", "ppo"))]
-    for env in complete3:
-        d = per_task[env]
-        ge, gp = tax_groups(d, "esspo"), tax_groups(d, "ppo")
-        assert ge is not None and gp is not None
-        tax_tasks[(env, "esspo")] = combine(groups_difference(ge)) if ge else Difference(0.0, 0.0, math.inf)
-        tax_tasks[(env, "ppo")] = combine(groups_difference(gp)) if gp else Difference(0.0, 0.0, math.inf)
-        both = groups_difference(ge) + groups_difference(gp, -1.0)
-        e3_tasks[env] = combine(both) if both else Difference(0.0, 0.0, math.inf)
-        e3_terms += groups_difference(ge, 1 / len(complete3)) + groups_difference(gp, -1 / len(complete3))
-    e3 = (combine(e3_terms) if e3_terms else Difference(0.0, 0.0, math.inf)) if complete3 else Difference(math.nan, math.nan, math.nan)
-    esspo_tax_terms = [t for env in complete3 for t in groups_difference(tax_groups(per_task[env], "esspo") or [], 1 / len(complete3))]
-    esspo_tax = (combine(esspo_tax_terms) if esspo_tax_terms else Difference(0.0, 0.0, math.inf)) if complete3 else Difference(math.nan, math.nan, math.nan)
-    ppo_tax_terms = [t for env in complete3 for t in groups_difference(tax_groups(per_task[env], "ppo") or [], 1 / len(complete3))]
-    ppo_tax = (combine(ppo_tax_terms) if ppo_tax_terms else Difference(0.0, 0.0, math.inf)) if complete3 else Difference(math.nan, math.nan, math.nan)
+
+    def tax(envs: Sequence[str], signs: Mapping[str, float]) -> Difference:
+        """sum over ``envs`` and arms of sign x tax / len(envs); an arm whose lag-tuned choice is its
+        fresh one has a tax of exactly 0 (no terms); no task at all: NaN."""
+        if not envs:
+            return Difference(math.nan, math.nan, math.nan)
+        terms = [t for env in envs for algo, sign in signs.items()
+                 for t in groups_difference(tax_groups(per_task[env], algo) or [], sign / len(envs))]
+        return combine(terms) if terms else Difference(0.0, 0.0, math.inf)
+
+    difference = {"esspo": 1.0, "ppo": -1.0}
+    tax_tasks = {(env, algo): tax([env], {algo: 1.0}) for env in complete3 for algo in difference}
+    e3_tasks = {env: tax([env], difference) for env in complete3}
+    e3, esspo_tax, ppo_tax = tax(complete3, difference), tax(complete3, {"esspo": 1.0}), tax(complete3, {"ppo": 1.0})
     return {
         "cells": cells, "slopes": slopes, "per_task": per_task, "e1": e1, "e1_tasks": e1_tasks, "e2": e2, "e2_tasks": e2_tasks,
         "e3": e3, "e3_tasks": e3_tasks, "tax_tasks": tax_tasks, "esspo_tax": esspo_tax, "ppo_tax": ppo_tax,
@@ -242,9 +243,10 @@ def _d(d: Difference, digits: int = 3) -> str:
 
 
 def report(results: Path) -> str:
-    table, selected, selection = _load(results)
-    plan = study_plan(results)
-    result = analyse(table, selected, plan)
+    return report_text(*load_and_analyse(results))
+
+
+def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[str, Any], plan: _Plan, result: Mapping[str, Any]) -> str:
     planned = len(plan.tasks) * (plan.search_runs + plan.score_runs)
     done = sum(1 for k in table if k[0] in (FROZEN_SEARCH_FOLDER, FROZEN_SCORE_FOLDER))
     rows = primary(result)
@@ -357,15 +359,12 @@ def _cells(result: Mapping[str, Any], plan: _Plan) -> list[str]:
     return lines + [""]
 
 
-def figure(results: Path, out: Path) -> None:
+def figure(result: Mapping[str, Any], plan: _Plan, out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    table, selected, _ = _load(results)
-    plan = study_plan(results)
-    result = analyse(table, selected, plan)
     envs = [env for env, _ in plan.tasks if env in result["per_task"]] or [plan.tasks[0][0]]
     cols = 2 if len(envs) <= 4 else 3  # two columns leave room for the title and the legend with one task
     rows = math.ceil(len(envs) / cols)
@@ -408,10 +407,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", default="docs/results/frozen")
     args = parser.parse_args(argv)
     results = contract.report_folder(args.results, "the study's results folder")
-    contract.atomic_write_text(results / "verdicts.md", report(results))
-    if (results / FROZEN_SELECTION_FILE).is_file():
-        figure(results, results / "staleness.png")
-    print(f"wrote {results / 'verdicts.md'}" + (f" and {results / 'staleness.png'}" if (results / FROZEN_SELECTION_FILE).is_file() else ""))
+    loaded = load_and_analyse(results)
+    contract.atomic_write_text(results / "verdicts.md", report_text(*loaded))
+    searched = (results / FROZEN_SELECTION_FILE).is_file()
+    if searched:
+        figure(loaded[4], loaded[3], results / "staleness.png")
+    print(f"wrote {results / 'verdicts.md'}" + (f" and {results / 'staleness.png'}" if searched else ""))
     return 0
 
 
