@@ -203,6 +203,49 @@ def test_the_report_reads_the_endpoints_and_the_decision_from_the_table(tmp_path
     assert report.decision(rows, report.analyse(table, selected, plan)["esspo_tax"]) == "contradicted"
 
 
+def test_per_task_verdicts_and_the_secondary_tables_are_welch_with_holm_within_each_family(tmp_path):
+    """Pre-registered: each endpoint per task with Holm over that endpoint's tasks; every other arm
+    against ppo at every lag, per task and over tasks, each table with its own Holm."""
+    import numpy as np
+    from scipy import stats
+
+    from adaptive_po.analysis.hypothesis import holm
+    from adaptive_po.analysis.reports import frozen as report
+
+    _synthetic_study(tmp_path / "a", esspo_slope=-0.02, ppo_slope=-0.1, ppo_tax=0.2)
+    plan = frozen.study_plan(tmp_path / "a")
+    table, selected, _ = report._load(tmp_path / "a")
+    result = report.analyse(table, selected, plan)
+
+    by_endpoint = report.per_task_verdicts(result)
+    assert set(by_endpoint) == {"1", "2", "3"} and all(set(rows) == {"Pendulum-v1", "Acrobot-v1"} for rows in by_endpoint.values())
+    slopes = by_endpoint["1"]
+    raw = [slopes[env]["p"] for env in ("Pendulum-v1", "Acrobot-v1")]
+    assert [slopes[env]["p_adj"] for env in ("Pendulum-v1", "Acrobot-v1")] == pytest.approx(list(holm(raw)))
+    assert {r["verdict"] for r in slopes.values()} == {"win"}  # esspo loses 0.02 per unit, ppo 0.1
+    assert {r["verdict"] for r in by_endpoint["2"].values()} == {"non-inferior"}  # equal at lag 0
+    assert {r["verdict"] for r in by_endpoint["3"].values()} == {"win"}  # ppo's tax 0.2, esspo's 0
+
+    task_rows, agg_rows = report.secondary(result, plan)
+    others = [a for a in frozen.ARMS if a != "ppo"]
+    assert len(task_rows) == 2 * len(others) * len(frozen.LAGS) and len(agg_rows) == len(others) * len(frozen.LAGS)
+    assert {r["tasks"] for r in agg_rows} == {2}
+    # one row against scipy's Welch test, and Holm over the whole per-task table
+    row = next(r for r in task_rows if (r["env"], r["algo"], r["lag"]) == ("Pendulum-v1", "esspo", 8))
+    fresh = result["per_task"]["Pendulum-v1"]["fresh"]
+    x, y = fresh[("esspo", 8)], fresh[("ppo", 8)]
+    assert row["d"].estimate == pytest.approx(float(np.mean(x) - np.mean(y)))
+    assert row["p"] == pytest.approx(stats.ttest_ind(x, y, equal_var=False).pvalue)
+    assert [r["p_adj"] for r in task_rows] == pytest.approx(list(holm([r["p"] for r in task_rows])))
+    assert [r["p_adj"] for r in agg_rows] == pytest.approx(list(holm([r["p"] for r in agg_rows])))
+    verdicts = {(r["algo"], r["lag"]): r["verdict"] for r in agg_rows}
+    assert verdicts[("esspo", 8)] == "win" and verdicts[("vtrace", 8)] == "loss"  # slopes -0.02 and -0.2 against -0.1
+    assert verdicts[("esspo", 0)] == verdicts[("decoupled-ppo", 0)] == "equivalent"  # equal means at lag 0, noise 0.05
+    text = report.report(tmp_path / "a")
+    assert "### Per-task verdicts" in text and "## Secondary: every arm against ppo at every lag" in text
+    assert "| esspo | 8 | 2 | +" in text and "| Pendulum-v1 | vtrace | 64 | -" in text
+
+
 def test_the_slope_is_least_squares_on_log2_of_one_plus_lag():
     from adaptive_po.analysis.reports.frozen import slope
 

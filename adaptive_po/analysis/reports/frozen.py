@@ -221,6 +221,72 @@ def primary(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def tested(diffs: Sequence[Difference], margin: float, sign: float = 1.0) -> list[dict[str, Any]]:
+    """One family of comparisons: each difference's p, its p after Holm over the family, and its
+    verdict (equivalence within ``margin`` by two one-sided tests, Holm over the family too).
+    ``sign`` -1 reads a negative difference as the win (the tax difference)."""
+    p = [d.p_value() for d in diffs]
+    adjusted = holm(p)
+    equivalence = holm([d.p_equivalence(margin) for d in diffs])
+    return [{"d": d, "p": pi, "p_adj": a, "verdict": verdict(sign * d.estimate, a, e)} for d, pi, a, e in zip(diffs, p, adjusted, equivalence)]
+
+
+def non_inferiority(diffs: Sequence[Difference]) -> list[dict[str, Any]]:
+    """Endpoint 2's family: one-sided p of "worse by the margin or more", Holm over the family;
+    non-inferior where it rejects, inferior where the one-sided upper bound lies below -margin."""
+    p = [non_inferiority_p(d) for d in diffs]
+    adjusted = holm(p)
+    rows = []
+    for d, pi, a in zip(diffs, p, adjusted):
+        if not d.testable:
+            word = ""
+        elif a < ALPHA:
+            word = "non-inferior"
+        elif d.ci(1 - 2 * ALPHA)[1] < -MARGIN:
+            word = "inferior"
+        else:
+            word = "not shown"
+        rows.append({"d": d, "p": pi, "p_adj": a, "verdict": word})
+    return rows
+
+
+def per_task_verdicts(result: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each endpoint per task, Holm over that endpoint's per-task tests (pre-registered):
+    ``{endpoint: {task: row}}`` for the tasks the endpoint has."""
+    families = {
+        "1": (result["e1_tasks"], lambda ds: tested(ds, SLOPE_MARGIN)),
+        "2": (result["e2_tasks"], non_inferiority),
+        "3": (result["e3_tasks"], lambda ds: tested(ds, MARGIN, sign=-1.0)),
+    }
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, (by_task, test) in families.items():
+        envs = list(by_task)
+        out[name] = dict(zip(envs, test([by_task[env] for env in envs])))
+    return out
+
+
+def secondary(result: Mapping[str, Any], plan: _Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pre-registered secondary comparisons: every other arm against ``ppo`` at every lag (both
+    tuned on fresh data), per task (Welch) and over the tasks that have both cells (the mean of
+    per-task differences), each table with its own Holm. Returns ``(per_task_rows, aggregate_rows)``."""
+    others = [a for a in plan.arms if a != "ppo"]
+    keys, diffs = [], []
+    pairs: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
+    for env, _ in plan.tasks:
+        fresh = result["per_task"].get(env, {}).get("fresh", {})
+        for algo in others:
+            for lag in plan.lags:
+                if (algo, lag) in fresh and ("ppo", lag) in fresh:
+                    keys.append((env, algo, lag))
+                    diffs.append(welch(fresh[(algo, lag)], fresh[("ppo", lag)]))
+                    pairs.setdefault((algo, lag), []).append((fresh[(algo, lag)], fresh[("ppo", lag)]))
+    task_rows = [{"env": env, "algo": algo, "lag": lag, **row} for (env, algo, lag), row in zip(keys, tested(diffs, MARGIN))]
+    agg_keys = [(algo, lag) for algo in others for lag in plan.lags if (algo, lag) in pairs]
+    agg = tested([mean_of_differences(pairs[k]) for k in agg_keys], MARGIN)
+    agg_rows = [{"algo": algo, "lag": lag, "tasks": len(pairs[(algo, lag)]), **row} for (algo, lag), row in zip(agg_keys, agg)]
+    return task_rows, agg_rows
+
+
 def decision(rows: Sequence[Mapping[str, Any]], esspo_tax: Difference) -> str:
     v1, v2, v3 = (r["verdict"] for r in rows)
     if "" in (v1, v2, v3):
@@ -314,9 +380,59 @@ def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[
             f"{_d(result['e3_tasks'][env]) if env in result['e3_tasks'] else 'n/a'} |"
         )
     lines += ["", "Slopes: normalized score per unit of log2(1 + lag) over lags 0-8 (standard error).", ""]
+    lines += _per_task_verdict_lines(result, plan)
+    lines += _secondary_lines(result, plan)
     lines += _configurations(selected, plan)
     lines += _cells(result, plan)
     return "\n".join(lines) + "\n"
+
+
+def _row_cells(r: Mapping[str, Any], digits: int = 3) -> str:
+    d = r["d"]
+    p = lambda x: f"{x:.3g}" if math.isfinite(x) else "n/a"  # noqa: E731
+    return f"{_d(d, digits)} | {p(r['p'])} | {p(r['p_adj'])} | {p(d.detectable())} | {r['verdict'] or 'n/a'} |"
+
+
+def _per_task_verdict_lines(result: Mapping[str, Any], plan: _Plan) -> list[str]:
+    names = {
+        "1": "1. slope difference (equivalence ±0.0315 per unit)",
+        "2": "2. lag 0: esspo - ppo (non-inferiority at -0.1)",
+        "3": "3. tax difference (negative favours esspo)",
+    }
+    by_endpoint = per_task_verdicts(result)
+    lines = [
+        "### Per-task verdicts", "",
+        "Each endpoint per task, Holm over that endpoint's per-task tests (pre-registered: the per-task results are "
+        "secondary; the answer above is the aggregates').", "",
+        "| endpoint | task | estimate [95% CI] | p | p (Holm over tasks) | detectable (80% power) | verdict |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for name, rows in by_endpoint.items():
+        for env, _ in plan.tasks:
+            if env in rows:
+                lines.append(f"| {names[name]} | {env} | " + _row_cells(rows[env], 4 if name == "1" else 3))
+    return lines + [""]
+
+
+def _secondary_lines(result: Mapping[str, Any], plan: _Plan) -> list[str]:
+    task_rows, agg_rows = secondary(result, plan)
+    lines = [
+        "## Secondary: every arm against ppo at every lag", "",
+        "Pre-registered as secondary and descriptive: each arm's frozen fresh-data configuration minus `ppo`'s, at each lag, "
+        f"on the {len(plan.score_seeds)} held-out seeds (Welch's t; equivalence within ±{MARGIN:g} by two one-sided tests). "
+        "Each table has its own Holm adjustment. Lags 16 and 64 are a stress test beyond the realistic range.", "",
+        "Over tasks (the mean over the tasks that have both cells of the per-task differences, every task weighing the same):", "",
+        "| arm | lag | tasks | arm - ppo [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [f"| {r['algo']} | {r['lag']} | {r['tasks']} | " + _row_cells(r) for r in agg_rows]
+    lines += [
+        "", "Per task:", "",
+        "| task | arm | lag | arm - ppo [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [f"| {r['env']} | {r['algo']} | {r['lag']} | " + _row_cells(r) for r in task_rows]
+    return lines + [""]
 
 
 def _configurations(selected: Mapping[str, Any], plan: _Plan) -> list[str]:
