@@ -38,6 +38,25 @@ def test_a_mean_over_tasks_of_one_task_is_welch_and_a_paired_sample_is_a_one_sam
     assert d.p_value() == pytest.approx(stats.ttest_1samp(x, 0.0).pvalue, rel=1e-9)
 
 
+def test_a_weighted_sum_of_independent_estimates_is_the_mean_over_tasks_below_both():
+    """weighted_sum, the formula under mean_of_differences and the frozen study's slope and tax
+    endpoints: sum w_i x_i, variance sum w_i^2 se_i^2, Welch-Satterthwaite degrees of freedom."""
+    rng = np.random.default_rng(3)
+    groups = [rng.normal(m, s, n) for m, s, n in ((1.0, 1.0, 5), (0.2, 2.0, 8), (0.5, 0.5, 6), (0.0, 1.5, 10))]
+    se = [g.std(ddof=1) / np.sqrt(len(g)) for g in groups]
+    terms = [(g.mean(), e, len(g) - 1, w) for g, e, w in zip(groups, se, (0.5, -0.5, 0.5, -0.5))]
+    d = hypothesis.weighted_sum(terms)
+    variances = [(w * e) ** 2 for (_, e, _, w) in terms]
+    assert d.estimate == pytest.approx(0.5 * (groups[0].mean() - groups[1].mean() + groups[2].mean() - groups[3].mean()))
+    assert d.se == pytest.approx(np.sqrt(sum(variances)))
+    assert d.df == pytest.approx(sum(variances) ** 2 / sum(v ** 2 / (len(g) - 1) for v, g in zip(variances, groups)))
+    pooled = hypothesis.mean_of_differences([(groups[0], groups[1]), (groups[2], groups[3])])
+    assert (pooled.estimate, pooled.se, pooled.df) == pytest.approx((d.estimate, d.se, d.df), rel=1e-12)
+    assert np.isnan(hypothesis.weighted_sum([]).estimate)
+    assert not hypothesis.weighted_sum([(1.0, np.nan, 0.0, 1.0)]).testable  # one run: no standard error
+    assert hypothesis.weighted_sum([(2.0, 0.0, 4.0, 1.0), (1.0, 0.0, 4.0, -1.0)]) == hypothesis.Difference(1.0, 0.0, np.inf)
+
+
 def test_holm_against_a_worked_example_and_nan_left_out():
     p = [0.01, 0.04, 0.03, np.nan, 0.005]
     # sorted 0.005, 0.01, 0.03, 0.04 (m = 4): 0.02, 0.03, 0.06, 0.06 (monotone)

@@ -96,31 +96,36 @@ def welch(x: Sequence[float], y: Sequence[float]) -> Difference:
     return mean_of_differences([(x, y)])
 
 
+def weighted_sum(terms: Sequence[tuple[float, float, float, float]]) -> Difference:
+    """sum_i w_i x estimate_i over independent estimates ``(estimate, se, df, w)``: variance
+    sum_i w_i^2 se_i^2 and Welch-Satterthwaite degrees of freedom. No terms: NaN."""
+    if not terms:
+        return Difference(np.nan, np.nan, np.nan)
+    estimate = sum(w * e for e, _, _, w in terms)
+    variances = [(w * se) ** 2 for _, se, _, w in terms]
+    if not all(np.isfinite(v) for v in variances):
+        return Difference(float(estimate), np.nan, np.nan)
+    total = sum(variances)
+    if total == 0:
+        return Difference(float(estimate), 0.0, np.inf)
+    df = total ** 2 / sum(v ** 2 / d for v, (_, _, d, _) in zip(variances, terms) if v > 0)
+    return Difference(float(estimate), float(np.sqrt(total)), float(df))
+
+
 def mean_of_differences(pairs: Sequence[tuple[Sequence[float], Sequence[float] | None]]) -> Difference:
     """The mean over tasks of (mean(x_t) - mean(y_t)): every task weighs the same; variance
-    sum_t (s_xt^2 / n_xt + s_yt^2 / n_yt) / T^2 and Welch-Satterthwaite degrees of freedom. A
-    ``y_t`` of None makes that task a one-sample mean of ``x_t`` (paired differences)."""
-    terms, estimate = [], 0.0
-    for x, y in pairs:
-        mx, vx, nx = _moments(x)
-        estimate += mx
-        terms.append((vx, nx))
-        if y is not None:  # None: a one-sample mean (paired differences)
-            my, vy, ny = _moments(y)
-            estimate -= my
-            terms.append((vy, ny))
+    sum_t (s_xt^2 / n_xt + s_yt^2 / n_yt) / T^2 and Welch-Satterthwaite degrees of freedom
+    (:func:`weighted_sum` of the group means with weights +-1/T). A ``y_t`` of None makes that task
+    a one-sample mean of ``x_t`` (paired differences)."""
     k = len(pairs)
-    if k == 0:
-        return Difference(np.nan, np.nan, np.nan)
-    estimate /= k
-    variances = np.array([v for v, _ in terms])
-    if not np.all(np.isfinite(variances)):
-        return Difference(estimate, np.nan, np.nan)
-    total = variances.sum()
-    if total == 0:
-        return Difference(estimate, 0.0, np.inf)
-    df = total ** 2 / sum(v ** 2 / (n - 1) for v, n in terms)
-    return Difference(estimate, float(np.sqrt(total) / k), float(df))
+    terms = []
+    for x, y in pairs:
+        for group, sign in ((x, 1.0), (y, -1.0)):
+            if group is None:  # a one-sample mean (paired differences)
+                continue
+            mean, var, n = _moments(group)
+            terms.append((mean, float(np.sqrt(var)), float(n - 1), sign / k))
+    return weighted_sum(terms)
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:

@@ -21,7 +21,7 @@ from scipy import stats
 from adaptive_po import contract
 from adaptive_po.contract import FROZEN_PILOT_SELECTION_FILE, FROZEN_SCORE_FOLDER, FROZEN_SEARCH_FOLDER, FROZEN_SELECTION_FILE, FROZEN_TABLE_FILE
 
-from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, welch
+from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
 
 
 class _Plan:
@@ -70,20 +70,6 @@ def slope(lags: Sequence[int], scores: Sequence[float]) -> tuple[float, float, f
     resid = y - (y.mean() + b * (x - x.mean()))
     s2 = float((resid ** 2).sum() / (n - 2))
     return b, math.sqrt(s2 / sxx), float(n - 2)
-
-
-def combine(terms: Sequence[tuple[float, float, float, float]]) -> Difference:
-    """sum_i w_i x estimate_i over independent estimates ``(estimate, se, df, w)``: variance
-    sum_i w_i^2 se_i^2, Welch-Satterthwaite degrees of freedom."""
-    est = sum(w * e for e, _, _, w in terms)
-    variances = [(w * se) ** 2 for _, se, _, w in terms]
-    if not terms or not all(math.isfinite(v) for v in variances):
-        return Difference(est if terms else math.nan, math.nan, math.nan)
-    total = sum(variances)
-    if total == 0:
-        return Difference(est, 0.0, math.inf)
-    df = total ** 2 / sum(v ** 2 / d for v, (_, _, d, _) in zip(variances, terms) if v > 0)
-    return Difference(float(est), math.sqrt(total), float(df))
 
 
 def non_inferiority_p(d: Difference, margin: float = MARGIN) -> float:
@@ -153,9 +139,9 @@ def analyse(table: Mapping, selected: Mapping, plan: _Plan) -> dict[str, Any]:
         if (env, "esspo") in slopes and (env, "ppo") in slopes:
             be, se_e, df_e = slopes[(env, "esspo")]
             bp, se_p, df_p = slopes[(env, "ppo")]
-            e1_tasks[env] = combine([(be, se_e, df_e, 1.0), (bp, se_p, df_p, -1.0)])
+            e1_tasks[env] = weighted_sum([(be, se_e, df_e, 1.0), (bp, se_p, df_p, -1.0)])
     # the mean over tasks, each slope a term of its own (for the Welch-Satterthwaite degrees of freedom)
-    e1 = combine([(*slopes[(env, algo)], w / len(e1_tasks)) for env in e1_tasks for algo, w in (("esspo", 1.0), ("ppo", -1.0))]) \
+    e1 = weighted_sum([(*slopes[(env, algo)], w / len(e1_tasks)) for env in e1_tasks for algo, w in (("esspo", 1.0), ("ppo", -1.0))]) \
         if e1_tasks else Difference(math.nan, math.nan, math.nan)
 
     # endpoint 2: esspo - ppo at lag 0
@@ -183,7 +169,7 @@ def analyse(table: Mapping, selected: Mapping, plan: _Plan) -> dict[str, Any]:
             return Difference(math.nan, math.nan, math.nan)
         terms = [t for env in envs for algo, sign in signs.items()
                  for t in groups_difference(tax_groups(per_task[env], algo) or [], sign / len(envs))]
-        return combine(terms) if terms else Difference(0.0, 0.0, math.inf)
+        return weighted_sum(terms) if terms else Difference(0.0, 0.0, math.inf)
 
     difference = {"esspo": 1.0, "ppo": -1.0}
     tax_tasks = {(env, algo): tax([env], {algo: 1.0}) for env in complete3 for algo in difference}
