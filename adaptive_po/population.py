@@ -49,6 +49,7 @@ from adaptive_po.algorithms import BatchPolicyOptimization, objective_arguments,
 from adaptive_po.collector import SamplerActor
 from adaptive_po.dials import DataDials
 from adaptive_po.hyperparams import check_hyperparams
+from adaptive_po.member_conv import with_member_convolutions
 from adaptive_po.networks import resolve_policy_kwargs
 from adaptive_po.objectives import PolicyBatch, get_objective, initial_state
 from adaptive_po.update import (
@@ -405,6 +406,7 @@ class PopulationLearner:
             )
         self._module = _Heads(policies[0], self.kind)
         _with_fast_tanh(self._module)
+        with_member_convolutions(self._module)  # one plain convolution per member under vmap, not a grouped one
         self._sampler_modules = {p: SamplerActor(policies[0], self.kind, p) for p in self.precisions}
         self._precision_mask = {
             p: torch.tensor([m.sampler_precision == p for m in self.members], device=self.device) for p in self.precisions
