@@ -18,7 +18,7 @@ environment's own settings, ``esspo``), on one core (``torch.set_num_threads(1)`
 
 ``--baseline TREE`` (a checkout of older code, e.g. ``git worktree add ../base <commit>``) adds, in
 the same invocation, that tree's eager step on the same cells and the end-to-end runs per hour per
-core of the Pendulum and LunarLander populations (the quick suite's budgets, a fresh
+core of the Pendulum and LunarLander populations (the quick suite's budgets) and of the MinAtar CNN's (a fresh
 ``python -m adaptive_po _run_population`` process each, as the bench runs them) for both trees, as
 ratios.
 
@@ -57,8 +57,9 @@ CELLS: dict[str, tuple[int, int]] = {
     "LunarLander-v3": (10, 32_768),
     "Breakout-MinAtar": (16, 16_384),
 }
-#: the end-to-end cells of ``--baseline``: the quick suite's populations (its budgets)
-END_TO_END = {"Pendulum-v1": (10, 100_000), "LunarLander-v3": (10, 200_000)}
+#: the end-to-end cells of ``--baseline``: the quick suite's populations (its budgets), and the
+#: MinAtar CNN's population (the profiled cell's size)
+END_TO_END = {"Pendulum-v1": (10, 100_000), "LunarLander-v3": (10, 200_000), "Breakout-MinAtar": (16, 16_384)}
 OUT = ROOT / "docs" / "results" / "perf.md"
 
 
