@@ -190,15 +190,7 @@ def primary(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     eq3 = e3.p_equivalence(MARGIN)
     eq_adj = holm([eq1, math.nan, eq3])
     v1 = verdict(e1.estimate, adjusted[0], eq_adj[0])
-    lo2, hi2 = e2.ci(1 - 2 * ALPHA)  # the one-sided 95% bounds
-    if not e2.testable:
-        v2 = ""
-    elif adjusted[1] < ALPHA:
-        v2 = "non-inferior"
-    elif hi2 < -MARGIN:
-        v2 = "inferior"
-    else:
-        v2 = "not shown"
+    v2 = non_inferiority_word(e2, adjusted[1])
     raw3 = verdict(-e3.estimate, adjusted[2], eq_adj[2])  # a negative tax difference favours esspo
     return [
         {"endpoint": "1. slope per unit log2(1 + lag), lags 0-8: esspo - ppo", "d": e1, "p": p[0], "p_adj": adjusted[0], "verdict": v1, "margin": SLOPE_MARGIN},
@@ -221,19 +213,19 @@ def non_inferiority(diffs: Sequence[Difference]) -> list[dict[str, Any]]:
     """Endpoint 2's family: one-sided p of "worse by the margin or more", Holm over the family;
     non-inferior where it rejects, inferior where the one-sided upper bound lies below -margin."""
     p = [non_inferiority_p(d) for d in diffs]
-    adjusted = holm(p)
-    rows = []
-    for d, pi, a in zip(diffs, p, adjusted):
-        if not d.testable:
-            word = ""
-        elif a < ALPHA:
-            word = "non-inferior"
-        elif d.ci(1 - 2 * ALPHA)[1] < -MARGIN:
-            word = "inferior"
-        else:
-            word = "not shown"
-        rows.append({"d": d, "p": pi, "p_adj": a, "verdict": word})
-    return rows
+    return [{"d": d, "p": pi, "p_adj": a, "verdict": non_inferiority_word(d, a)} for d, pi, a in zip(diffs, p, holm(p))]
+
+
+def non_inferiority_word(d: Difference, p_adjusted: float) -> str:
+    """non-inferior where the adjusted one-sided test rejects; inferior where the one-sided 95%
+    upper bound lies below -margin; else not shown; "" where nothing could be tested."""
+    if not d.testable:
+        return ""
+    if p_adjusted < ALPHA:
+        return "non-inferior"
+    if d.ci(1 - 2 * ALPHA)[1] < -MARGIN:
+        return "inferior"
+    return "not shown"
 
 
 def per_task_verdicts(result: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
