@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--behaviour-log-prob", default=dial["behaviour_log_prob"], help=f"the behaviour log-probability recorded with the data: {' or '.join(BEHAVIOUR_RECORDINGS)} (the distribution actually sampled from, or the learner's clean policy)")
     train.add_argument("--temperature", type=float, default=dial["sampler_temperature"], help="sampler temperature T (logits / T, or the std x T)")
     train.add_argument("--precision", default=dial["sampler_precision"], help=f"sampler number format: {', '.join(SAMPLER_PRECISIONS)}")
-    train.add_argument("--variant", default="", help="knob values other than the environment's tuned ones, e.g. clip_range=0.3,n_epochs=x0.25 (default: none)")
+    train.add_argument("--variant", default="", help="knob values other than the environment's tuned ones, e.g. clip_range=0.3,n_epochs=x0.25; precision=bf16 runs the learner's network in bfloat16 (population engine, MLP policies) (default: none)")
     train.add_argument("--suite", default="quick", help=f"suite whose budget applies: {suites}")
     train.add_argument("--suite-name", default="train", help="results folder under --out")
     train.add_argument("--no-progress", action="store_true", help="no progress bar (the start and the result are still printed)")

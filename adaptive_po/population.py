@@ -279,17 +279,34 @@ def _with_fast_tanh(module: nn.Module) -> None:
             _with_fast_tanh(child)
 
 
+#: the learner precisions the population engine runs: the network's compute dtype under autocast
+#: (``None``: float32, no autocast)
+LEARNER_PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16}
+
+
 class _Heads(nn.Module):
     """An SB3 actor-critic's forward pass to the flat distribution parameters and the value,
-    the same path as ``BatchPolicyOptimization._evaluate``."""
+    the same path as ``BatchPolicyOptimization._evaluate``.
 
-    def __init__(self, policy: ActorCriticPolicy, kind: D.Kind) -> None:
+    ``compute_dtype`` (bfloat16) runs the forward pass under autocast: the matrix products in that
+    dtype, the outputs back in float32, so the parameters, the optimizer and everything after the
+    network (log-probabilities, ratios, the objective) stay float32, as mixed-precision training does."""
+
+    def __init__(self, policy: ActorCriticPolicy, kind: D.Kind, compute_dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.policy = policy
         self.kind = kind
+        self.compute_dtype = compute_dtype
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        return policy_heads(self.policy, self.kind, obs)
+        if self.compute_dtype is None:
+            return policy_heads(self.policy, self.kind, obs)
+        with torch.autocast(obs.device.type, dtype=self.compute_dtype):
+            dist_params, values = policy_heads(self.policy, self.kind, obs)
+        return dist_params.float(), values.float()
+
+    def extra_repr(self) -> str:  # part of the compiled callables' keys
+        return f"compute_dtype={self.compute_dtype}" if self.compute_dtype is not None else ""
 
 
 def distribution_kind(action_space: spaces.Space) -> D.Kind:
@@ -335,7 +352,9 @@ class PopulationLearner:
     alias (``MlpPolicy`` or ``CnnPolicy``; ``policy_kwargs`` may name a features extractor, e.g.
     the MinAtar CNN). Box observations (image observations stay uint8 until the policy's own
     preprocessing) with Discrete or one-dimensional Box actions, without gSDE
-    (:func:`check_population_spaces`); the SB3 classes run the rest.
+    (:func:`check_population_spaces`); the SB3 classes run the rest. ``precision`` (``"fp32"`` or
+    ``"bf16"``, :data:`LEARNER_PRECISIONS`) is the network's compute precision everywhere it runs
+    (acting, evaluation, the update's forward and backward passes); ``bf16`` is for MLP policies.
     """
 
     def __init__(
@@ -352,10 +371,13 @@ class PopulationLearner:
         policy_kwargs: dict[str, Any] | None = None,
         device: str | torch.device = "cpu",
         compile_step: bool | None = None,
+        precision: str = "fp32",
         **hyperparameters: Any,
     ) -> None:
         if not members:
             raise ValueError("a population needs at least one member")
+        if precision not in LEARNER_PRECISIONS:
+            raise ValueError(f"unknown learner precision {precision!r}; the population engine runs {list(LEARNER_PRECISIONS)}")
         hp = shared_hyperparameters(hyperparameters)
         check_population_settings(
             use_sde=hp["use_sde"], target_kl=hp["target_kl"],
@@ -404,7 +426,11 @@ class PopulationLearner:
             policies.append(
                 policy_class(observation_space, action_space, self.lr_schedule, use_sde=False, **resolve_policy_kwargs(policy_kwargs)).to(self.device)
             )
-        self._module = _Heads(policies[0], self.kind)
+        self.precision = precision
+        self._module = _Heads(policies[0], self.kind, LEARNER_PRECISIONS[precision])
+        if precision != "fp32" and any(isinstance(m, nn.Conv2d) for m in self._module.modules()):
+            # oneDNN (the CPU build measured here) has no bf16 kernel for the per-member convolution
+            raise ValueError(f"learner precision {precision!r} runs MLP policies only; {policy} with convolutions trains in fp32")
         _with_fast_tanh(self._module)
         with_member_convolutions(self._module)  # one plain convolution per member under vmap, not a grouped one
         self._sampler_modules = {p: SamplerActor(policies[0], self.kind, p) for p in self.precisions}

@@ -10,6 +10,7 @@ environment's own settings, ``esspo``), on one core (``torch.set_num_threads(1)`
   compiled (``torch.compile``, inductor), with the compilation's one-time seconds;
 * **useful GFLOP/s**: the networks' matrix-product and convolution FLOPs of that step (forward and
   backward, counted by ``torch.utils.flop_counter`` on the eager step) over its time;
+* **bf16**: the compiled step of the ``precision=bf16`` variant's learner (MLP cells), beside float32's;
 * **bmm GFLOP/s**: a batched matmul of the cell's largest layer's shape (``[K, B, in] x [K, in, out]``)
   on the same core, the rate the step's arithmetic could run at;
 * **shares**: where a short population run's time goes (compiled step, compilation excluded: it is
@@ -57,6 +58,8 @@ CELLS: dict[str, tuple[int, int]] = {
     "LunarLander-v3": (10, 32_768),
     "Breakout-MinAtar": (16, 16_384),
 }
+#: the cells whose network has convolutions: their learner trains in float32 only
+CNN_CELLS = ("Breakout-MinAtar",)
 #: the end-to-end cells of ``--baseline``: the quick suite's populations (its budgets), and the
 #: MinAtar CNN's population (the profiled cell's size)
 END_TO_END = {"Pendulum-v1": (10, 100_000), "LunarLander-v3": (10, 200_000), "Breakout-MinAtar": (16, 16_384)}
@@ -64,9 +67,10 @@ OUT = ROOT / "docs" / "results" / "perf.md"
 
 
 # -- one cell's learner and minibatch ---------------------------------------------------------------
-def build(env: str, members: int, compile_step: bool | None):
-    """The population learner of ``env``'s cell as the engine builds it, a random minibatch of its
-    shapes, and the step's face; works on older trees too (no ``compile_step`` there)."""
+def build(env: str, members: int, compile_step: bool | None, precision: str = "fp32"):
+    """The population learner of ``env``'s cell as the engine builds it (``precision``: the learner's,
+    the ``precision=bf16`` variant's), a random minibatch of its shapes, and the step's face; works on
+    older trees too (no ``compile_step`` there)."""
     from adaptive_po import distributions as D
     from adaptive_po.bench.config import get_env_config
     from adaptive_po.bench.run_folder import RunSpec, run_settings
@@ -83,6 +87,8 @@ def build(env: str, members: int, compile_step: bool | None):
     extra = {}
     if "compile_step" in inspect.signature(PopulationLearner.__init__).parameters:
         extra["compile_step"] = compile_step
+    if precision != "fp32":
+        extra["precision"] = precision
     learner = PopulationLearner(
         observation_space, action_space, [Member(seed) for seed in range(members)], objective=ALGO,
         objective_kwargs=objective_kwargs, policy=hp.policy, **extra, **hp.algorithm_kwargs(),
@@ -122,9 +128,9 @@ def median_ms(fn, repeats: int, warmup: int = 3) -> float:
     return float(np.median(times)) * 1e3
 
 
-def step_ms(env: str, members: int, compiled: bool, repeats: int) -> dict[str, float]:
+def step_ms(env: str, members: int, compiled: bool, repeats: int, precision: str = "fp32") -> dict[str, float]:
     """The stacked step's median ms (and, compiled, the first call's seconds: the compilation)."""
-    learner, face, minibatch, arguments, _ = build(env, members, compiled)
+    learner, face, minibatch, arguments, _ = build(env, members, compiled, precision)
     call = lambda: face.step(minibatch, arguments, None)  # noqa: E731
     started = time.perf_counter()
     call()
@@ -251,8 +257,10 @@ def measure(cells: list[str], repeats: int, profile: bool) -> list[dict[str, flo
         flops, (k, b, n_in, n_out) = step_flops(env, members)
         eager = step_ms(env, members, False, repeats)
         compiled = step_ms(env, members, True, repeats)
+        # the bf16 learner (the precision=bf16 variant: an explicit, recorded choice): MLP cells only
+        bf16 = step_ms(env, members, True, repeats, "bf16")["ms"] if env not in CNN_CELLS else float("nan")
         row: dict[str, float | str] = {
-            "cell": env, "members": members, "minibatch": b, "eager_ms": eager["ms"], "compiled_ms": compiled["ms"],
+            "cell": env, "members": members, "minibatch": b, "eager_ms": eager["ms"], "compiled_ms": compiled["ms"], "bf16_ms": bf16,
             "compile_s": compiled["first_s"], "mflop": flops / 1e6, "bmm_shape": f"[{k}, {b}, {n_in}] x [{k}, {n_in}, {n_out}]",
             "bmm_gflops": bmm_gflops(k, b, n_in, n_out, repeats),
         }
@@ -269,16 +277,23 @@ def table(rows: list[dict], baseline: dict[str, float] | None, end_to_end: list[
     lines = [
         f"One core (torch.set_num_threads(1)), `{ALGO}`, each environment's own settings; torch {torch.__version__}.",
         "",
-        "| cell | K | minibatch | eager step ms | compiled step ms | eager/compiled | compile s | MFLOP per step | useful GFLOP/s eager | useful GFLOP/s compiled | bmm GFLOP/s (shape) | compiled / bmm |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| cell | K | minibatch | eager step ms | compiled step ms | eager/compiled | compile s | MFLOP per step | useful GFLOP/s eager | useful GFLOP/s compiled | bmm GFLOP/s (shape) | compiled / bmm | compiled bf16 step ms | fp32/bf16 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         useful_e, useful_c = r["mflop"] / r["eager_ms"], r["mflop"] / r["compiled_ms"]
         lines.append(
             f"| {r['cell']} | {r['members']} | {r['minibatch']} | {r['eager_ms']:.2f} | {r['compiled_ms']:.2f} | "
             f"{r['eager_ms'] / r['compiled_ms']:.1f}x | {r['compile_s']:.1f} | {r['mflop']:.1f} | {useful_e:.1f} | {useful_c:.1f} | "
-            f"{r['bmm_gflops']:.1f} ({r['bmm_shape']}) | {useful_c / r['bmm_gflops']:.0%} |"
+            f"{r['bmm_gflops']:.1f} ({r['bmm_shape']}) | {useful_c / r['bmm_gflops']:.0%} | "
+            + (f"{r['bf16_ms']:.2f} | {r['compiled_ms'] / r['bf16_ms']:.1f}x |" if r["bf16_ms"] == r["bf16_ms"] else "fp32 only | |")
         )
+    lines += [
+        "",
+        "The bf16 column is the `precision=bf16` variant's learner (the network under bfloat16 autocast; parameters,",
+        "optimizer and objective in float32): an explicit choice recorded in the run's folder and `config.json`, never",
+        "the default. Its effect on returns is measured apart (`benchmarks/bf16_effect.py`, docs/results/bf16.md).",
+    ]
     parts = ("update", "act", "env", "evaluation", "set-up", "other")
     if rows and "run_s" in rows[0]:
         lines += [

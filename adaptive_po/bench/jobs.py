@@ -83,7 +83,9 @@ def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members:
     """
     check_engine(engine)
     if engine == "process":
-        return [Job((spec,)) for spec in specs]
+        jobs = [Job((spec,)) for spec in specs]
+        check_learner_precision(jobs)
+        return jobs
     # imported here: the population engine pulls in gymnasium, which a process-engine plan does
     # not need
 
@@ -99,7 +101,30 @@ def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members:
     groups = group_populations([s for s in specs if fits(s)], max_members or DEFAULT_MAX_MEMBERS)
     jobs = [Job(tuple(group), population=True) for group in groups]
     jobs += [Job((spec,)) for spec in specs if not fits(spec)]
+    check_learner_precision(jobs)
     return sorted(jobs, key=lambda job: order[id(job.specs[0])])
+
+
+def check_learner_precision(jobs: Sequence[Job]) -> None:
+    """``ValueError`` naming the first run whose variant chooses a learner precision (``precision=bf16``)
+    that its job cannot honour, before anything runs: the process engine (the SB3 classes) and the
+    population engine's CNN policies train in float32 only."""
+    from adaptive_po.bench.config import get_env_config
+    from adaptive_po.bench.variants import DEFAULT_PRECISION, learner_precision
+
+    for job in jobs:
+        for spec in job.specs:
+            precision = learner_precision(spec.algo, spec.variant)
+            if precision == DEFAULT_PRECISION:
+                continue
+            if not job.population:
+                raise ValueError(
+                    f"run {spec.relative_dir}: precision={precision} runs on the population engine only (MLP policies "
+                    "without gSDE); the process engine trains in fp32"
+                )
+            policy = get_env_config(spec.env, spec.envs_dir).hyperparams.policy
+            if policy != "MlpPolicy":
+                raise ValueError(f"run {spec.relative_dir}: precision={precision} runs MLP policies only; {spec.env} uses {policy}")
 
 
 #: the largest population the bench builds by default (memory and evaluation stay bounded)

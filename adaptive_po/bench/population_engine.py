@@ -30,6 +30,7 @@ from adaptive_po.bench.divergence import compact_traceback, error_line
 from adaptive_po.bench.recorder import RunRecorder, nonfinite_reason
 from adaptive_po.environments import resolve_backend, resolve_device
 from adaptive_po.bench.jobs import population_key
+from adaptive_po.bench.variants import learner_precision
 from adaptive_po.bench.run_folder import (
     RunSpec,
     completed_summary,
@@ -169,6 +170,7 @@ class _Population:
             device=self.device,
             policy=hp.policy,
             compile_step=compile_wanted(planned_steps(self.total, hp.n_steps * self.n_envs, hp.batch_size, hp.n_epochs)),
+            precision=learner_precision(first.algo, first.variant),
             **hp.algorithm_kwargs(),
         )
         self.torch = torch

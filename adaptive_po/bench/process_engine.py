@@ -87,7 +87,10 @@ def build_training(spec: RunSpec) -> tuple[Any, Any, Any, Any, str, str]:
     from adaptive_po.algorithms import BatchPolicyOptimization
     from adaptive_po.environments import make_vec_env
     from adaptive_po.bench.config import get_env_config
+    from adaptive_po.bench.variants import DEFAULT_PRECISION, learner_precision
 
+    if learner_precision(spec.algo, spec.variant) != DEFAULT_PRECISION:  # the sweep refuses it when planning
+        raise ValueError(f"variant {spec.variant!r}: the process engine trains in {DEFAULT_PRECISION} only")
     device = resolve_device(spec.device)
     if device == "cpu":
         torch.set_num_threads(1)

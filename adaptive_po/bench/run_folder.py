@@ -94,9 +94,14 @@ def config_for(spec: RunSpec) -> dict[str, Any]:
     from adaptive_po.bench.config import get_env_config
     from adaptive_po.objectives import get_objective
 
+    from adaptive_po.bench.variants import DEFAULT_PRECISION, learner_precision
+
     env_cfg = get_env_config(spec.env, spec.envs_dir)
     hp, objective_kwargs = run_settings(spec, env_cfg.hyperparams)
     objective = get_objective(spec.algo)
+    precision = learner_precision(spec.algo, spec.variant)
+    # recorded where a variant chooses it (float32 runs' configurations stay as they were)
+    learner = {} if precision == DEFAULT_PRECISION else {"learner_precision": precision}
     return {
         "run_format": contract.RUN_FORMAT,
         "suite": spec.suite,
@@ -122,6 +127,7 @@ def config_for(spec: RunSpec) -> dict[str, Any]:
         "objective_kwargs": _json_friendly({**objective.kwargs, **objective_kwargs}),
         "advantage_estimator": objective.advantage_estimator,
         "algo_description": objective.description,
+        **learner,
     }
 
 

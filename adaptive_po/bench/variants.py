@@ -8,7 +8,11 @@ A variant is a canonical string of ``name=value`` pairs joined by commas, sorted
   ``clip_range=0.3`` means ``lin_0.3`` there;
 * a knob every algorithm shares, as a factor of the environment's tuned value:
   ``n_epochs=x0.25`` (rounded, at least 1), ``learning_rate=x2`` (a schedule is scaled) and
-  ``batch_size=x2`` (rounded, at least 2, at most one rollout).
+  ``batch_size=x2`` (rounded, at least 2, at most one rollout);
+* a learner setting, by name and one of its choices: ``precision=bf16`` runs the learner's network
+  (its forward passes when acting, evaluating and updating) under bfloat16 autocast, the
+  parameters, the optimizer and the objective's arithmetic staying float32 (the population
+  engine's MLP learners; :data:`LEARNER_SETTINGS`). Float32 is the default and is never written.
 
 The empty string is the default configuration. Runs of a variant live in the algorithm folder
 ``<algo>@<variant>`` (:func:`adaptive_po.contract.algo_label`).
@@ -25,6 +29,10 @@ from adaptive_po.objectives import get_objective
 
 #: knobs every algorithm shares, given as a factor of the environment's tuned value
 SHARED_KNOBS: tuple[str, ...] = ("n_epochs", "learning_rate", "batch_size")
+#: learner settings a variant may choose, by name: their choices other than the default
+LEARNER_SETTINGS: dict[str, tuple[str, ...]] = {"precision": ("bf16",)}
+#: the learner's precision when a variant does not choose one
+DEFAULT_PRECISION = "fp32"
 
 
 def objective_knobs(algo: str) -> tuple[str, ...]:
@@ -49,10 +57,10 @@ def _number(text: str, what: str) -> float:
     return value
 
 
-def parse_variant(algo: str, variant: str) -> dict[str, tuple[str, float]]:
-    """``{name: (kind, value)}`` with kind ``"set"`` (objective knob) or ``"scale"`` (shared knob);
-    raises ``ValueError`` naming a bad pair."""
-    out: dict[str, tuple[str, float]] = {}
+def parse_variant(algo: str, variant: str) -> dict[str, tuple[str, Any]]:
+    """``{name: (kind, value)}`` with kind ``"set"`` (objective knob), ``"scale"`` (shared knob) or
+    ``"choose"`` (learner setting, a string); raises ``ValueError`` naming a bad pair."""
+    out: dict[str, tuple[str, Any]] = {}
     if variant == "":
         return out
     knobs = objective_knobs(algo)
@@ -68,30 +76,43 @@ def parse_variant(algo: str, variant: str) -> dict[str, tuple[str, float]]:
             out[name] = ("scale", _number(text[1:], f"variant {variant!r}, {name}"))
         elif name in knobs:
             out[name] = ("set", _number(text, f"variant {variant!r}, {name}"))
+        elif name in LEARNER_SETTINGS:
+            if text not in LEARNER_SETTINGS[name]:
+                raise ValueError(
+                    f"variant {variant!r}: {name} takes one of {list(LEARNER_SETTINGS[name])} (the default is left out), got {text!r}"
+                )
+            out[name] = ("choose", text)
         else:
             raise ValueError(
                 f"variant {variant!r}: unknown knob {name!r} for {algo}; its own knobs: {list(knobs)}, "
-                f"shared (as factors): {list(SHARED_KNOBS)}"
+                f"shared (as factors): {list(SHARED_KNOBS)}, learner settings: {LEARNER_SETTINGS}"
             )
     if variant != canonical_variant(out):
         raise ValueError(f"variant {variant!r} is not canonical; write it as {canonical_variant(out)!r}")
     return out
 
 
-def canonical_variant(overrides: dict[str, tuple[str, float]]) -> str:
-    def text(kind: str, value: float) -> str:
-        return ("x" if kind == "scale" else "") + format(value, "g")
+def canonical_variant(overrides: dict[str, tuple[str, Any]]) -> str:
+    def text(kind: str, value: Any) -> str:
+        return value if kind == "choose" else ("x" if kind == "scale" else "") + format(value, "g")
 
     return ",".join(f"{name}={text(*overrides[name])}" for name in sorted(overrides))
 
 
 def make_variant(**values: float | str) -> str:
     """A canonical variant string from keyword values: numbers set an objective knob, strings
-    ``"x0.5"`` scale a shared one (``make_variant(clip_range=0.3, n_epochs="x0.25")``)."""
+    ``"x0.5"`` scale a shared one (``make_variant(clip_range=0.3, n_epochs="x0.25")``), a learner
+    setting takes its choice (``precision="bf16"``)."""
     overrides = {
-        k: (("scale", float(v[1:])) if isinstance(v, str) else ("set", float(v))) for k, v in values.items()
+        k: ("choose", v) if k in LEARNER_SETTINGS else (("scale", float(v[1:])) if isinstance(v, str) else ("set", float(v)))
+        for k, v in values.items()
     }
     return canonical_variant(overrides)
+
+
+def learner_precision(algo: str, variant: str) -> str:
+    """The learner's precision a variant chooses: ``"bf16"`` or :data:`DEFAULT_PRECISION`."""
+    return str(parse_variant(algo, variant).get("precision", ("choose", DEFAULT_PRECISION))[1])
 
 
 def apply_variant(
@@ -103,6 +124,8 @@ def apply_variant(
     kwargs = dict(objective_kwargs)
     changes: dict[str, Any] = {}
     for name, (kind, value) in overrides.items():
+        if kind == "choose":
+            continue  # a learner setting: the engine reads it (learner_precision)
         if kind == "set":
             kwargs[name] = LinearSchedule(value) if isinstance(kwargs.get(name), LinearSchedule) else value
         elif name == "n_epochs":
