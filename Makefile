@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -27,6 +27,7 @@ help:
 	@echo "make bench-atari        the Atari-5 games at 10M frames (90 runs, about 4.0 h on one GPU with 16 cores, ALE stepping only); without a GPU a smoke grid, said so"
 	@echo "make gpu-check          GPU speeds: CartPole populations of 256/1,024, ALE CNN populations of 8/16/32 against the process engine, peak memory"
 	@echo "make mismatch           the KL and ESS each sampler level induces on trained CartPole and Pendulum policies"
+	@echo "make bf16               what the bf16 learner (variant precision=bf16) changes: returns against fp32 (CartPole, Acrobot; esspo, ppo; lags 0, 8; 10 seeds), the lag-0 mismatch, speed (docs/results/bf16.md)"
 	@echo "make engines            the quick suite on the process engine too; both engines' per-cell CIs (docs/results/engines.md)"
 	@echo "make classic-from-table, tuned-from-table, minatar-from-table, fresh-data-from-table, quick-from-table"
 	@echo "make reports-from-tables every published verdict from the committed tables, and the calibration"
@@ -118,6 +119,10 @@ paper-report: $(STAMP)
 
 mismatch: $(STAMP)
 	$(VPY) benchmarks/sampler_mismatch.py --out docs/results/sampler_mismatch.md
+
+# the bf16 learner's effect (160 runs into runs/bf16, resumable), into docs/results/bf16.md
+bf16: $(STAMP)
+	$(VPY) benchmarks/bf16_effect.py $(WORKERS_FLAG)
 
 # the MinAtar tier (the minatar extra, GPL-3.0, is part of the set-up): runs the suite and the
 # reference check, then publishes into docs/results/minatar and the MinAtar block of docs/results/README.md

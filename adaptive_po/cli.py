@@ -333,7 +333,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         )
     )
     spec = specs[0]
+    from adaptive_po.bench.jobs import Job, check_learner_precision
     from adaptive_po.bench.locks import check_destination, destination_error, disk_error_text, sweep_folders, sweep_lock
+    population = args.engine == "population" and supports_population(spec)
+    check_learner_precision([Job((spec,), population=population)])  # bf16 where it cannot run: exit 2, before compute
     from adaptive_po.bench.run_folder import RUN_SAME
     from adaptive_po.bench.resume import plan_resume
     check_destination(spec.run_dir.parent)  # a file in the way or no permission: exit 2, before compute
@@ -351,7 +354,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
             return 0
         for line in plan.redo_lines(args.redo_changed):
             print(f"redo  {line}; its folder is cleared and the run done again", file=sys.stderr)
-        population = args.engine == "population" and supports_population(spec)
         engine = "population engine, a population of one" if population else "process engine"
         env_cfg = get_env_config(spec.env, spec.envs_dir)
         for note in budget_notes(env_cfg, spec.total_timesteps):  # rounded budget, too few evaluations
