@@ -204,21 +204,22 @@ def test_dry_run_names_the_engine_and_bad_workers_fail_first(tmp_path):
 
 
 def test_the_estimate_uses_each_engines_measured_speed_per_environment():
-    from adaptive_po.bench.estimate import SECONDS_PER_MILLION, describe_grid
+    from adaptive_po.bench.estimate import POPULATION_SECONDS_PER_MILLION, PROCESS_SECONDS_PER_MILLION, describe_grid, population_speed
     from adaptive_po.bench.grid import Grid, expand_grid
     specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=[0, 1], conditions=[DataDials()], timesteps=1_000_000, device="cpu"))
     for engine in ("population", "process"):
         text = describe_grid(specs, engine)
-        minutes = 2 * SECONDS_PER_MILLION[engine]["CartPole-v1"] / 60  # under an hour: in minutes
+        speed = population_speed(POPULATION_SECONDS_PER_MILLION["CartPole-v1"], 2) if engine == "population" else PROCESS_SECONDS_PER_MILLION["CartPole-v1"]
+        minutes = 2 * speed / 60  # under an hour: in minutes
         assert minutes < 60 and f"~ {minutes:.0f} CPU-core-minutes" in text and "not measured" not in text
     long = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=list(range(40)), conditions=[DataDials()], timesteps=1_000_000, device="cpu"))
-    hours = 40 * SECONDS_PER_MILLION["process"]["CartPole-v1"] / 3600
+    hours = 40 * PROCESS_SECONDS_PER_MILLION["CartPole-v1"] / 3600
     assert hours >= 1 and f"~ {hours:.1f} CPU-core-hours" in describe_grid(long, "process")
     # an environment that neither engine has measured is priced at the mean, and the dry run says so;
     # it is picked from the registry, so measuring one more environment does not break this test
     from adaptive_po.bench.config import available_envs
     from adaptive_po.environments.ids import ENVPOOL_CLASSIC_IDS
-    measured = set(SECONDS_PER_MILLION["population"]) | set(SECONDS_PER_MILLION["process"])
+    measured = set(POPULATION_SECONDS_PER_MILLION) | set(PROCESS_SECONDS_PER_MILLION)
     unmeasured = next(env for env in available_envs() if env in ENVPOOL_CLASSIC_IDS and env not in measured)
     other = expand_grid(Grid(suite="quick", envs=[unmeasured], algos=["esspo"], seeds=[0], conditions=[DataDials()], timesteps=100_000, device="cpu"))
     assert f"not measured, estimated at the mean measured speed: {unmeasured}" in describe_grid(other)
@@ -228,3 +229,39 @@ def test_the_estimate_uses_each_engines_measured_speed_per_environment():
     pendulum = expand_grid(Grid(suite="quick", envs=["Pendulum-v1"], algos=["esspo"], seeds=[0], conditions=[DataDials()], device="cpu"))
     assert "not measured" not in describe_grid(pendulum, "population")
     assert "not measured, estimated at the mean measured speed: Pendulum-v1" in describe_grid(pendulum, "process")
+
+
+def test_a_population_run_is_priced_at_the_size_of_its_population(monkeypatch):
+    from adaptive_po.bench import estimate
+    from adaptive_po.bench.estimate import population_speed
+
+    # linear in 1/size between measured sizes; above the largest at the largest; below the smallest
+    # along the line of the two smallest, never cheaper than the smallest
+    speeds = {10: 46.0, 50: 30.0}
+    assert population_speed(speeds, 10) == 46.0 and population_speed(speeds, 50) == 30.0
+    assert population_speed(speeds, 30) == pytest.approx(30.0 + 16.0 * (1 / 30 - 1 / 50) / (1 / 10 - 1 / 50))
+    assert population_speed(speeds, 64) == 30.0 and population_speed(speeds, 500) == 30.0
+    assert population_speed(speeds, 5) == pytest.approx(30.0 + 16.0 * (1 / 5 - 1 / 50) / (1 / 10 - 1 / 50))
+    assert population_speed({10: 30.0, 50: 40.0}, 2) == 30.0  # a noisy slope is not extrapolated below the smallest
+    assert population_speed({50: 76.0}, 3) == 76.0 and population_speed({50: 76.0}, 64) == 76.0
+    three = {5: 60.0, 10: 46.0, 50: 30.0}
+    assert population_speed(three, 7) == pytest.approx(46.0 + 14.0 * (1 / 7 - 1 / 10) / (1 / 5 - 1 / 10))
+    for bad in ({}, {0: 3.0}, {10: -1.0}):
+        with pytest.raises(ValueError, match="measured speeds"):
+            population_speed(bad, 10)
+    with pytest.raises(ValueError, match="at least one member, got 0"):
+        population_speed(speeds, 0)
+
+    # the estimate prices each run at the population the sweep plans for it: 50 runs of one
+    # configuration train as one population of 50, 5 runs as one of 5
+    table = {**estimate.POPULATION_SECONDS_PER_MILLION, "CartPole-v1": speeds}
+    wide = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=list(range(50)), conditions=[DataDials()], timesteps=1_000_000, device="cpu"))
+    narrow = wide[:5]
+    assert [len(g) for g in group_populations(wide)] == [50]
+    monkeypatch.setattr(estimate, "POPULATION_SECONDS_PER_MILLION", table)
+    assert estimate.estimate_cost(wide).seconds["population"] == pytest.approx(50 * 30.0)
+    assert estimate.estimate_cost(narrow).seconds["population"] == pytest.approx(5 * population_speed(speeds, 5))
+    # two configurations never share a population, whatever their count
+    mixed = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo", "ppo"], seeds=list(range(25)), conditions=[DataDials()], timesteps=1_000_000, device="cpu"))
+    assert estimate.estimate_cost(mixed).seconds["population"] == pytest.approx(50 * population_speed(speeds, 25))
+    assert estimate.estimate_cost(wide, "process").seconds["process"] == pytest.approx(50 * estimate.PROCESS_SECONDS_PER_MILLION["CartPole-v1"])

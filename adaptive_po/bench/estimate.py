@@ -4,6 +4,14 @@ The cost estimate multiplies each run's budget by a measured speed (wall seconds
 environment steps on one core, by engine and environment; ALE steps per core for Atari). The
 measurements are data, in ``measured_speeds.json`` beside this module, with where and when each
 was taken; ``make perf`` (benchmarks/engines_speed.py) measures them again.
+
+A population's runs share its fixed costs (start-up, compilation, the per-step dispatch of the
+stacked update), so a run in a population of 50 costs less than one in a population of 10. The
+population engine's speeds are therefore recorded per population size, and a run is priced at the
+size of the population the sweep will put it in (:func:`adaptive_po.bench.jobs.group_populations`):
+between two measured sizes, linearly in ``1 / size`` (fixed costs divide by the size); below the
+smallest measured size, along the same line from the two smallest (or at the smallest when only one
+was measured); above the largest, at the largest (no gain is assumed that was not measured).
 """
 
 from __future__ import annotations
@@ -22,9 +30,12 @@ from adaptive_po.bench.resume import NAMED_RUNS, describe_changes, plan_resume
 
 #: the measured speeds behind the estimate, with where and when each was measured
 MEASURED_SPEEDS: dict[str, Any] = json.loads((Path(__file__).with_name("measured_speeds.json")).read_text())
-#: wall seconds per million environment steps of one run on one core, by engine and environment
-SECONDS_PER_MILLION: dict[str, dict[str, float]] = {
-    engine: MEASURED_SPEEDS["seconds_per_million_steps"][engine] for engine in ("process", "population")
+#: wall seconds per million environment steps of one run on one core, by environment (the process engine)
+PROCESS_SECONDS_PER_MILLION: dict[str, float] = MEASURED_SPEEDS["seconds_per_million_steps"]["process"]
+#: the same for the population engine, by environment and population size
+POPULATION_SECONDS_PER_MILLION: dict[str, dict[int, float]] = {
+    env: {int(members): float(seconds) for members, seconds in by_size.items()}
+    for env, by_size in MEASURED_SPEEDS["seconds_per_million_steps"]["population"].items()
 }
 #: the same for the MinAtar CNN (both engines)
 MINATAR_SECONDS_PER_MILLION: dict[str, float] = MEASURED_SPEEDS["minatar_seconds_per_million_steps"]["population"]
@@ -53,13 +64,43 @@ def _atari_estimate(steps_by_env: dict[str, int], cores: int) -> list[str]:
     return lines
 
 
-def _seconds_per_million(engine: str, env: str, minatar: bool = False) -> tuple[float, bool]:
-    """(seconds per million steps, measured for this env?); ``minatar``: an environment of the
-    MinAtar backend, estimated from :data:`MINATAR_SECONDS_PER_MILLION`"""
+def population_speed(by_size: dict[int, float], members: int) -> float:
+    """Seconds per million steps per run in a population of ``members``, from the speeds measured
+    at the sizes in ``by_size``: linear in ``1 / members`` between two measured sizes, along the
+    line of the two smallest below them, at the largest above them (see the module's docstring).
+
+    ``population_speed({10: 46.0, 50: 30.0}, 30)`` -> ``32.67``: a sixth of the way (in 1/size)
+    from 50's speed to 10's."""
+    if members < 1:
+        raise ValueError(f"a population has at least one member, got {members!r}")
+    if not by_size or any(k < 1 or not v > 0 for k, v in by_size.items()):
+        raise ValueError(f"measured speeds need population sizes >= 1 and positive seconds, got {by_size!r}")
+    sizes = sorted(by_size)
+    if len(sizes) == 1 or members >= sizes[-1]:
+        return by_size[sizes[-1]]
+    if members < sizes[0]:  # along the line of the two smallest, never cheaper than the smallest measured
+        lo, hi = sizes[0], sizes[1]
+    else:
+        lo = max(k for k in sizes if k <= members)
+        hi = sizes[sizes.index(lo) + 1]
+    slope = (by_size[lo] - by_size[hi]) / (1 / lo - 1 / hi)
+    speed = by_size[hi] + slope * (1 / members - 1 / hi)
+    return max(speed, by_size[sizes[0]]) if members < sizes[0] else speed
+
+
+def _seconds_per_million(engine: str, env: str, minatar: bool = False, members: int = 1) -> tuple[float, bool]:
+    """(seconds per million steps, measured for this env?); ``members``: the size of the population
+    the run trains in (the population engine); ``minatar``: an environment of the MinAtar backend,
+    estimated from :data:`MINATAR_SECONDS_PER_MILLION` (measured in populations of 10)"""
     if minatar:
         table = MINATAR_SECONDS_PER_MILLION
         return table.get(env, sum(table.values()) / len(table)), env in table and engine == "population"
-    table = SECONDS_PER_MILLION[engine]
+    if engine == "population":
+        if env in POPULATION_SECONDS_PER_MILLION:
+            return population_speed(POPULATION_SECONDS_PER_MILLION[env], members), True
+        speeds = [population_speed(by_size, members) for by_size in POPULATION_SECONDS_PER_MILLION.values()]
+        return sum(speeds) / len(speeds), False
+    table = PROCESS_SECONDS_PER_MILLION
     if env in table:
         return table[env], True
     return sum(table.values()) / len(table), False
@@ -99,8 +140,9 @@ class Cost:
 
 def estimate_cost(specs: Sequence[RunSpec], engine: str = "population") -> Cost:
     """The cost estimate behind the dry run (:func:`describe_grid`) and every duration the
-    documentation states: steps x the measured speed of ``engine`` per environment."""
-    from adaptive_po.bench.jobs import supports_population
+    documentation states: steps x the measured speed of ``engine`` per environment (for the
+    population engine, at the size of each run's population)."""
+    from adaptive_po.bench.jobs import group_populations, supports_population
     from adaptive_po.environments.ids import is_atari
 
     check_engine(engine)
@@ -118,8 +160,12 @@ def estimate_cost(specs: Sequence[RunSpec], engine: str = "population") -> Cost:
             atari_steps[env] = steps
             continue
         which = "population" if engine == "population" and supports_population(runs[0]) else "process"
-        speed, measured = _seconds_per_million(which, env, minatar="minatar" in ids)
-        seconds[which] += steps / 1e6 * speed
+        # each run at the size of the population the sweep puts it in (one per run for the process engine)
+        groups = group_populations(runs) if which == "population" else [[run] for run in runs]
+        measured = True
+        for group in groups:
+            speed, measured = _seconds_per_million(which, env, minatar="minatar" in ids, members=len(group))
+            seconds[which] += sum(r.total_timesteps for r in group) / 1e6 * speed
         steps_by_engine[which] += steps
         if not measured:
             guessed.add(env)
@@ -187,7 +233,7 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
             lines.append(
                 f"  cost estimate ({which} engine): {steps_by_engine[which]:,} environment steps ~ "
                 f"{format_duration(hours, 'CPU-core-')}, ~{format_duration(hours / cores)} on this machine's {cores} cores "
-                f"(speeds per environment measured by benchmarks/engines_speed.py, Pendulum and LunarLander in the quick suite; MinAtar: in the published MinAtar grid)"
+                f"(speeds per environment, and for populations per population size, measured by benchmarks/engines_speed.py and the quick suite; MinAtar: in the published MinAtar grid)"
             )
     if guessed:
         lines.append(f"  (not measured, estimated at the mean measured speed: {', '.join(sorted(guessed))})")

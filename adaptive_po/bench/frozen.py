@@ -328,10 +328,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def seconds_per_million(env: str) -> float:
-    """The dry run's measured speed of the population engine for ``env`` (one core)."""
+    """The dry run's measured speed of the population engine for ``env`` (one core), at the size of
+    the sweep's populations (one arm's lags and seeds in two halves)."""
     from adaptive_po.bench.estimate import _seconds_per_million
 
-    return _seconds_per_million("population", env)[0]
+    return _seconds_per_million("population", env, members=math.ceil(len(LAGS) * len(SCORE_SEEDS) / 2))[0]
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
