@@ -193,7 +193,7 @@ def test_the_report_reads_the_endpoints_and_the_decision_from_the_table(tmp_path
     assert result["e3"].estimate == pytest.approx(-0.2, abs=0.04) and result["esspo_tax"].estimate == 0.0
     assert report.decision(rows, result["esspo_tax"]) == "supported"
     text = report.report(tmp_path / "a")
-    assert "is supported.**" in text and "| Pendulum-v1 | ppo | lag8 | `clip_range=0.3` (trial 5)" in text
+    assert "is supported.**" in text and "| robust to staleness without retuning | 2 of 2 | supported |" in text and "| Pendulum-v1 | ppo | lag8 | `clip_range=0.3` (trial 5)" in text
 
     _synthetic_study(tmp_path / "b", esspo_slope=-0.1, ppo_slope=-0.02, ppo_tax=0.0)
     plan = frozen.study_plan(tmp_path / "b")

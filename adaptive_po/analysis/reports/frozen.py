@@ -317,6 +317,10 @@ def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[
         f"Endpoints over {len(result['e1_tasks'])} task(s) for the slope, {len(result['e2_tasks'])} for lag 0, "
         f"{len(result['e3_tasks'])} for the tax.",
         "",
+        "| claim | tasks complete | answer by the pre-registered rule |",
+        "|---|---:|---|",
+        f"| robust to staleness without retuning | {len(result['e3_tasks'])} of {len(plan.tasks)} | {decision(rows, result['esspo_tax'])} |",
+        "",
         "| endpoint | estimate [95% CI] | p | p (Holm over the three) | detectable (80% power) | verdict |",
         "|---|---:|---:|---:|---:|---|",
     ]
