@@ -1,7 +1,8 @@
 """The population engine's per-member convolution (adaptive_po.member_conv): the same values and
 gradients as PyTorch's grouped convolution under vmap, forward and backward, for a first layer
 (observations need no gradient) and an inner one (its input's gradient flows through PyTorch's own
-rule); the same module outside vmap; and the engine's network uses it."""
+rule), with and without the ReLU fused into it; the same module outside vmap; and the engine's
+network uses it."""
 
 from __future__ import annotations
 
@@ -10,30 +11,32 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
-from adaptive_po.member_conv import MemberConv2d, with_member_convolutions
+from adaptive_po.member_conv import MemberConv2d, MemberConvReLU2d, with_member_convolutions
 
 
-def _net(stride: int, padding: int) -> nn.Sequential:
+def _net(stride: int, padding: int, relu: bool = True) -> nn.Sequential:
+    act = nn.ReLU if relu else nn.Tanh
     return nn.Sequential(
-        nn.Conv2d(3, 6, 3, stride=stride, padding=padding), nn.ReLU(),
-        nn.Conv2d(6, 4, 2, stride=1, padding=padding), nn.ReLU(), nn.Flatten(), nn.LazyLinear(5),
+        nn.Conv2d(3, 6, 3, stride=stride, padding=padding), act(),
+        nn.Conv2d(6, 4, 2, stride=1, padding=padding), act(), nn.Flatten(), nn.LazyLinear(5),
     )
 
 
-@pytest.mark.parametrize("stride,padding", [(1, 0), (2, 1)])
-def test_member_convolutions_equal_the_grouped_convolution_under_vmap_grad(stride, padding):
+@pytest.mark.parametrize("stride,padding,relu", [(1, 0, True), (2, 1, True), (1, 0, False)])
+def test_member_convolutions_equal_the_grouped_convolution_under_vmap_grad(stride, padding, relu):
     torch.manual_seed(0)
     k, b = 4, 7
-    nets = [_net(stride, padding) for _ in range(k)]
+    nets = [_net(stride, padding, relu) for _ in range(k)]
     x = torch.randint(0, 2, (k, b, 3, 9, 9)).float()  # observations: no gradient
     for n in nets:
         n(x[0])  # materialize the lazy layer
     params, _ = stack_module_state(nets)
     reference = nets[0]
-    converted = _net(stride, padding)
+    converted = _net(stride, padding, relu)
     converted(x[0])
     assert with_member_convolutions(converted) == 2
-    assert all(type(m) is MemberConv2d for m in converted if isinstance(m, nn.Conv2d))
+    # with a ReLU after it, each convolution takes the ReLU in (which becomes an identity)
+    assert [type(m) for m in converted[:4]] == ([MemberConvReLU2d, nn.Identity] * 2 if relu else [MemberConv2d, nn.Tanh] * 2)
     target = torch.randn(k, b, 5)
 
     def loss(module):
@@ -65,6 +68,22 @@ def test_outside_vmap_it_is_the_same_convolution_with_the_same_gradients():
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
 
 
+def test_outside_vmap_the_fused_convolution_is_the_convolution_then_its_relu():
+    torch.manual_seed(2)
+    reference = nn.Sequential(nn.Conv2d(2, 3, 3), nn.ReLU())
+    fused = nn.Sequential(nn.Conv2d(2, 3, 3), nn.ReLU())
+    fused.load_state_dict(reference.state_dict())
+    assert with_member_convolutions(fused) == 1 and type(fused[0]) is MemberConvReLU2d and type(fused[1]) is nn.Identity
+    x = torch.randn(5, 2, 6, 6, requires_grad=True)
+    y_ref, y_new = reference(x), fused(x)
+    assert torch.equal(y_new, y_ref) and (y_new == 0).any()
+    g = torch.randn_like(y_ref)
+    ref = torch.autograd.grad(y_ref, (x, reference[0].weight, reference[0].bias), g)
+    new = torch.autograd.grad(y_new, (x, fused[0].weight, fused[0].bias), g)
+    for a, b in zip(new, ref):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
 def test_only_plain_convolutions_are_converted_and_they_keep_their_parameters():
     net = nn.Sequential(nn.Conv2d(4, 4, 3), nn.Conv2d(4, 4, 3, groups=2), nn.Conv2d(4, 4, 3, bias=False), nn.Conv2d(4, 4, 3, dilation=2))
     weight = net[0].weight
@@ -84,5 +103,5 @@ def test_the_population_engine_runs_the_minatar_cnn_with_member_convolutions():
         policy_kwargs={"features_extractor_class": "MinAtarCNN", "net_arch": []}, n_steps=8, batch_size=8, n_epochs=1,
     )
     env.close()
-    assert any(type(m) is MemberConv2d for m in learner._module.modules())
+    assert any(type(m) is MemberConvReLU2d for m in learner._module.modules())  # the MinAtar CNN's conv, ReLU
     assert "policy.features_extractor.conv.0.weight" in learner.params
