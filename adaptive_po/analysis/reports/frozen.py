@@ -403,13 +403,14 @@ def _secondary_lines(result: Mapping[str, Any], plan: _Plan) -> list[str]:
         "Pre-registered as secondary and descriptive: each arm's frozen fresh-data configuration minus `ppo`'s, at each lag, "
         f"on the {len(plan.score_seeds)} held-out seeds (Welch's t; equivalence within ±{MARGIN:g} by two one-sided tests). "
         "Each table has its own Holm adjustment. Lags 16 and 64 are a stress test beyond the realistic range.", "",
-        "Over tasks (the mean over the tasks that have both cells of the per-task differences, every task weighing the same):", "",
+        "### Over tasks", "",
+        "The mean over the tasks that have both cells of the per-task differences, every task weighing the same:", "",
         "| arm | lag | tasks | arm - ppo [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     lines += [f"| {r['algo']} | {r['lag']} | {r['tasks']} | " + _row_cells(r) for r in agg_rows]
     lines += [
-        "", "Per task:", "",
+        "", "### Per task, secondary", "",
         "| task | arm | lag | arm - ppo [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
         "|---|---|---:|---:|---:|---:|---:|---|",
     ]
