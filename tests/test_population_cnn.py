@@ -105,3 +105,28 @@ def test_the_population_engine_runs_the_minatar_cnn_with_member_convolutions():
     env.close()
     assert any(type(m) is MemberConvReLU2d for m in learner._module.modules())  # the MinAtar CNN's conv, ReLU
     assert "policy.features_extractor.conv.0.weight" in learner.params
+
+
+def test_the_fused_relu_gives_the_unfused_values_and_gradients_bit_for_bit():
+    """Fusing the ReLU into the per-member convolution moves where it runs, not what it computes:
+    the MinAtar network's outputs and gradients under vmap(grad) are the unfused ones exactly."""
+    torch.manual_seed(3)
+    k, b = 3, 16
+
+    def minatar_like() -> nn.Sequential:
+        return nn.Sequential(nn.Conv2d(4, 16, 3), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 8 * 8, 32), nn.ReLU(), nn.Linear(32, 3))
+
+    params, _ = stack_module_state([minatar_like() for _ in range(k)])
+    params = {name: p.detach() for name, p in params.items()}
+    unfused, fused = minatar_like(), minatar_like()
+    unfused[0].__class__ = MemberConv2d  # the per-member convolution alone, its ReLU a module of its own
+    assert with_member_convolutions(fused) == 1 and type(fused[0]) is MemberConvReLU2d
+    x = torch.randint(0, 2, (k, b, 4, 10, 10)).float()
+    y = torch.randn(k, b, 3)
+
+    def loss(module):
+        return lambda p, x, y: ((functional_call(module, p, (x,)) - y) ** 2).mean()
+
+    assert torch.equal(vmap(lambda p, x: functional_call(fused, p, (x,)))(params, x), vmap(lambda p, x: functional_call(unfused, p, (x,)))(params, x))
+    g_fused, g_unfused = vmap(grad(loss(fused)))(params, x, y), vmap(grad(loss(unfused)))(params, x, y)
+    assert all(torch.equal(g_fused[name], g_unfused[name]) for name in g_unfused)
