@@ -243,7 +243,7 @@ def test_per_task_verdicts_and_the_secondary_tables_are_welch_with_holm_within_e
     assert verdicts[("esspo", 0)] == verdicts[("decoupled-ppo", 0)] == "equivalent"  # equal means at lag 0, noise 0.05
     text = report.report(tmp_path / "a")
     assert "### Per-task verdicts" in text and "## Secondary: every arm against ppo at every lag" in text
-    assert "| esspo | 8 | 2 | +" in text and "| Pendulum-v1 | vtrace | 64 | -" in text
+    assert "| esspo | 8 | 2 of 2 | +" in text and "| Pendulum-v1 | vtrace | 64 | -" in text
 
 
 def test_the_slope_is_least_squares_on_log2_of_one_plus_lag():

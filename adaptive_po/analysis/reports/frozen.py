@@ -408,7 +408,7 @@ def _secondary_lines(result: Mapping[str, Any], plan: _Plan) -> list[str]:
         "| arm | lag | tasks | arm - ppo [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
-    lines += [f"| {r['algo']} | {r['lag']} | {r['tasks']} | " + _row_cells(r) for r in agg_rows]
+    lines += [f"| {r['algo']} | {r['lag']} | {r['tasks']} of {len(plan.tasks)} | " + _row_cells(r) for r in agg_rows]
     lines += [
         "", "### Per task, secondary", "",
         "| task | arm | lag | arm - ppo [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
