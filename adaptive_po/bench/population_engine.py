@@ -169,7 +169,7 @@ class _Population:
             objective_kwargs=objective_kwargs,
             device=self.device,
             policy=hp.policy,
-            compile_step=compile_wanted(planned_steps(self.total, hp.n_steps * self.n_envs, hp.batch_size, hp.n_epochs)),
+            compile_step=compile_wanted(planned_steps(self.total, hp.n_steps * self.n_envs, hp.batch_size, hp.n_epochs), hp.policy),
             precision=learner_precision(first.algo, first.variant),
             **hp.algorithm_kwargs(),
         )
