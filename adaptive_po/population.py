@@ -615,15 +615,25 @@ class PopulationLearner:
         """Values, advantages and returns ``(K, T, E)`` under each member's current critic
         (:func:`adaptive_po.update.advantages_and_returns` on the ``(T, K * E)`` columns)."""
         k, t, e = batch.rewards.shape
+        shape = batch.observations.shape[3:]
+        # a terminal observation's value is needed only where an episode was truncated: those
+        # positions (in any member), padded to a power of two so that a compiled forward pass meets
+        # few shapes; a row's value does not depend on the rows beside it
+        truncated = batch.timeout.reshape(k, t * e).any(0).nonzero().squeeze(1)
+        if truncated.numel():
+            pad = (1 << (truncated.numel() - 1).bit_length()) - truncated.numel()
+            truncated = torch.cat([truncated, truncated[:1].expand(pad)])
         obs = torch.cat(
-            [batch.observations.reshape(k, t * e, *batch.observations.shape[3:]), batch.last_observation,
-             batch.timeout_observations.reshape(k, t * e, *batch.observations.shape[3:])],
+            [batch.observations.reshape(k, t * e, *shape), batch.last_observation,
+             batch.timeout_observations.reshape(k, t * e, *shape)[:, truncated]],
             dim=1,
         )
         all_values = self.values(obs)
         values = all_values[:, : t * e].reshape(k, t, e)
         last_values = all_values[:, t * e : t * e + e]
-        terminal_values = all_values[:, t * e + e :].reshape(k, t, e)
+        terminal_values = torch.zeros(k, t * e, dtype=all_values.dtype, device=all_values.device)
+        terminal_values[:, truncated] = all_values[:, t * e + e :]
+        terminal_values = terminal_values.reshape(k, t, e)
         truncation_values = torch.where(batch.timeout, terminal_values, torch.zeros_like(terminal_values))
         to_np = lambda x: x.permute(1, 0, 2).reshape(t, k * e).cpu().numpy()  # noqa: E731
         log_rhos = None

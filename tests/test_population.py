@@ -7,6 +7,7 @@
 3. Run folders are the runner's; resume is per run; a diverging member fails alone.
 """
 
+import dataclasses
 import json
 
 import gymnasium as gym
@@ -304,3 +305,44 @@ def test_tensorboard_events_only_when_asked(tmp_path, engine):
     assert outcome["status"] == "complete"
     assert not (spec.run_dir / contract.TENSORBOARD_DIR).exists()
     assert {p.name for p in spec.run_dir.iterdir()} == {"config.json", "progress.csv", "eval.csv", "summary.json", contract.COMPLETE}
+
+
+def test_terminal_values_are_computed_only_where_an_episode_was_truncated(monkeypatch):
+    """The update bootstraps a truncated episode from its terminal observation's value: the engine
+    computes that value only at truncated positions (padded to a power of two), and the advantages
+    are bit for bit those of valuing every position's terminal observation."""
+    k, t, e = 3, 8, 2
+    space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    learner = PopulationLearner(space, gym.spaces.Box(-2.0, 2.0, (1,), np.float32), [Member(s) for s in range(k)],
+                                objective="esspo", n_steps=t, batch_size=8, n_epochs=1)
+    g = torch.Generator().manual_seed(0)
+    timeout = torch.zeros(k, t, e, dtype=torch.bool)
+    timeout[0, 2, 1] = timeout[1, 5, 0] = timeout[2, 2, 1] = timeout[2, 7, 0] = True  # 3 positions in the union
+    batch = StackedRollout(
+        torch.randn(k, t, e, 3, generator=g), torch.randn(k, t, e, 1, generator=g), torch.randn(k, t, e, generator=g),
+        torch.rand(k, t, e, generator=g) < 0.2, torch.zeros(k, t, e), torch.zeros(k, t, e, 2), timeout,
+        torch.randn(k, t, e, 3, generator=g), torch.randn(k, e, 3, generator=g), torch.zeros(k, e),
+    )
+    rows = []
+    values = learner.values
+    monkeypatch.setattr(learner, "values", lambda obs: rows.append(obs.shape[1]) or values(obs))
+    got = learner._advantages(batch)
+    assert rows == [t * e + e + 4]  # the 3 truncated positions, padded to 4
+
+    # the reference: every position's terminal observation valued, the others masked out
+    from adaptive_po.update import advantages_and_returns
+
+    every = values(torch.cat([batch.observations.reshape(k, t * e, 3), batch.last_observation, batch.timeout_observations.reshape(k, t * e, 3)], 1))
+    v, last, terminal = every[:, : t * e].reshape(k, t, e), every[:, t * e : t * e + e], every[:, t * e + e :].reshape(k, t, e)
+    to_np = lambda x: x.permute(1, 0, 2).reshape(t, k * e).cpu().numpy()  # noqa: E731
+    adv, ret = advantages_and_returns(
+        learner.advantage_estimator, to_np(batch.rewards), to_np(v), to_np(batch.episode_starts), last.reshape(k * e).numpy(),
+        batch.last_dones.reshape(k * e).numpy(), gamma=learner.gamma, gae_lambda=learner.gae_lambda,
+        truncation_values=to_np(torch.where(timeout, terminal, torch.zeros_like(terminal))), log_rhos=None,
+    )
+    back = lambda a: torch.as_tensor(a).reshape(t, k, e).permute(1, 0, 2)  # noqa: E731
+    assert torch.equal(got[0], v) and torch.equal(got[1], back(adv)) and torch.equal(got[2], back(ret))
+
+    rows.clear()
+    learner._advantages(dataclasses.replace(batch, timeout=torch.zeros_like(timeout)))
+    assert rows == [t * e + e]  # nothing truncated: no terminal observation valued
