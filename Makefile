@@ -15,9 +15,9 @@ export OMP_NUM_THREADS ?= 1
 help:
 	@echo "make bench              the quick suite: Pendulum, LunarLander x esspo, ppo x lag 0, 16 x 5 seeds (40 runs, about 3 min on 2 CPU cores), then its report"
 	@echo "make test               the test suite, on every core"
-	@echo "make bench-full         the classic suite: 5 environments x all 16 algorithms x 5 seeds x lags 0-8 x noise 0, 0.5 (4,000 runs, about 12.8 h on 2 CPU cores)"
-	@echo "make bench-staleness    4 classic environments x esspo, ppo, decoupled-ppo, tis-pg x lags 0-64 x 5 seeds (320 runs, about 20 min on 2 CPU cores); report into docs/results/staleness"
-	@echo "make bench-paper        the paper's conditions: 10 objectives x fresh, lag 16, T=1.2, fp8 (own or learner log-probs) x 3 environments x 5 seeds (750 runs, about 37 min on 2 CPU cores); report into docs/results/paper"
+	@echo "make bench-full         the classic suite: 5 environments x all 16 algorithms x 5 seeds x lags 0-8 x noise 0, 0.5 (4,000 runs, about 12.9 h on 2 CPU cores)"
+	@echo "make bench-staleness    4 classic environments x esspo, ppo, decoupled-ppo, tis-pg x lags 0-64 x 5 seeds (320 runs, about 19 min on 2 CPU cores); report into docs/results/staleness"
+	@echo "make bench-paper        the paper's conditions: 10 objectives x fresh, lag 16, T=1.2, fp8 (own or learner log-probs) x 3 environments x 5 seeds (750 runs, about 31 min on 2 CPU cores); report into docs/results/paper"
 	@echo "make bench-sensitivity  the tuning tax: each objective over its own and the shared knobs x 3 conditions x 2 environments x 3 seeds (792 runs, about 17 min on 2 CPU cores)"
 	@echo "make paper-report       the paper report (IQM, profiles, tuning tax) from runs/paper, runs/sensitivity, runs/staleness"
 	@echo "make bench-tuned        equal tuning, held-out selection: esspo and ppo each get a 6-trial Optuna search on Pendulum and LunarLander, fresh and lag 16, seeds 100-101 (96 search runs); default and selected configurations scored on seeds 0-4; report into docs/results/tuned"
