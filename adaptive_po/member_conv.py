@@ -133,7 +133,6 @@ def with_member_convolutions(module: nn.Module) -> int:
             if fused:
                 setattr(module, after[0], nn.Identity())
             count += 1
-        elif not isinstance(child, (MemberConv2d, nn.Identity)):
+        else:
             count += with_member_convolutions(child)
     return count
-

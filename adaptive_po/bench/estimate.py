@@ -162,7 +162,6 @@ def estimate_cost(specs: Sequence[RunSpec], engine: str = "population") -> Cost:
         which = "population" if engine == "population" and supports_population(runs[0]) else "process"
         # each run at the size of the population the sweep puts it in (one per run for the process engine)
         groups = group_populations(runs) if which == "population" else [[run] for run in runs]
-        measured = True
         for group in groups:
             speed, measured = _seconds_per_million(which, env, minatar="minatar" in ids, members=len(group))
             seconds[which] += sum(r.total_timesteps for r in group) / 1e6 * speed

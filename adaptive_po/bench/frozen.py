@@ -68,6 +68,8 @@ SLOPE_LAGS: tuple[int, ...] = (0, 1, 2, 4, 8)
 TAX_LAG = 8
 SEARCH_SEEDS: tuple[int, ...] = (100, 101, 102)
 SCORE_SEEDS: tuple[int, ...] = tuple(range(10))
+#: the sweep's population size: one arm's lags and scoring seeds, in two halves (two workers)
+SCORE_POPULATION: int = math.ceil(len(LAGS) * len(SCORE_SEEDS) / 2)
 TRIALS = 16
 ROUND_SIZE = 4
 SAMPLER_SEED = 0
@@ -332,7 +334,7 @@ def seconds_per_million(env: str) -> float:
     the sweep's populations (one arm's lags and seeds in two halves)."""
     from adaptive_po.bench.estimate import _seconds_per_million
 
-    return _seconds_per_million("population", env, members=math.ceil(len(LAGS) * len(SCORE_SEEDS) / 2))[0]
+    return _seconds_per_million("population", env, members=SCORE_POPULATION)[0]
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -620,7 +622,7 @@ def measured_seconds(table: Mapping[Key, Mapping[str, Any]], folder: str, env: s
     for key, row in table.items():
         if key[0] == folder and key[1] == env and key[6] == budget and math.isfinite(row.get("wall_time_s", math.nan)):
             groups.setdefault((key[2], key[3]), []).append(float(row["wall_time_s"]))
-    size = len(SEARCH_SEEDS) * 2 if folder == SEARCH_FOLDER else math.ceil(len(LAGS) * len(SCORE_SEEDS) / 2)
+    size = len(SEARCH_SEEDS) * 2 if folder == SEARCH_FOLDER else SCORE_POPULATION
     seconds = sum(max(walls) * math.ceil(len(walls) / size) for walls in groups.values())
     return seconds, sum(len(w) for w in groups.values())
 
