@@ -184,6 +184,8 @@ def _act_core(forward: Callable[..., Any], kind: D.Kind) -> Callable[..., Any]:
 _COMPILED: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
 #: seconds each compiled callable's first call per shape took (tracing and compiling included), by (key, shapes)
 COMPILE_SECONDS: dict[tuple[Any, ...], float] = {}
+#: the fewest rows a forward pass of the update's terminal observations takes (see ``_advantages``)
+MIN_PASS_ROWS = 8
 _FALLBACK_SAID = False
 
 
@@ -500,19 +502,20 @@ class PopulationLearner:
     def _heads(self, params: dict[str, Tensor], buffers: dict[str, Tensor], obs: Tensor) -> tuple[Tensor, Tensor]:
         return functional_call(self._module, {**params, **buffers}, (obs,))
 
-    def forward(self, params: dict[str, Tensor], obs: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, params: dict[str, Tensor], obs: Tensor, *, eager: bool = False) -> tuple[Tensor, Tensor]:
         """``(K, B, ...)`` observations -> ``(K, B, P)`` distribution parameters, ``(K, B)`` values.
         Compiled with the step (:attr:`compile_step`; one compilation per shape: acting, evaluation,
-        an update's whole batch), eager otherwise."""
-        if self.compile_step:
+        an update's whole batch), eager otherwise or where ``eager`` (a pass whose ``B`` changes from
+        call to call, which would compile once per ``B``)."""
+        if self.compile_step and not eager:
             out = call_compiled(self._forward_key, self._stacked_forward, (params, self.buffers, obs), tuple(obs.shape))
             if out is not None:
                 return out
         return self._stacked_forward(params, self.buffers, obs)
 
     @torch.no_grad()
-    def values(self, obs: Tensor) -> Tensor:
-        return self.forward(self.params, obs)[1]
+    def values(self, obs: Tensor, *, eager: bool = False) -> Tensor:
+        return self.forward(self.params, obs, eager=eager)[1]
 
     @torch.no_grad()
     def deterministic_actions(self, obs: Tensor) -> Tensor:
@@ -617,22 +620,19 @@ class PopulationLearner:
         k, t, e = batch.rewards.shape
         shape = batch.observations.shape[3:]
         # a terminal observation's value is needed only where an episode was truncated: those
-        # positions (in any member), padded to a power of two so that a compiled forward pass meets
-        # few shapes; a row's value does not depend on the rows beside it
+        # positions (in any member) only, in a pass of their own, eagerly: their number changes from
+        # update to update, and a compiled pass would compile once per number (about 0.5 s each). A
+        # row's value does not depend on the rows beside it once a pass has 7 rows or more (the
+        # matrix kernels take another path below that): at least 8 are valued, the first repeated
         truncated = batch.timeout.reshape(k, t * e).any(0).nonzero().squeeze(1)
-        if truncated.numel():
-            pad = (1 << (truncated.numel() - 1).bit_length()) - truncated.numel()
-            truncated = torch.cat([truncated, truncated[:1].expand(pad)])
-        obs = torch.cat(
-            [batch.observations.reshape(k, t * e, *shape), batch.last_observation,
-             batch.timeout_observations.reshape(k, t * e, *shape)[:, truncated]],
-            dim=1,
-        )
-        all_values = self.values(obs)
+        if 0 < truncated.numel() < MIN_PASS_ROWS:
+            truncated = torch.cat([truncated, truncated[:1].expand(MIN_PASS_ROWS - truncated.numel())])
+        all_values = self.values(torch.cat([batch.observations.reshape(k, t * e, *shape), batch.last_observation], dim=1))
         values = all_values[:, : t * e].reshape(k, t, e)
-        last_values = all_values[:, t * e : t * e + e]
+        last_values = all_values[:, t * e :]
         terminal_values = torch.zeros(k, t * e, dtype=all_values.dtype, device=all_values.device)
-        terminal_values[:, truncated] = all_values[:, t * e + e :]
+        if truncated.numel():
+            terminal_values[:, truncated] = self.values(batch.timeout_observations.reshape(k, t * e, *shape)[:, truncated], eager=True)
         terminal_values = terminal_values.reshape(k, t, e)
         truncation_values = torch.where(batch.timeout, terminal_values, torch.zeros_like(terminal_values))
         to_np = lambda x: x.permute(1, 0, 2).reshape(t, k * e).cpu().numpy()  # noqa: E731

@@ -309,8 +309,10 @@ def test_tensorboard_events_only_when_asked(tmp_path, engine):
 
 def test_terminal_values_are_computed_only_where_an_episode_was_truncated(monkeypatch):
     """The update bootstraps a truncated episode from its terminal observation's value: the engine
-    computes that value only at truncated positions (padded to a power of two), and the advantages
-    are bit for bit those of valuing every position's terminal observation."""
+    computes that value only at truncated positions (the union over members, in an eager pass of its
+    own: a compiled pass would compile once per count; padded to 8 rows, below which the matrix
+    kernels round differently), and the advantages are bit for bit those of
+    valuing every position's terminal observation."""
     k, t, e = 3, 8, 2
     space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
     learner = PopulationLearner(space, gym.spaces.Box(-2.0, 2.0, (1,), np.float32), [Member(s) for s in range(k)],
@@ -325,9 +327,9 @@ def test_terminal_values_are_computed_only_where_an_episode_was_truncated(monkey
     )
     rows = []
     values = learner.values
-    monkeypatch.setattr(learner, "values", lambda obs: rows.append(obs.shape[1]) or values(obs))
+    monkeypatch.setattr(learner, "values", lambda obs, eager=False: rows.append((obs.shape[1], eager)) or values(obs, eager=eager))
     got = learner._advantages(batch)
-    assert rows == [t * e + e + 4]  # the 3 truncated positions, padded to 4
+    assert rows == [(t * e + e, False), (8, True)]  # the 3 truncated positions in the union, eagerly, padded to 8
 
     # the reference: every position's terminal observation valued, the others masked out
     from adaptive_po.update import advantages_and_returns
@@ -345,4 +347,4 @@ def test_terminal_values_are_computed_only_where_an_episode_was_truncated(monkey
 
     rows.clear()
     learner._advantages(dataclasses.replace(batch, timeout=torch.zeros_like(timeout)))
-    assert rows == [t * e + e]  # nothing truncated: no terminal observation valued
+    assert rows == [(t * e + e, False)]  # nothing truncated: no terminal observation valued

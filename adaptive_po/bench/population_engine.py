@@ -221,28 +221,34 @@ class _Population:
         """SB3's ``evaluate_policy`` protocol for every member at once, acting with ``act``
         (``(K, n_eval, ...)`` observation tensor -> actions): ``eval_episodes`` episodes over
         ``n_eval`` environments per member (environment ``j`` runs ``(episodes + j) // n_eval`` of
-        them). Returns each member's episode returns and lengths, from the episode statistics."""
+        them). Returns each member's episode returns and lengths, from the episode statistics.
+
+        Only the environments that still owe episodes step (``step_some``): one that has run its
+        episodes waits for the others instead of starting episodes nobody counts. Each environment
+        has its own seeded generator, so an evaluation's episodes are those of stepping them all."""
         episodes = self.env_cfg.eval_episodes
         targets = np.array([(episodes + j) // self.n_eval for j in range(self.n_eval)])
         counts = np.zeros((self.k, self.n_eval), dtype=int)
-        done_members = np.array([r.failed is not None for r in self.runs])
+        failed = np.array([r.failed is not None for r in self.runs])
         returns: list[list[float]] = [[] for _ in self.runs]
         lengths: list[list[float]] = [[] for _ in self.runs]
-        obs = self.eval_env.reset()
-        while not done_members.all():
+        obs = np.array(self.eval_env.reset())
+        active = np.flatnonzero(((counts < targets) & ~failed[:, None]).reshape(-1))
+        while active.size:
             o = self._split(obs, self.n_eval)
             if self.normalizer is not None:
                 o = self.normalizer.normalize(o)
             with self.torch.no_grad():
-                actions = act(self._obs_tensor(o))
-            obs, _, dones, infos = self.eval_env.step(self._env_actions(actions))
-            for i in np.flatnonzero(dones):
-                m, j = divmod(int(i), self.n_eval)
-                if counts[m, j] < targets[j] and "episode" in infos[i]:
-                    returns[m].append(float(infos[i]["episode"]["r"]))
-                    lengths[m].append(float(infos[i]["episode"]["l"]))
+                actions = act(self._obs_tensor(o))  # every environment's: one shape for a compiled pass
+            stepped, _, dones, infos = self.eval_env.step_some(self._env_actions(actions)[active], active)
+            obs[active] = stepped
+            for row in np.flatnonzero(dones):
+                m, j = divmod(int(active[row]), self.n_eval)
+                if counts[m, j] < targets[j] and "episode" in infos[row]:
+                    returns[m].append(float(infos[row]["episode"]["r"]))
+                    lengths[m].append(float(infos[row]["episode"]["l"]))
                     counts[m, j] += 1
-            done_members |= (counts >= targets).all(1)
+            active = np.flatnonzero(((counts < targets) & ~failed[:, None]).reshape(-1))
         return returns, lengths
 
     def evaluate(self, timesteps: int) -> None:

@@ -69,8 +69,7 @@ class EnvpoolVecEnv(VecEnv):
         self._zero_actions = np.zeros(self._act_shape, dtype=act_space.dtype)
         self._range = range(self._n)
         self._ep_ret = np.zeros(self._n, dtype=np.float64)
-        self._ep_start = np.zeros(self._n, dtype=np.int64)
-        self._t = 0
+        self._ep_len = np.zeros(self._n, dtype=np.int64)
         self._t_start = time.time()
         self._pending_seed: int | None = None
         self._pool_fresh = True
@@ -125,8 +124,7 @@ class EnvpoolVecEnv(VecEnv):
         self._pool_fresh = False
         self._has_reset = True
         self._ep_ret[:] = 0.0
-        self._ep_start[:] = 0
-        self._t = 0
+        self._ep_len[:] = 0
         if self.atari:
             self.reset_infos = [{"lives": int(v)} for v in info["lives"]]
         else:
@@ -162,52 +160,83 @@ class EnvpoolVecEnv(VecEnv):
         done = term | trunc
         # Episode returns are raw: on Atari ``rew`` may be clipped, info["reward"] is not.
         self._ep_ret += info["reward"] if self.atari else rew
-        self._t += 1
+        self._ep_len += 1
         if self.atari:
             infos: list[dict[str, Any]] = [{"lives": v} for v in info["lives"].tolist()]
         else:
             infos = [{} for _ in self._range]
         if done.any():
-            self._finish(done.nonzero()[0], obs, trunc, info, infos)
+            finished = done.nonzero()[0]
+            self._finish(finished, finished, obs, trunc, info, infos)
+        return obs, rew, done, infos
+
+    def step_some(self, actions: np.ndarray, env_ids: np.ndarray) -> VecEnvStepReturn:
+        """Step only the envs ``env_ids`` (distinct, each ``actions[j]`` for env ``env_ids[j]``);
+        the others stay where they are. Returns their ``(obs, rewards, dones, infos)`` in the order
+        of ``env_ids``, with the same-step auto-reset and episode infos of :meth:`step_wait`. An env's
+        course does not depend on which others step beside it: each has its own seeded generator."""
+        if not self._has_reset:
+            self._check_open()
+            raise RuntimeError("EnvpoolVecEnv: call reset() before step_some().")
+        if self._waiting:
+            raise RuntimeError("EnvpoolVecEnv: step_some() called while a step_async() is pending.")
+        ids = np.asarray(env_ids, dtype=np.int32).reshape(-1)
+        if len(np.unique(ids)) != len(ids) or (len(ids) and (ids.min() < 0 or ids.max() >= self._n)):
+            raise ValueError(f"env_ids must be distinct envs of 0..{self._n - 1}, got {ids.tolist()}")
+        a = np.asarray(actions).reshape((len(ids), *self._act_shape[1:]))
+        self._pool.send(a, ids)
+        obs, rew, term, trunc, info = self._pool.recv()
+        order = np.argsort(info["env_id"])[np.argsort(np.argsort(ids))]  # recv's order -> the order of ids
+        obs, rew, term, trunc = obs[order], rew[order], term[order], trunc[order]
+        info = {key: value[order] for key, value in info.items() if isinstance(value, np.ndarray) and len(value) == len(ids)}
+        done = term | trunc
+        self._ep_ret[ids] += info["reward"] if self.atari else rew
+        self._ep_len[ids] += 1
+        infos: list[dict[str, Any]] = [{"lives": v} for v in info["lives"].tolist()] if self.atari else [{} for _ in ids]
+        if done.any():
+            finished = done.nonzero()[0]
+            self._finish(finished, ids[finished], obs, trunc, info, infos)
         return obs, rew, done, infos
 
     def _finish(
-        self, idx: np.ndarray, obs: np.ndarray, trunc: np.ndarray, info: dict[str, Any], infos: list[dict[str, Any]]
+        self, pos: np.ndarray, env: np.ndarray, obs: np.ndarray, trunc: np.ndarray, info: dict[str, Any], infos: list[dict[str, Any]]
     ) -> None:
-        """Same-step reset of the finished envs ``idx`` (in place on ``obs``/``infos``)."""
-        terminal_obs = obs[idx]  # a copy: obs[idx] is overwritten below
-        truncated = trunc[idx]
+        """Same-step reset of the finished envs ``env``, found at rows ``pos`` of the step's arrays
+        (in place on ``obs``/``infos``; ``pos`` is ``env`` when every env stepped)."""
+        terminal_obs = obs[pos]  # a copy: obs[pos] is overwritten below
+        truncated = trunc[pos]
         real_end = None  # None: every done ends an episode
         if self.atari:  # envpool flags a time-limit step as truncated even if the game ended on it
-            game_over = info["terminated"][idx] != 0
+            game_over = info["terminated"][pos] != 0
             truncated = truncated & ~game_over
-        self._pool.send(self._zero_actions[: len(idx)], idx)  # the action is ignored: this is envpool's reset
+        self._pool.send(self._zero_actions[: len(env)], env)  # the action is ignored: this is envpool's reset
         r_obs, _, r_term, r_trunc, r_info = self._pool.recv()
         if (r_term | r_trunc).any():  # pragma: no cover - envpool's reset never reports done
             raise RuntimeError("envpool reported done on a reset step")
-        obs[r_info["env_id"]] = r_obs
+        row = dict(zip(env.tolist(), pos.tolist()))
+        obs[[row[i] for i in r_info["env_id"].tolist()]] = r_obs
         lives_by_env = None
         if self.atari:
             lives_by_env = dict(zip(r_info["env_id"].tolist(), r_info["lives"].tolist()))
             if self.episodic_life:
                 # A life-loss done does not end the game (envpool continued it), unless the
                 # continuation itself restarted the game (lives went up again).
-                after = np.array([lives_by_env[i] for i in idx.tolist()])
-                real_end = game_over | trunc[idx] | (after > info["lives"][idx])
-        for i, term_o, tr in zip(idx.tolist(), terminal_obs, truncated.tolist()):
-            infos[i]["terminal_observation"] = term_o
-            infos[i]["TimeLimit.truncated"] = tr
+                after = np.array([lives_by_env[i] for i in env.tolist()])
+                real_end = game_over | trunc[pos] | (after > info["lives"][pos])
+        for p, i, term_o, tr in zip(pos.tolist(), env.tolist(), terminal_obs, truncated.tolist()):
+            infos[p]["terminal_observation"] = term_o
+            infos[p]["TimeLimit.truncated"] = tr
             self.reset_infos[i] = {"lives": lives_by_env[i]} if lives_by_env is not None else {}
-        ends = idx if real_end is None else idx[real_end]
+        ending = slice(None) if real_end is None else real_end
+        ends, end_rows = env[ending], pos[ending]
         if len(ends):
-            t = self._t
             now = round(time.time() - self._t_start, 6)
             returns = self._ep_ret[ends].tolist()
-            lengths = (t - self._ep_start[ends]).tolist()
+            lengths = self._ep_len[ends].tolist()
             self._ep_ret[ends] = 0.0
-            self._ep_start[ends] = t
-            for i, r, length in zip(ends.tolist(), returns, lengths):
-                infos[i]["episode"] = {"r": round(r, 6), "l": length, "t": now}
+            self._ep_len[ends] = 0
+            for p, r, length in zip(end_rows.tolist(), returns, lengths):
+                infos[p]["episode"] = {"r": round(r, 6), "l": length, "t": now}
 
     def _drain(self) -> None:
         if self._waiting:

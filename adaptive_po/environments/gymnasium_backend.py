@@ -127,8 +127,37 @@ def make_gym_atari(gym_id: str, training: bool) -> gym.Env:
     return env
 
 
+class GymnasiumVecEnv(DummyVecEnv):
+    """SB3's ``DummyVecEnv`` with :meth:`step_some`, as the other backends have it."""
+
+    def step_some(self, actions: np.ndarray, env_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """Step only the envs ``env_ids`` (distinct, each ``actions[j]`` for env ``env_ids[j]``),
+        each as ``DummyVecEnv.step_wait`` steps it (same-step reset, ``terminal_observation``,
+        ``TimeLimit.truncated``); the others stay where they are. Returns their ``(obs, rewards,
+        dones, infos)`` in the order of ``env_ids``; each env has its own seeded generator."""
+        ids = [int(i) for i in np.asarray(env_ids).reshape(-1)]
+        if len(set(ids)) != len(ids) or any(not 0 <= i < self.num_envs for i in ids):
+            raise ValueError(f"env_ids must be distinct envs of 0..{self.num_envs - 1}, got {ids}")
+        actions = np.asarray(actions)
+        if len(actions) != len(ids):
+            raise ValueError(f"{len(actions)} actions for {len(ids)} envs")
+        observations, infos = [], []
+        for action, i in zip(actions, ids):
+            obs, self.buf_rews[i], terminated, truncated, self.buf_infos[i] = self.envs[i].step(action)
+            self.buf_dones[i] = terminated or truncated
+            self.buf_infos[i]["TimeLimit.truncated"] = truncated and not terminated
+            if self.buf_dones[i]:
+                self.buf_infos[i]["terminal_observation"] = obs
+                obs, self.reset_infos[i] = self.envs[i].reset()
+            self._save_obs(i, obs)
+            observations.append(obs)
+            infos.append(dict(self.buf_infos[i]))
+        return np.stack(observations), self.buf_rews[ids].copy(), self.buf_dones[ids].copy(), infos
+
+
 def make_gymnasium_vec_env(gym_id: str, n_envs: int, seed: int, *, is_atari: bool, training: bool) -> VecEnv:
-    """``n_envs`` copies of ``gym_id`` in a ``DummyVecEnv``; env ``i`` is seeded ``seed + i`` at the first reset."""
+    """``n_envs`` copies of ``gym_id`` in a ``DummyVecEnv`` (:class:`GymnasiumVecEnv`); env ``i`` is
+    seeded ``seed + i`` at the first reset."""
 
     def thunk(rank: int):
         def _init() -> gym.Env:
@@ -138,6 +167,6 @@ def make_gymnasium_vec_env(gym_id: str, n_envs: int, seed: int, *, is_atari: boo
 
         return _init
 
-    venv = DummyVecEnv([thunk(i) for i in range(n_envs)])
+    venv = GymnasiumVecEnv([thunk(i) for i in range(n_envs)])
     venv.seed(seed)  # applied at the first reset: env i gets seed + i
     return venv

@@ -138,12 +138,31 @@ class MinAtarVecEnv(VecEnv):
         if self._actions is None:
             raise RuntimeError("MinAtarVecEnv: step_wait() called without step_async().")
         actions, self._actions = self._actions.tolist(), None
+        return self._step(range(self._n), actions)
+
+    def step_some(self, actions: np.ndarray, env_ids: np.ndarray) -> VecEnvStepReturn:
+        """Step only the games ``env_ids`` (distinct, each ``actions[j]`` for game ``env_ids[j]``);
+        the others stay where they are. Returns their ``(obs, rewards, dones, infos)`` in the order
+        of ``env_ids``, as :meth:`step_wait` does; each game has its own seeded generator."""
+        if not self._has_reset:
+            raise RuntimeError("MinAtarVecEnv: call reset() before step_some().")
+        ids = [int(i) for i in np.asarray(env_ids).reshape(-1)]
+        if len(set(ids)) != len(ids) or any(not 0 <= i < self._n for i in ids):
+            raise ValueError(f"env_ids must be distinct envs of 0..{self._n - 1}, got {ids}")
+        a = np.asarray(actions).reshape(-1)
+        if a.shape != (len(ids),):
+            raise ValueError(f"actions of shape {np.shape(actions)} do not fit {len(ids)} envs with action space {self.action_space}")
+        obs, rewards, dones, infos = self._step(ids, self._action_set[a.astype(np.int64)].tolist())
+        return obs[ids], rewards[ids], dones[ids], [infos[i] for i in ids]
+
+    def _step(self, ids: Sequence[int], actions: list[int]) -> VecEnvStepReturn:
+        """Step games ``ids`` with ``actions`` (one each); arrays over all games, the others untouched."""
         rewards = np.zeros(self._n, dtype=np.float32)
         dones = np.zeros(self._n, dtype=bool)
         infos: list[dict[str, Any]] = [{} for _ in range(self._n)]
         obs = self._obs
-        for i, game in enumerate(self._games):
-            reward, terminal = game.act(actions[i])
+        for i, action in zip(ids, actions):
+            reward, terminal = self._games[i].act(action)
             rewards[i] = reward
             self._ep_ret[i] += reward
             self._ep_len[i] += 1
