@@ -318,13 +318,20 @@ def atomic_write_json(path: str | os.PathLike, data: Any) -> Path:
 
 def atomic_write_rows(path: str | os.PathLike, columns: Iterable[Column], rows: Iterable[Mapping[str, Any]]) -> Path:
     """A CSV with exactly ``columns`` (a missing key or a NaN is an empty cell)."""
+    return atomic_write_text(path, csv_text(columns, rows))
+
+
+def csv_text(columns: Iterable[Column], rows: Iterable[Mapping[str, Any]], *, header: bool = True) -> str:
+    """The text :func:`atomic_write_rows` writes; without ``header``, the rows' lines only (so that
+    a writer that appends rows formats each row once: the whole text is the header's plus these)."""
     names = column_names(columns)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
+    if header:
+        writer.writeheader()
     for row in rows:
         writer.writerow({k: _cell(row.get(k)) for k in names})
-    return atomic_write_text(path, buffer.getvalue())
+    return buffer.getvalue()
 
 
 def _cell(value: Any) -> Any:

@@ -11,6 +11,7 @@ import dataclasses
 import json
 
 import gymnasium as gym
+import pandas as pd
 import numpy as np
 import pytest
 import torch
@@ -348,3 +349,22 @@ def test_terminal_values_are_computed_only_where_an_episode_was_truncated(monkey
     rows.clear()
     learner._advantages(dataclasses.replace(batch, timeout=torch.zeros_like(timeout)))
     assert rows == [(t * e + e, False)]  # nothing truncated: no terminal observation valued
+
+
+def test_tensorboard_events_hold_each_updates_statistics(tmp_path):
+    """The population logs an update's statistics as one event per member and update: TensorBoard
+    reads every tag back, one point per update, equal to the run's progress.csv."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    spec = _spec(tmp_path, total_timesteps=768)
+    assert execute_population([spec])[0]["status"] == "complete"
+    progress = pd.read_csv(spec.run_dir / contract.PROGRESS_FILE)
+    events = EventAccumulator(str(spec.run_dir / contract.TENSORBOARD_DIR))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {f"train/{name}" for name in (*contract.UPDATE_STATISTICS, "loss")} <= tags
+    for name in contract.UPDATE_STATISTICS:
+        logged = events.Scalars(f"train/{name}")
+        assert [e.step for e in logged] == progress["timesteps"].tolist()
+        np.testing.assert_allclose([e.value for e in logged], progress[name].to_numpy(dtype=np.float32), rtol=1e-6, equal_nan=True)
+    assert [e.step for e in events.Scalars("eval/mean_reward")] == pd.read_csv(spec.run_dir / contract.EVAL_FILE)["timesteps"].tolist()

@@ -48,6 +48,16 @@ def planned_steps(total_timesteps: int, rollout: int, batch_size: int, n_epochs:
     return -(-total_timesteps // rollout) * n_epochs * -(-rollout // batch_size)
 
 
+def add_scalars(writer: Any, scalars: dict[str, float], step: int) -> None:
+    """Each ``tag: value`` as ``writer.add_scalar`` would log it, all in one event (one summary
+    with a value per tag): a population logs an update's statistics for every member, and one
+    event per statistic cost about 8 times as much."""
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(value)) for tag, value in scalars.items()])
+    writer._get_file_writer().add_summary(summary, step)
+
+
 class _StackedNormalizer:
     """SB3's ``VecNormalize`` (observations and rewards, clip 10, eps 1e-8), one per member.
 
@@ -356,11 +366,11 @@ class _Population:
                 )
                 if run.writer is None:
                     return
-                for name in (*contract.UPDATE_STATISTICS, "loss"):
-                    run.writer.add_scalar(f"train/{name}", member[name], self.timesteps)
+                scalars = {f"train/{name}": member[name] for name in (*contract.UPDATE_STATISTICS, "loss")}
                 if row["rollout_return_mean"] is not None:
-                    run.writer.add_scalar("rollout/ep_rew_mean", row["rollout_return_mean"], self.timesteps)
-                    run.writer.add_scalar("rollout/ep_len_mean", row["rollout_length_mean"], self.timesteps)
+                    scalars["rollout/ep_rew_mean"] = row["rollout_return_mean"]
+                    scalars["rollout/ep_len_mean"] = row["rollout_length_mean"]
+                add_scalars(run.writer, scalars, self.timesteps)
 
             self.guarded(run, log)
 

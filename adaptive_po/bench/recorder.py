@@ -51,6 +51,10 @@ class RunRecorder:
         self.next_eval = self.eval_every
         self.started = time.time() if started is None else started
         self.progress: list[dict[str, Any]] = []
+        # progress.csv's text, kept as it grows: each rewrite formats only the rows added since the
+        # last one (formatting every row at every rewrite made a long run's writes quadratic)
+        self._progress_text: list[str] = [contract.csv_text(contract.PROGRESS_COLUMNS, [])]
+        self._formatted = 0
         self.evaluations: list[dict[str, Any]] = []
         self._last_write = 0.0
 
@@ -107,7 +111,9 @@ class RunRecorder:
         if not force and now - self._last_write < PROGRESS_WRITE_INTERVAL:
             return
         self._last_write = now
-        contract.atomic_write_rows(self.run_dir / contract.PROGRESS_FILE, contract.PROGRESS_COLUMNS, self.progress)
+        self._progress_text.append(contract.csv_text(contract.PROGRESS_COLUMNS, self.progress[self._formatted :], header=False))
+        self._formatted = len(self.progress)
+        contract.atomic_write_text(self.run_dir / contract.PROGRESS_FILE, "".join(self._progress_text))
         timesteps = self.progress[-1]["timesteps"] if self.progress else 0
         contract.atomic_write_json(
             self.run_dir / contract.STATUS_FILE, {"timesteps": timesteps, "total_timesteps": self.total_timesteps}
