@@ -243,8 +243,7 @@ class _Population:
         returns: list[list[float]] = [[] for _ in self.runs]
         lengths: list[list[float]] = [[] for _ in self.runs]
         obs = np.array(self.eval_env.reset())
-        active = np.flatnonzero(((counts < targets) & ~failed[:, None]).reshape(-1))
-        while active.size:
+        while (active := np.flatnonzero(((counts < targets) & ~failed[:, None]).reshape(-1))).size:
             o = self._split(obs, self.n_eval)
             if self.normalizer is not None:
                 o = self.normalizer.normalize(o)
@@ -258,7 +257,6 @@ class _Population:
                     returns[m].append(float(infos[row]["episode"]["r"]))
                     lengths[m].append(float(infos[row]["episode"]["l"]))
                     counts[m, j] += 1
-            active = np.flatnonzero(((counts < targets) & ~failed[:, None]).reshape(-1))
         return returns, lengths
 
     def evaluate(self, timesteps: int) -> None:

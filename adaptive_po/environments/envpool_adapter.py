@@ -14,6 +14,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
 from adaptive_po.environments import atari as atari_settings
+from adaptive_po.environments.subsets import checked_env_ids
 
 INT32_MAX = 2**31 - 1
 
@@ -180,9 +181,7 @@ class EnvpoolVecEnv(VecEnv):
             raise RuntimeError("EnvpoolVecEnv: call reset() before step_some().")
         if self._waiting:
             raise RuntimeError("EnvpoolVecEnv: step_some() called while a step_async() is pending.")
-        ids = np.asarray(env_ids, dtype=np.int32).reshape(-1)
-        if len(np.unique(ids)) != len(ids) or (len(ids) and (ids.min() < 0 or ids.max() >= self._n)):
-            raise ValueError(f"env_ids must be distinct envs of 0..{self._n - 1}, got {ids.tolist()}")
+        ids = checked_env_ids(env_ids, self._n)
         a = np.asarray(actions).reshape((len(ids), *self._act_shape[1:]))
         self._pool.send(a, ids)
         obs, rew, term, trunc, info = self._pool.recv()

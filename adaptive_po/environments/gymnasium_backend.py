@@ -14,6 +14,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from adaptive_po.environments import atari
+from adaptive_po.environments.subsets import checked_env_ids
 
 
 class _FireOnReset(gym.Wrapper):
@@ -135,9 +136,7 @@ class GymnasiumVecEnv(DummyVecEnv):
         each as ``DummyVecEnv.step_wait`` steps it (same-step reset, ``terminal_observation``,
         ``TimeLimit.truncated``); the others stay where they are. Returns their ``(obs, rewards,
         dones, infos)`` in the order of ``env_ids``; each env has its own seeded generator."""
-        ids = [int(i) for i in np.asarray(env_ids).reshape(-1)]
-        if len(set(ids)) != len(ids) or any(not 0 <= i < self.num_envs for i in ids):
-            raise ValueError(f"env_ids must be distinct envs of 0..{self.num_envs - 1}, got {ids}")
+        ids = checked_env_ids(env_ids, self.num_envs).tolist()
         actions = np.asarray(actions)
         if len(actions) != len(ids):
             raise ValueError(f"{len(actions)} actions for {len(ids)} envs")

@@ -41,6 +41,8 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
+from adaptive_po.environments.subsets import checked_env_ids
+
 #: the games, MinAtar's module name by our id (``MinAtar/<Game>-v1``, MinAtar's gymnasium spelling)
 MINATAR_GAMES: dict[str, str] = {
     "MinAtar/Asterix-v1": "asterix",
@@ -146,9 +148,7 @@ class MinAtarVecEnv(VecEnv):
         of ``env_ids``, as :meth:`step_wait` does; each game has its own seeded generator."""
         if not self._has_reset:
             raise RuntimeError("MinAtarVecEnv: call reset() before step_some().")
-        ids = [int(i) for i in np.asarray(env_ids).reshape(-1)]
-        if len(set(ids)) != len(ids) or any(not 0 <= i < self._n for i in ids):
-            raise ValueError(f"env_ids must be distinct envs of 0..{self._n - 1}, got {ids}")
+        ids = checked_env_ids(env_ids, self._n).tolist()
         a = np.asarray(actions).reshape(-1)
         if a.shape != (len(ids),):
             raise ValueError(f"actions of shape {np.shape(actions)} do not fit {len(ids)} envs with action space {self.action_space}")
