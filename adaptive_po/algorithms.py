@@ -56,7 +56,7 @@ from adaptive_po.dials import DIAL_DEFAULTS, DataDials, dials_from_arguments
 from adaptive_po.hyperparams import SB3_DEFAULTS as _D
 from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
 from adaptive_po.objectives import KL_FORMS, get_objective, initial_state
-from adaptive_po.update import MINIBATCH_KEYS, advantages_and_returns, check_update_settings, minibatch_loss, run_update
+from adaptive_po.update import MINIBATCH_KEYS, advantages_and_returns, check_update_settings, minibatch_loss, run_update, selected_epoch
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
 
@@ -572,6 +572,9 @@ class _SB3Face:
 
     def select(self, data: dict[str, Any], index: th.Tensor) -> dict[str, Any]:
         return {"observations": _rows(data["observations"], index), **{name: data[name][index] for name in MINIBATCH_KEYS}}
+
+    def epoch(self, data: dict[str, Any], n_samples: int) -> Iterator[dict[str, Any]]:
+        return selected_epoch(self, data, n_samples)
 
     def step(self, minibatch: dict[str, Any], arguments: dict[str, Any], clip_range_vf: float | None) -> tuple[dict[str, th.Tensor], bool]:
         model = self.model

@@ -777,14 +777,34 @@ class _StackedFace:
     def dist_params(self, data: dict[str, Tensor]) -> Tensor:
         return self.learner.forward(self.learner.params, data["observations"])[0]
 
+    def _order(self, n_samples: int) -> Tensor:
+        """``(K, n_samples)``: each member's order of the epoch's transitions (its own generator)."""
+        return torch.as_tensor(np.stack([rng.permutation(n_samples) for rng in self.learner.permutation_rngs]), device=self.learner.device)
+
     def minibatches(self, n_samples: int) -> Iterator[Tensor]:
-        learner = self.learner
-        order = torch.as_tensor(np.stack([rng.permutation(n_samples) for rng in learner.permutation_rngs]), device=learner.device)
-        for start in range(0, n_samples, learner.batch_size):
-            yield order[:, start : start + learner.batch_size]
+        order, size = self._order(n_samples), self.learner.batch_size
+        for start in range(0, n_samples, size):
+            yield order[:, start : start + size]
 
     def select(self, data: dict[str, Tensor], index: Tensor) -> dict[str, Tensor]:
         return {name: data[name][self.members, index] for name in ("observations", *MINIBATCH_KEYS)}
+
+    def epoch(self, data: dict[str, Tensor], n_samples: int) -> Iterator[dict[str, Tensor]]:
+        """:meth:`select` at each of :meth:`minibatches`' indices, the same tensors, but gathered once
+        per epoch: each column in the epoch's order, laid out ``(minibatch, K, batch_size, ...)`` so
+        that every minibatch is a contiguous block (one indexing per column per epoch instead of per
+        minibatch: at LunarLander's 256 minibatches an epoch, the per-minibatch gathers cost a third
+        of the compiled steps' time). A short last minibatch is gathered on its own."""
+        order, size, k = self._order(n_samples), self.learner.batch_size, self.learner.k
+        full = n_samples // size
+        blocks = {}
+        for name in ("observations", *MINIBATCH_KEYS):
+            column = data[name][self.members, order[:, : full * size]]
+            blocks[name] = column.reshape(k, full, size, *column.shape[2:]).transpose(0, 1).contiguous()
+        for i in range(full):
+            yield {name: block[i] for name, block in blocks.items()}
+        if full * size < n_samples:
+            yield self.select(data, order[:, full * size :])
 
     def step(self, minibatch: dict[str, Tensor], arguments: dict[str, Any], clip_range_vf: float | None) -> tuple[dict[str, Tensor], bool]:
         learner = self.learner

@@ -28,7 +28,7 @@ runs them per member under :func:`torch.func.vmap`.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -267,6 +267,10 @@ class UpdateFace(Protocol):
     def select(self, data: Mapping[str, Any], index: Any) -> dict[str, Any]:
         """The minibatch's observations and :data:`MINIBATCH_KEYS` columns at ``index``."""
 
+    def epoch(self, data: Mapping[str, Any], n_samples: int) -> Iterable[dict[str, Any]]:
+        """One epoch's minibatches (:meth:`select` at each of :meth:`minibatches`' indices, in that
+        order); :func:`selected_epoch` does it so, a face may gather the epoch's order at once."""
+
     def step(self, minibatch: Mapping[str, Any], arguments: Mapping[str, Any], clip_range_vf: float | None) -> tuple[dict[str, Tensor], bool]:
         """Forward, :func:`minibatch_loss`, gradient and optimizer step on one minibatch; returns
         its statistics and whether the update stops here (SB3's ``target_kl``, before the step)."""
@@ -287,6 +291,12 @@ def training_data(face: UpdateFace, batches: Sequence[Any]) -> dict[str, Any]:
         for name in TRAINING_COLUMNS:
             columns[name].append(face.flatten(name, computed[name] if name in computed else getattr(batch, name)))
     return {name: face.concatenate(parts) for name, parts in columns.items()}
+
+
+def selected_epoch(face: UpdateFace, data: Mapping[str, Any], n_samples: int) -> Iterator[dict[str, Any]]:
+    """One epoch's minibatches, one :meth:`UpdateFace.select` per index of :meth:`UpdateFace.minibatches`."""
+    for index in face.minibatches(n_samples):
+        yield face.select(data, index)
 
 
 def run_update(
@@ -325,8 +335,7 @@ def run_update(
     rows: list[dict[str, Tensor]] = []
     for epoch in range(n_epochs):
         epoch_start, stop = len(rows), False
-        for index in face.minibatches(n_samples):
-            minibatch = face.select(data, index)
+        for minibatch in face.epoch(data, n_samples):
             minibatch["replay_ess"] = replay_ess
             if objective.needs_batch_ess:
                 log_prob = D.log_prob(kind, face.dist_params(data), data["actions"])

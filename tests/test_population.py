@@ -351,6 +351,32 @@ def test_terminal_values_are_computed_only_where_an_episode_was_truncated(monkey
     assert rows == [(t * e + e, False)]  # nothing truncated: no terminal observation valued
 
 
+@pytest.mark.parametrize("n_samples", [20, 23])
+def test_an_epoch_gathered_at_once_is_the_minibatches_selected_one_by_one(n_samples):
+    """The engine gathers each column once per epoch, in the epoch's order, laid out so that every
+    minibatch is a contiguous block: the minibatches are the per-index selections, value for value
+    and in order, each member in its own order, a short last minibatch included (23 = 4 x 5 + 3)."""
+    from adaptive_po.population import _StackedFace
+    from adaptive_po.update import MINIBATCH_KEYS
+
+    k = 3
+    space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    make = lambda: PopulationLearner(space, gym.spaces.Discrete(2), [Member(s) for s in range(k)],  # noqa: E731
+                                     objective="esspo", n_steps=8, batch_size=5, n_epochs=1)
+    g = torch.Generator().manual_seed(0)
+    data = {name: torch.randn(k, n_samples, generator=g) for name in MINIBATCH_KEYS}
+    data["observations"] = torch.randn(k, n_samples, 3, generator=g)
+    one_by_one, at_once = _StackedFace(make(), 3e-4), _StackedFace(make(), 3e-4)
+    for _ in range(2):  # two epochs: the members' generators advance alike
+        want = [one_by_one.select(data, index) for index in one_by_one.minibatches(n_samples)]
+        got = list(at_once.epoch(data, n_samples))
+        assert [len(m["observations"][0]) for m in got] == [5] * (n_samples // 5) + ([n_samples % 5] if n_samples % 5 else [])
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            assert a.keys() == b.keys()
+            assert all(torch.equal(a[name], b[name]) and a[name].is_contiguous() for name in a)
+
+
 def test_tensorboard_events_hold_each_updates_statistics(tmp_path):
     """The population logs an update's statistics as one event per member and update: TensorBoard
     reads every tag back, one point per update, equal to the run's progress.csv."""
