@@ -283,6 +283,53 @@ def _with_fast_tanh(module: nn.Module) -> None:
             _with_fast_tanh(child)
 
 
+#: a linear layer with this many inputs or outputs, or fewer, is narrow (:func:`_with_narrow_products`)
+NARROW_FEATURES = 8
+
+
+class _NarrowInputLinear(nn.Linear):
+    """``nn.Linear`` with few inputs (an MLP's first layer: 2-8 observation features), written as an
+    einsum. The same function to float32 rounding; under ``vmap(grad(...))`` its weight gradient
+    becomes the product ``x^T dy`` (``[in, B] x [B, out]``) instead of ``dy^T x`` (``[out, B] x
+    [B, in]``). The batched matrix kernels measured here run a product with only 4 output columns
+    about 6x slower than the same FLOPs with 4 rows (CartPole, 50 members, minibatch 256: 0.76
+    against 0.12 ms)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.einsum("...i,oi->...o", x, self.weight) + self.bias
+
+
+class _NarrowOutputLinear(nn.Linear):
+    """``nn.Linear`` with few outputs (an action or value head), computed as ``(W x^T)^T``: the
+    forward product has the few outputs as its rows, not as its columns (see
+    :class:`_NarrowInputLinear`)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return (self.weight @ x.transpose(-1, -2)).transpose(-1, -2) + self.bias
+
+
+def _with_narrow_products(module: nn.Module) -> None:
+    """The narrow linear layers (:data:`NARROW_FEATURES`) of the engine's copy of an MLP whose step
+    is compiled, as :class:`_NarrowInputLinear` or :class:`_NarrowOutputLinear`: the same
+    parameters, so the stacked parameters' names do not change. Alternated A/B in one process,
+    compiled: CartPole 50 members 1.13x a step, LunarLander 10 1.19x, Pendulum 10 1.08x; eager the
+    einsum's permutes cost more than the products gain (0.88-0.96x), so an eager learner keeps
+    ``nn.Linear``."""
+    for child in module.modules():
+        if type(child) is nn.Linear and child.bias is not None:
+            if child.in_features <= NARROW_FEATURES:
+                child.__class__ = _NarrowInputLinear
+            elif child.out_features <= NARROW_FEATURES:
+                child.__class__ = _NarrowOutputLinear
+
+
+def _with_plain_products(module: nn.Module) -> None:
+    """Undo :func:`_with_narrow_products`."""
+    for child in module.modules():
+        if type(child) in (_NarrowInputLinear, _NarrowOutputLinear):
+            child.__class__ = nn.Linear
+
+
 #: the learner precisions the population engine runs: the network's compute dtype under autocast
 #: (``None``: float32, no autocast)
 LEARNER_PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16}
@@ -450,6 +497,8 @@ class PopulationLearner:
         self._adam_count = 0
         #: whether the minibatch step runs compiled (``None``: :func:`compile_wanted` decides)
         self.compile_step = compile_wanted() if compile_step is None else bool(compile_step)
+        if self.compile_step and not any(isinstance(m, nn.Conv2d) for m in self._module.modules()):
+            _with_narrow_products(self._module)
         member_loss = _member_loss(
             self._module, self.objective_spec, self.kind, normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
         )
@@ -498,6 +547,15 @@ class PopulationLearner:
         generator.manual_seed(int(seed))
         return generator
 
+    def _run_compiled(self, key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any, ...], shapes: tuple[Any, ...]) -> Any | None:
+        """:func:`call_compiled`; where it gives ``None`` (the caller then runs ``fn`` eagerly), the
+        engine's copy of the network gets its plain ``nn.Linear`` layers back, so that a learner
+        whose compilation fails computes what an eager learner does, bit for bit."""
+        out = call_compiled(key, fn, args, shapes)
+        if out is None:
+            _with_plain_products(self._module)
+        return out
+
     # -- forward passes ------------------------------------------------------------------------------
     def _heads(self, params: dict[str, Tensor], buffers: dict[str, Tensor], obs: Tensor) -> tuple[Tensor, Tensor]:
         return functional_call(self._module, {**params, **buffers}, (obs,))
@@ -508,7 +566,7 @@ class PopulationLearner:
         an update's whole batch), eager otherwise or where ``eager`` (a pass whose ``B`` changes from
         call to call, which would compile once per ``B``)."""
         if self.compile_step and not eager:
-            out = call_compiled(self._forward_key, self._stacked_forward, (params, self.buffers, obs), tuple(obs.shape))
+            out = self._run_compiled(self._forward_key, self._stacked_forward, (params, self.buffers, obs), tuple(obs.shape))
             if out is not None:
                 return out
         return self._stacked_forward(params, self.buffers, obs)
@@ -584,7 +642,7 @@ class PopulationLearner:
             self._acting, self.buffers, obs, self.noise.view(shape) if z is not None else None, z,
             self.temperature.view(shape) if bool((self.temperature != 1.0).any()) else None, u, self.record_actual.view(shape),
         )
-        out = call_compiled(self._act_key, self._act_core, args, tuple(obs.shape))
+        out = self._run_compiled(self._act_key, self._act_core, args, tuple(obs.shape))
         return out if out is not None else self._act_core(*args)
 
     def _draws(self, noise_shape: torch.Size) -> tuple[Tensor | None, Tensor]:
@@ -675,7 +733,7 @@ class PopulationLearner:
             # the schedules' numbers as float64 0-dim tensors (what Python numbers become in the eager
             # ops): a compiled step specializes on a number's value and would recompile at every update
             tensor_args = (*args[:6], _as_tensors(shared, self.device), _as_tensors(clip_range_vf, self.device), *args[8:])
-            out = call_compiled(self._step_key, self._eager_step, tensor_args, tuple(minibatch["observations"].shape))
+            out = self._run_compiled(self._step_key, self._eager_step, tensor_args, tuple(minibatch["observations"].shape))
         params, m, v, stats = out if out is not None else self._eager_step(*args)
         for name in params:  # in place in the dictionaries (the acting parameters may be this one)
             self.params[name], self._adam_m[name], self._adam_v[name] = params[name], m[name], v[name]

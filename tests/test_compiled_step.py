@@ -16,7 +16,8 @@ from adaptive_po import population as P
 from adaptive_po.objectives import OBJECTIVES
 from adaptive_po.population import Member, PopulationLearner, StackedRollout
 
-TOY = dict(n_steps=4, batch_size=8, n_epochs=2, learning_rate=3e-3, policy_kwargs={"net_arch": [8]})
+#: a hidden layer of 16: the compiled learner's first layer and heads are its narrow products
+TOY = dict(n_steps=4, batch_size=8, n_epochs=2, learning_rate=3e-3, policy_kwargs={"net_arch": [16]})
 SPACES = {
     "discrete": (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2)),
     "continuous": (gym.spaces.Box(-np.inf, np.inf, (3,), np.float32), gym.spaces.Box(-2.0, 2.0, (1,), np.float32)),
@@ -42,6 +43,35 @@ def _rollout(learner, seed, n_envs=2):
         params.reshape(*shape, -1), torch.zeros(shape, dtype=torch.bool), torch.zeros(*shape, dim),
         torch.randn(k, n_envs, dim, generator=g), torch.zeros(k, n_envs),
     )
+
+
+def test_the_narrow_products_are_the_linear_layers_they_replace():
+    """A compiled learner's narrow layers (few inputs: an einsum; few outputs: ``(W x^T)^T``) are
+    ``nn.Linear`` to float32 rounding, values and per-member gradients under ``vmap(grad(...))``;
+    an eager learner keeps ``nn.Linear``; the stacked parameters keep their names."""
+    from torch.func import functional_call, grad, vmap
+
+    compiled, eager = _learner("discrete", "esspo", True), _learner("discrete", "esspo", False)
+    classes = lambda learner: {type(m).__name__ for m in learner._module.modules() if isinstance(m, torch.nn.Linear)}  # noqa: E731
+    assert classes(compiled) == {"_NarrowInputLinear", "_NarrowOutputLinear"} and classes(eager) == {"Linear"}
+    assert compiled.params.keys() == eager.params.keys()
+
+    g = torch.Generator().manual_seed(0)
+    for narrow, (n_in, n_out) in ((P._NarrowInputLinear, (4, 64)), (P._NarrowOutputLinear, (64, 2)), (P._NarrowOutputLinear, (64, 1))):
+        plain = torch.nn.Linear(n_in, n_out)
+        params = {"weight": torch.randn(5, n_out, n_in, generator=g), "bias": torch.randn(5, n_out, generator=g)}
+        x, target = torch.randn(5, 32, n_in, generator=g), torch.randn(5, 32, n_out, generator=g)
+
+        def gradients(module):  # noqa: ANN001
+            loss = lambda p, xi, ti: (functional_call(module, p, (xi,)) - ti).pow(2).mean()  # noqa: E731
+            return vmap(grad(loss))(params, x, target)
+
+        other = torch.nn.Linear(n_in, n_out)
+        other.__class__ = narrow
+        torch.testing.assert_close(vmap(lambda p, xi: functional_call(other, p, (xi,)))(params, x),
+                                   vmap(lambda p, xi: functional_call(plain, p, (xi,)))(params, x), atol=1e-5, rtol=1e-6)
+        for name, value in gradients(plain).items():
+            torch.testing.assert_close(gradients(other)[name], value, atol=1e-5, rtol=1e-6, msg=name)
 
 
 @pytest.mark.parametrize("algo", sorted(OBJECTIVES))
