@@ -479,7 +479,8 @@ class PopulationLearner:
             )
         self.precision = precision
         self._module = _Heads(policies[0], self.kind, LEARNER_PRECISIONS[precision])
-        if precision != "fp32" and any(isinstance(m, nn.Conv2d) for m in self._module.modules()):
+        convolutional = any(isinstance(m, nn.Conv2d) for m in self._module.modules())
+        if precision != "fp32" and convolutional:
             # oneDNN (the CPU build measured here) has no bf16 kernel for the per-member convolution
             raise ValueError(f"learner precision {precision!r} runs MLP policies only; {policy} with convolutions trains in fp32")
         _with_fast_tanh(self._module)
@@ -497,7 +498,7 @@ class PopulationLearner:
         self._adam_count = 0
         #: whether the minibatch step runs compiled (``None``: :func:`compile_wanted` decides)
         self.compile_step = compile_wanted() if compile_step is None else bool(compile_step)
-        if self.compile_step and not any(isinstance(m, nn.Conv2d) for m in self._module.modules()):
+        if self.compile_step and not convolutional:
             _with_narrow_products(self._module)
         member_loss = _member_loss(
             self._module, self.objective_spec, self.kind, normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
