@@ -47,7 +47,15 @@ def test_apply_variant_keeps_schedules_and_scales_shared_knobs():
         ("esspo", "clip_range=0.3", "unknown knob 'clip_range'"),
         ("ppo", "clip_range=abc", "not a number"),
         ("ppo", "clip_range=-1", "> 0"),
-        ("ppo", "n_epochs=2", "factor"),
+        ("ppo", "n_epochs=2.5", "whole number"),
+        ("ppo", "n_epochs=0", "whole number"),
+        ("ppo", "batch_size=64", "'rollout'"),
+        ("ppo", "n_steps=64", "factor"),
+        ("ppo", "kl=sampled", "unknown knob 'kl'"),
+        ("esspo", "kl=analytic", "default is left out"),
+        ("esspo", "kl=forward", "'forward'"),
+        ("esspo-sampled-kl", "kl=sampled", "unknown knob 'kl'"),
+        ("esspo", "n_epochs=2,batch_size=rollout", "canonical"),
         ("ppo", "n_epochs=x0.25,clip_range=0.3", "canonical"),
         ("ppo", "clip_range", "name=value"),
     ],
@@ -125,3 +133,70 @@ def test_train_cli_takes_the_sampler_dials_and_a_variant(tmp_path):
         capture_output=True, text=True, timeout=300,
     )
     assert bad.returncode == 2 and "fp4" in bad.stderr
+
+
+# -- the update's schedule as a dial (k optimizer steps per rollout, each on the whole rollout) ------
+def test_the_schedule_dial_sets_steps_per_rollout_on_the_whole_rollout():
+    pendulum = get_env_config("Pendulum-v1").hyperparams  # 4 envs x 1024 steps, minibatch 64, 10 epochs
+    hp, kwargs = apply_variant("esspo", "batch_size=rollout,kl=sampled,n_epochs=2,n_steps=x0.0625", pendulum, {})
+    assert (hp.n_steps, hp.batch_size, hp.n_epochs) == (64, 256, 2) and kwargs == {"kl": "sampled"}
+    # one pass of the Zoo minibatches over a shorter rollout; a minibatch longer than the rollout is cut to it
+    hp, _ = apply_variant("ppo", "n_epochs=1,n_steps=x0.25", pendulum, {})
+    assert (hp.n_steps, hp.batch_size, hp.n_epochs) == (256, 64, 1)
+    hp, _ = apply_variant("ppo", "batch_size=x4,n_steps=x0.0625", pendulum, {})
+    assert (hp.n_steps, hp.batch_size) == (64, 256)  # x4 of 64 = 256 = the new rollout
+    hp, _ = apply_variant("ppo", "batch_size=x8,n_steps=x0.0625", pendulum, {})
+    assert hp.batch_size == 256
+    assert parse_variant("esspo", "batch_size=rollout,n_epochs=5") == {"batch_size": ("fix", "rollout"), "n_epochs": ("fix", 5)}
+    assert make_variant(n_epochs=5, batch_size="rollout", kl="sampled", n_steps="x0.125", learning_rate="x4") == (
+        "batch_size=rollout,kl=sampled,learning_rate=x4,n_epochs=5,n_steps=x0.125"
+    )
+    with pytest.raises(ValueError, match="under 2 samples"):
+        apply_variant("ppo", "n_steps=x0.0001", get_env_config("Pendulum-v1").hyperparams.__class__(
+            source="t", policy="MlpPolicy", n_envs=1, n_steps=4, batch_size=2, n_epochs=1, learning_rate=1e-3), {})
+
+
+def test_a_run_config_shows_its_schedule_and_older_configs_are_unchanged(tmp_path):
+    from adaptive_po.bench.run_folder import RunSpec
+
+    spec = RunSpec("t", "Pendulum-v1", "esspo", 0, 4096, variant="batch_size=rollout,kl=sampled,n_epochs=2,n_steps=x0.0625", out=str(tmp_path))
+    config = config_for(spec)
+    assert config["hyperparams"]["n_steps"] == 64 and config["hyperparams"]["batch_size"] == 256
+    assert config["objective_kwargs"]["kl"] == "sampled"
+    assert config["update_schedule"] == {
+        "rollout_samples": 256, "samples_per_step": 256, "minibatches_per_epoch": 1, "steps_per_update": 2,
+        "ess_over": "the whole rollout (each step's batch)",
+    }
+    one_pass = config_for(RunSpec("t", "Pendulum-v1", "esspo", 0, 4096, variant="n_epochs=1,n_steps=x0.25", out=str(tmp_path)))
+    assert one_pass["update_schedule"]["steps_per_update"] == 16 and one_pass["update_schedule"]["ess_over"] == "the minibatch"
+    batch_ess = config_for(RunSpec("t", "Pendulum-v1", "esspo-batch-ess", 0, 4096, variant="n_epochs=1", out=str(tmp_path)))
+    assert batch_ess["update_schedule"]["ess_over"] == "the whole update's batch"
+    for variant in ("", "batch_size=x4,n_epochs=x0.5"):  # factors only: the configuration as before
+        assert "update_schedule" not in config_for(RunSpec("t", "Pendulum-v1", "esspo", 0, 4096, variant=variant, out=str(tmp_path)))
+
+
+def test_both_engines_train_the_authors_schedule_with_the_same_configuration(tmp_path):
+    """``batch_size=rollout,n_epochs=2,n_steps=x0.5`` on CartPole (8 envs x 32 steps): rollouts of
+    128 samples, two whole-rollout optimizer steps each; the SB3 face (process engine) and the
+    population engine record the same configuration and the same number of updates."""
+    from adaptive_po.bench.population_engine import execute_population
+    from adaptive_po.bench.process_engine import execute_run
+    from adaptive_po.bench.run_folder import RunSpec
+
+    variant = "batch_size=rollout,kl=sampled,n_epochs=2,n_steps=x0.5"
+    pop = [RunSpec("t", "CartPole-v1", "esspo", s, 768, variant=variant, dials=DataDials(policy_lag=1), out=str(tmp_path / "pop")) for s in (0, 1)]
+    assert [r["status"] for r in execute_population(pop)] == ["complete", "complete"]
+    single = RunSpec("t", "CartPole-v1", "esspo", 1, 768, variant=variant, dials=DataDials(policy_lag=1), out=str(tmp_path / "proc"))
+    assert execute_run(single)["status"] == "complete"
+    configs = [json.loads((d / "config.json").read_text()) for d in (pop[1].run_dir, single.run_dir)]
+    for c in configs:
+        c.pop("versions")
+    assert configs[0] == configs[1]
+    assert configs[0]["update_schedule"]["steps_per_update"] == 2 and configs[0]["update_schedule"]["samples_per_step"] == 128
+    for d in (pop[1].run_dir, single.run_dir):
+        summary = json.loads((d / "summary.json").read_text())
+        assert summary["timesteps"] == 768
+    assert json.loads((pop[1].run_dir / "summary.json").read_text())["updates"] == 6  # 768 / 128
+    for d in (pop[1].run_dir, single.run_dir):  # one progress row per update of 128 samples
+        rows = (d / "progress.csv").read_text().splitlines()[1:]
+        assert [r.split(",")[:2] for r in rows] == [[str(u), str(128 * u)] for u in range(1, 7)]

@@ -36,7 +36,7 @@ import numpy as np
 from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
 from adaptive_po.bench.grid import Grid, expand_grid
-from adaptive_po.bench.run_folder import RunSpec
+from adaptive_po.bench.run_folder import RunSpec, schedule_named
 from adaptive_po.bench.tuning import ask_new, make_study
 from adaptive_po.dials import DataDials
 
@@ -421,6 +421,14 @@ class StudyPlan:
     round_size: int = ROUND_SIZE
     sampler_seed: int = SAMPLER_SEED
     own_space: Mapping[str, Mapping[str, tuple[float, float, float]]] = field(default_factory=lambda: OWN_SPACE)
+    #: the search space (:class:`~adaptive_po.bench.tuning.ZooFactorSpace` of ``own_space`` when None)
+    space: Any = None
+    #: the run folders of the search and of the sweep and tax (the table's ``folder`` column)
+    search_folder: str = SEARCH_FOLDER
+    score_folder: str = SCORE_FOLDER
+    #: the arms tuned on fresh data and swept over the lags (None: every arm); an arm left out is
+    #: only tuned at the tax lag (its fresh configuration is another study's)
+    fresh_arms: tuple[str, ...] | None = None
     out: str = "runs"
     envs_dir: str | None = None
     device: str = "cpu"
@@ -442,8 +450,11 @@ class StudyPlan:
             raise ValueError(f"seeds {overlap} are both search and scoring seeds; selection must be held out")
         if not self.search_seeds or not self.score_seeds:
             raise ValueError("search seeds and scoring seeds must both be given")
-        if self.tax_lag not in self.lags or 0 not in self.lags:
+        if 0 not in self.lags or (self.tax_arms and self.tax_lag not in self.lags):
             raise ValueError(f"the sweep's lags {list(self.lags)} must hold 0 and the tax lag {self.tax_lag}")
+        stray = sorted(set(self.swept_arms) - set(self.arms))
+        if stray or not set(self.arms) <= set(self.swept_arms) | set(self.tax_arms):
+            raise ValueError(f"fresh arms {list(self.swept_arms)}: every one an arm, every arm fresh or taxed (arms {list(self.arms)})")
         extra = sorted(set(self.tax_arms) - set(self.arms))
         if extra:
             raise ValueError(f"tax arms {extra} are not arms of the study {list(self.arms)}")
@@ -452,8 +463,20 @@ class StudyPlan:
             if unknown:
                 raise ValueError(f"the search space names knobs {unknown} that {algo} does not have")
 
+    @property
+    def search_space(self) -> Any:
+        from adaptive_po.bench.tuning import ZooFactorSpace
+
+        return ZooFactorSpace(self.own_space) if self.space is None else self.space
+
+    @property
+    def swept_arms(self) -> tuple[str, ...]:
+        """The arms tuned on fresh data and swept over the lags."""
+        return self.arms if self.fresh_arms is None else self.fresh_arms
+
     def tuning_lags(self, algo: str) -> tuple[int, ...]:
-        return (0, self.tax_lag) if algo in self.tax_arms else (0,)
+        fresh = (0,) if algo in self.swept_arms else ()
+        return fresh + ((self.tax_lag,) if algo in self.tax_arms else ())
 
     def specs(self, env: str, algo: str, variants: Sequence[str], lags: Sequence[int], seeds: Sequence[int], budget: int, folder: str) -> list[RunSpec]:
         return specs_for(env, algo, variants, lags, seeds, budget, folder, self.out, self.envs_dir, self.device)
@@ -464,7 +487,7 @@ class StudyPlan:
     def score_runs(self) -> int:
         """The sweep and the tax (at most: a tax run coincides with a sweep run where the lag-8
         selection is the fresh one)."""
-        return (len(self.arms) * len(self.lags) + len(self.tax_arms)) * len(self.score_seeds)
+        return (len(self.swept_arms) * len(self.lags) + len(self.tax_arms)) * len(self.score_seeds)
 
     def record(self) -> dict[str, Any]:
         return {
@@ -473,11 +496,8 @@ class StudyPlan:
             "score_seeds": list(self.score_seeds), "trials": self.trials, "round_size": self.round_size,
             "sampler": "optuna TPESampler(seed from sampler_seed and task/arm, n_startup_trials=round_size, constant_liar=True); trial 0 the Zoo default",
             "sampler_seed": self.sampler_seed,
-            "space": {
-                "learning_rate": "factor, log-uniform in [0.25, 4.0]", "n_epochs": "factor in [0.5, 1.0, 2.0]",
-                "batch_size": "factor in [0.5, 1.0, 2.0, 4.0]",
-                "own": {a: {k: f"uniform in [{lo}, {hi}], default {d}" for k, (lo, hi, d) in self.own_space.get(a, {}).items()} for a in self.arms},
-            },
+            "space": self.search_space.record(self.arms),
+            **({"fresh_arms": list(self.fresh_arms)} if self.fresh_arms is not None else {}),
         }
 
 
@@ -489,15 +509,15 @@ def search_task(plan: StudyPlan, runner: TableRunner, env: str, budget: int, log
     """One task's searches (every arm on fresh data, the tax arms also at the tax lag), in rounds
     over all its studies at once. Returns (trial rows, selection ``{algo: {"fresh"|"lag8": ...}}``)."""
     keys = [(algo, lag) for algo in plan.arms for lag in plan.tuning_lags(algo)]
-    studies = {k: make_study(env, k[0], plan.sampler_seed, plan.round_size, plan.own_space) for k in keys}
+    studies = {k: make_study(env, k[0], plan.sampler_seed, plan.round_size, space=plan.search_space) for k in keys}
     seen: dict[tuple[str, int], set[str]] = {k: set() for k in keys}
     rows: list[dict[str, Any]] = []
     told: dict[tuple[str, int], list[dict[str, Any]]] = {k: [] for k in keys}
     done = 0
     while done < plan.trials:
         size = min(plan.round_size, plan.trials - done)
-        asked = {k: [ask_new(studies[k], k[0], seen[k], plan.own_space) for _ in range(size)] for k in keys}
-        runs = {(k, variant): plan.specs(env, k[0], [variant], [k[1]], plan.search_seeds, budget, SEARCH_FOLDER) for k, got in asked.items() for _, variant in got}
+        asked = {k: [ask_new(studies[k], k[0], seen[k], space=plan.search_space) for _ in range(size)] for k in keys}
+        runs = {(k, variant): plan.specs(env, k[0], [variant], [k[1]], plan.search_seeds, budget, plan.search_folder) for k, got in asked.items() for _, variant in got}
         specs = [s for trial_specs in runs.values() for s in trial_specs]
         todo = sum(spec_key(s) not in runner.rows for s in specs)
         log(f"{env}: search round {done // plan.round_size + 1} (trials {done}-{done + size - 1} of {plan.trials} in each of {len(keys)} studies): {len(specs)} runs, {todo} to train")
@@ -527,12 +547,12 @@ def score_task(plan: StudyPlan, runner: TableRunner, env: str, budget: int, sele
     """The sweep (fresh-tuned configurations at every lag, two arms per batch so that two workers
     train populations of equal size) and the tax (lag-tuned configurations at the tax lag)."""
     per_arm = len(plan.lags) * len(plan.score_seeds)
-    for i in range(0, len(plan.arms), 2):
-        pair = plan.arms[i : i + 2]
-        specs = [s for algo in pair for s in plan.specs(env, algo, [selected[algo]["fresh"]["variant"]], plan.lags, plan.score_seeds, budget, SCORE_FOLDER)]
+    for i in range(0, len(plan.swept_arms), 2):
+        pair = plan.swept_arms[i : i + 2]
+        specs = [s for algo in pair for s in plan.specs(env, algo, [selected[algo]["fresh"]["variant"]], plan.lags, plan.score_seeds, budget, plan.score_folder)]
         log(f"{env}: sweep of {', '.join(pair)} ({len(specs)} runs, {sum(spec_key(s) not in runner.rows for s in specs)} to train)")
         runner.run(specs, max_members=math.ceil(per_arm / 2))
-    tax = [s for algo in plan.tax_arms for s in plan.specs(env, algo, [selected[algo][lag_name(plan.tax_lag)]["variant"]], [plan.tax_lag], plan.score_seeds, budget, SCORE_FOLDER)]
+    tax = [s for algo in plan.tax_arms for s in plan.specs(env, algo, [selected[algo][lag_name(plan.tax_lag)]["variant"]], [plan.tax_lag], plan.score_seeds, budget, plan.score_folder)]
     log(f"{env}: tax runs ({len(tax)} runs, {sum(spec_key(s) not in runner.rows for s in tax)} to train)")
     runner.run(tax)
 
@@ -545,9 +565,13 @@ def optimizer_steps_per_update(env: str, algo: str, variant: str, envs_dir: str 
     return int(hp.n_epochs * math.ceil(hp.n_envs * hp.n_steps / hp.batch_size))
 
 
-def updates_per_run(env: str, budget: int, envs_dir: str | None = None) -> int:
-    """Updates of one run: the budget in rollouts (a variant changes no rollout's size)."""
+def updates_per_run(env: str, budget: int, envs_dir: str | None = None, algo: str = "", variant: str = "") -> int:
+    """Updates of one run: the budget in rollouts (of the variant's length where it names ``n_steps``)."""
+    from adaptive_po.bench.variants import apply_variant
+
     hp = get_env_config(env, envs_dir).hyperparams
+    if variant:
+        hp, _ = apply_variant(algo, variant, hp, {})
     return math.ceil(budget / (hp.n_envs * hp.n_steps))
 
 
@@ -566,9 +590,10 @@ def run_study(plan: StudyPlan, runner: TableRunner, results: Path, log: Callable
     rewritten after each task's search. True when the study is complete, False when the slice's
     time ran out (everything finished is in the table)."""
     plan.check()
-    for env, budget in plan.tasks:  # every grid validates before any compute
+    for env, budget in plan.tasks:  # every grid validates before any compute (trial 0's variant too)
         for algo in plan.arms:
-            plan.specs(env, algo, [""], plan.lags, plan.score_seeds[:1], budget, SCORE_FOLDER)
+            default = plan.search_space.variant(algo, plan.search_space.default(algo))
+            plan.specs(env, algo, ["", default], plan.lags, plan.score_seeds[:1], budget, plan.score_folder)
     trial_rows: list[dict[str, Any]] = []
     selection: dict[str, Any] = {}
     try:
@@ -578,6 +603,8 @@ def run_study(plan: StudyPlan, runner: TableRunner, results: Path, log: Callable
             for algo, picks in selected.items():
                 for pick in picks.values():
                     pick["optimizer_steps_per_update"] = optimizer_steps_per_update(env, algo, pick["variant"], plan.envs_dir)
+                    if schedule_named(algo, pick["variant"]):  # the rollout's length is the variant's
+                        pick["updates_per_run"] = updates_per_run(env, budget, plan.envs_dir, algo, pick["variant"])
             selection[env] = {"budget": budget, "updates_per_run": updates_per_run(env, budget, plan.envs_dir), **selected}
             write_trials(results / TRIALS_FILE, trial_rows)
             contract.atomic_write_json(results / SELECTION_FILE, {"plan": plan.record(), "selected": selection})
@@ -614,7 +641,7 @@ def _modeled_seconds(env: str, budget: int, search_runs: int, score_runs: int) -
     return factor * per_run * search_runs, per_run * score_runs
 
 
-def measured_seconds(table: Mapping[Key, Mapping[str, Any]], folder: str, env: str, budget: int) -> tuple[float, int]:
+def measured_seconds(table: Mapping[Key, Mapping[str, Any]], folder: str, env: str, budget: int, search: bool | None = None) -> tuple[float, int]:
     """(core-seconds, runs) the table's finished runs of one task and folder took: every run records
     its population's wall time; a population is the runs of one configuration (a search trial's
     seeds, a sweep arm's lags and seeds in populations of at most 35), so its time is counted once."""
@@ -622,32 +649,33 @@ def measured_seconds(table: Mapping[Key, Mapping[str, Any]], folder: str, env: s
     for key, row in table.items():
         if key[0] == folder and key[1] == env and key[6] == budget and math.isfinite(row.get("wall_time_s", math.nan)):
             groups.setdefault((key[2], key[3]), []).append(float(row["wall_time_s"]))
-    size = len(SEARCH_SEEDS) * 2 if folder == SEARCH_FOLDER else SCORE_POPULATION
+    search = folder == SEARCH_FOLDER if search is None else search
+    size = len(SEARCH_SEEDS) * 2 if search else SCORE_POPULATION
     seconds = sum(max(walls) * math.ceil(len(walls) / size) for walls in groups.values())
     return seconds, sum(len(w) for w in groups.values())
 
 
-def estimate_hours(plan: StudyPlan, table: Mapping[Key, Any] | None = None) -> list[dict[str, Any]]:
+def estimate_hours(plan: StudyPlan, table: Mapping[Key, Any] | None = None, default_ratios: tuple[float, float] = (1.0, 1.0)) -> list[dict[str, Any]]:
     """Per task: runs, runs in the table, and core-hours left by the model; where the table
     already holds runs of finished tasks, also ``calibrated_core_hours``: the model scaled by the
     ratio of the core-time those runs took to what the model gave them (search and scoring
     apart)."""
     table = table or {}
     ratios = []
-    for folder, index in ((SEARCH_FOLDER, 0), (SCORE_FOLDER, 1)):
+    for folder, index in ((plan.search_folder, 0), (plan.score_folder, 1)):
         took = modeled = 0.0
         for env, budget in plan.tasks:
-            seconds, runs = measured_seconds(table, folder, env, budget)
+            seconds, runs = measured_seconds(table, folder, env, budget, search=index == 0)
             took += seconds
             modeled += _modeled_seconds(env, budget, runs, runs)[index]
         ratios.append(took / modeled if modeled > 0 and took > 0 else math.nan)
     out = []
     for env, budget in plan.tasks:
-        done_search = sum(1 for k in table if k[0] == SEARCH_FOLDER and k[1] == env and k[6] == budget)
-        done_score = sum(1 for k in table if k[0] == SCORE_FOLDER and k[1] == env and k[6] == budget)
+        done_search = sum(1 for k in table if k[0] == plan.search_folder and k[1] == env and k[6] == budget)
+        done_score = sum(1 for k in table if k[0] == plan.score_folder and k[1] == env and k[6] == budget)
         search, score = plan.search_runs(), plan.score_runs()
         left = _modeled_seconds(env, budget, max(0, search - done_search), max(0, score - done_score))
-        calibrated = sum(part * (ratio if math.isfinite(ratio) else 1.0) for part, ratio in zip(left, ratios))
+        calibrated = sum(part * (ratio if math.isfinite(ratio) else default) for part, ratio, default in zip(left, ratios, default_ratios))
         out.append({
             "env": env, "budget": budget, "runs": search + score, "done": done_search + done_score,
             "core_hours": sum(left) / 3600, "calibrated_core_hours": calibrated / 3600,

@@ -102,6 +102,9 @@ def config_for(spec: RunSpec) -> dict[str, Any]:
     precision = learner_precision(spec.algo, spec.variant)
     # recorded where a variant chooses it (float32 runs' configurations stay as they were)
     learner = {} if precision == DEFAULT_PRECISION else {"learner_precision": precision}
+    # recorded where a variant names the update's schedule (n_steps, or epochs or the minibatch in
+    # their own terms): how many optimizer steps an update takes and on how many samples each
+    schedule = {"update_schedule": update_schedule(hp, objective)} if schedule_named(spec.algo, spec.variant) else {}
     return {
         "run_format": contract.RUN_FORMAT,
         "suite": spec.suite,
@@ -128,6 +131,33 @@ def config_for(spec: RunSpec) -> dict[str, Any]:
         "advantage_estimator": objective.advantage_estimator,
         "algo_description": objective.description,
         **learner,
+        **schedule,
+    }
+
+
+def schedule_named(algo: str, variant: str) -> bool:
+    """Whether ``variant`` names the update's schedule in the terms that came with the schedule
+    dial (``n_steps``, ``n_epochs=<k>``, ``batch_size=rollout``); older variants' configurations
+    stay as they were."""
+    from adaptive_po.bench.variants import parse_variant
+
+    parsed = parse_variant(algo, variant)
+    return "n_steps" in parsed or any(kind == "fix" for kind, _ in parsed.values())
+
+
+def update_schedule(hp: Any, objective: Any) -> dict[str, Any]:
+    """One update in optimizer steps: ``steps_per_update`` (epochs x minibatches of the rollout),
+    ``samples_per_step`` (the minibatch; the last one of an epoch may be shorter), and what the ESS
+    objectives compute e over: the minibatch, which is the whole step's batch when the minibatch is
+    the rollout, or the whole update's batch (``esspo-batch-ess``)."""
+    rollout = hp.n_envs * hp.n_steps
+    minibatches = -(-rollout // hp.batch_size)
+    ess_over = "the whole update's batch" if objective.needs_batch_ess else (
+        "the whole rollout (each step's batch)" if hp.batch_size >= rollout else "the minibatch"
+    )
+    return {
+        "rollout_samples": rollout, "samples_per_step": min(hp.batch_size, rollout), "minibatches_per_epoch": minibatches,
+        "steps_per_update": hp.n_epochs * minibatches, "ess_over": ess_over,
     }
 
 

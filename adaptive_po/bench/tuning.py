@@ -28,6 +28,7 @@ it stopped.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -149,6 +150,117 @@ def suggest(trial: Any, algo: str, own_space: Mapping[str, Mapping[str, tuple[fl
     return params
 
 
+@dataclass(frozen=True)
+class ZooFactorSpace:
+    """The shared space of the tuned and frozen studies: the learning rate, epochs and minibatch
+    as factors of the task's RL Zoo values (:data:`LEARNING_RATE_FACTORS`, :data:`EPOCH_FACTORS`,
+    :data:`BATCH_FACTORS`), plus each objective's own knobs (``own``, as :data:`OWN_SPACE`)."""
+
+    own: Mapping[str, Mapping[str, tuple[float, float, float]]] = dataclasses.field(default_factory=lambda: OWN_SPACE)
+
+    def default(self, algo: str) -> dict[str, Any]:
+        return default_params(algo, self.own)
+
+    def suggest(self, trial: Any, algo: str) -> dict[str, Any]:
+        return suggest(trial, algo, self.own)
+
+    def variant(self, algo: str, params: Mapping[str, Any]) -> str:
+        return params_variant(algo, params, self.own)
+
+    def record(self, algos: Sequence[str]) -> dict[str, Any]:
+        return {
+            "learning_rate": f"factor, log-uniform in [{LEARNING_RATE_FACTORS[0]}, {LEARNING_RATE_FACTORS[1]}]",
+            "n_epochs": f"factor in {list(EPOCH_FACTORS)}", "batch_size": f"factor in {list(BATCH_FACTORS)}",
+            "own": {a: {k: f"uniform in [{lo}, {hi}], default {d}" for k, (lo, hi, d) in self.own.get(a, {}).items()} for a in algos},
+        }
+
+
+#: the update schedules of :class:`ScheduleSpace`: ``k`` optimizer steps per rollout, each on the
+#: whole rollout (``batch_size=rollout,n_epochs=k``), or one pass of the task's Zoo minibatches
+#: (``n_epochs=1``: each sample used once)
+ONE_PASS = "one-pass"
+
+
+@dataclass(frozen=True)
+class ScheduleSpace:
+    """The update schedule as the searched dial (the ESS objective's authors take one or a few
+    optimizer steps per rollout, each on the whole rollout): the rollout's length as a factor of
+    the Zoo's (``n_steps``), the schedule (``steps``: whole-rollout steps per rollout, or
+    :data:`ONE_PASS`), the learning rate as a factor over a range wide enough for full-batch
+    steps, the KL estimator of the objectives that take one (``kl``: exact or the sampled k3), and
+    each objective's own knobs. Every variant names its schedule explicitly."""
+
+    rollout_factors: tuple[float, ...] = (0.0625, 0.125, 0.25, 0.5, 1.0, 2.0)
+    steps: tuple[int | str, ...] = (1, 2, 5, ONE_PASS)
+    learning_rate: tuple[float, float] = (0.25, 16.0)
+    kl: tuple[str, ...] = ("analytic", "sampled")
+    own: Mapping[str, Mapping[str, tuple[float, float, float]]] = dataclasses.field(default_factory=lambda: OWN_SPACE)
+    #: trial 0: the authors' shipped examples (one whole-rollout step per rollout, the sampled k3
+    #: KL) on the shortest rollout (the most optimizer steps a budget buys), the Zoo learning rate
+    default_rollout: float = 0.0625
+    default_steps: int | str = 1
+    default_kl: str = "sampled"
+
+    def _has_kl(self, algo: str) -> bool:
+        from adaptive_po.bench.variants import objective_switches
+
+        return "kl" in objective_switches(algo)
+
+    def default(self, algo: str) -> dict[str, Any]:
+        params: dict[str, Any] = {"learning_rate": 1.0, "n_steps": self.default_rollout, "steps": self.default_steps}
+        if self._has_kl(algo):
+            params["kl"] = self.default_kl
+        return {**params, **{name: default for name, (_, _, default) in self.own.get(algo, {}).items()}}
+
+    def suggest(self, trial: Any, algo: str) -> dict[str, Any]:
+        low, high = self.learning_rate
+        params: dict[str, Any] = {
+            "learning_rate": trial.suggest_float("learning_rate", low, high, log=True),
+            "n_steps": trial.suggest_categorical("n_steps", list(self.rollout_factors)),
+            "steps": trial.suggest_categorical("steps", list(self.steps)),
+        }
+        if self._has_kl(algo):
+            params["kl"] = trial.suggest_categorical("kl", list(self.kl))
+        for name, (lo, hi, _) in self.own.get(algo, {}).items():
+            params[name] = trial.suggest_float(name, lo, hi)
+        return params
+
+    def variant(self, algo: str, params: Mapping[str, Any]) -> str:
+        values: dict[str, Any] = {}
+        lr = _round(float(params["learning_rate"]))
+        if lr != 1.0:
+            values["learning_rate"] = f"x{lr:g}"
+        if float(params["n_steps"]) != 1.0:
+            values["n_steps"] = f"x{float(params['n_steps']):g}"
+        steps = params["steps"]
+        if steps == ONE_PASS:
+            values["n_epochs"] = 1
+        else:
+            values["n_epochs"], values["batch_size"] = int(steps), "rollout"
+        if params.get("kl", "analytic") != "analytic":
+            values["kl"] = params["kl"]
+        for name, (_, _, default) in self.own.get(algo, {}).items():
+            value = _round(float(params.get(name, default)))
+            if value != default:
+                values[name] = value
+        return make_variant(**values)
+
+    def record(self, algos: Sequence[str]) -> dict[str, Any]:
+        return {
+            "learning_rate": f"factor, log-uniform in [{self.learning_rate[0]}, {self.learning_rate[1]}]",
+            "n_steps": f"factor in {list(self.rollout_factors)}",
+            "steps": f"in {list(self.steps)}: k whole-rollout optimizer steps per rollout (batch_size=rollout,n_epochs=k), "
+                     f"or {ONE_PASS!r} (n_epochs=1, the Zoo minibatch)",
+            "kl": {a: f"in {list(self.kl)}" for a in algos if self._has_kl(a)},
+            "default": {a: self.variant(a, self.default(a)) for a in algos},
+            "own": {a: {k: f"uniform in [{lo}, {hi}], default {d}" for k, (lo, hi, d) in self.own.get(a, {}).items()} for a in algos},
+        }
+
+
+def _space(own_space: Mapping[str, Any], space: Any) -> Any:
+    return ZooFactorSpace(own_space) if space is None else space
+
+
 def plan_specs(
     plan: TuningPlan, env: str, algo: str, variants: Sequence[str], seeds: Sequence[int], suite_name: str,
     conditions: Sequence[Mapping[str, Any]] | None = None,
@@ -191,17 +303,18 @@ def _study(plan: TuningPlan, env: str, algo: str) -> Any:
 
 def make_study(
     env: str, algo: str, sampler_seed: int, round_size: int,
-    own_space: Mapping[str, Mapping[str, tuple[float, float, float]]] = OWN_SPACE,
+    own_space: Mapping[str, Mapping[str, tuple[float, float, float]]] = OWN_SPACE, space: Any = None,
 ) -> Any:
     """One seeded TPE study (its seed from ``sampler_seed`` and the (env, algo) pair), the default
-    configuration enqueued as trial 0, the first ``round_size`` trials its random start."""
+    configuration enqueued as trial 0, the first ``round_size`` trials its random start. ``space``:
+    a search space (:class:`ZooFactorSpace` of ``own_space`` when None, or :class:`ScheduleSpace`)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     seed = (sampler_seed + zlib.crc32(f"{env}/{algo}".encode())) % 2**31
     sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=round_size, constant_liar=True)
     study = optuna.create_study(direction="maximize", sampler=sampler, study_name=f"{env}/{algo}")
-    study.enqueue_trial(default_params(algo, own_space))
+    study.enqueue_trial(_space(own_space, space).default(algo))
     return study
 
 
@@ -212,14 +325,16 @@ MAX_REASKS = 50
 
 def ask_new(
     study: Any, algo: str, seen: set[str], own_space: Mapping[str, Mapping[str, tuple[float, float, float]]] = OWN_SPACE,
+    space: Any = None,
 ) -> tuple[Any, str]:
     """A trial whose configuration the study has not tried yet: a repeat (which would only spend
     a trial on runs already done) is discarded (told FAIL, so TPE ignores it) and another asked."""
     from optuna.trial import TrialState
 
+    space = _space(own_space, space)
     for _ in range(MAX_REASKS):
         trial = study.ask()
-        variant = params_variant(algo, suggest(trial, algo, own_space), own_space)
+        variant = space.variant(algo, space.suggest(trial, algo))
         if variant not in seen:
             break
         study.tell(trial, state=TrialState.FAIL)

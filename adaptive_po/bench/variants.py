@@ -7,8 +7,18 @@ A variant is a canonical string of ``name=value`` pairs joined by commas, sorted
   knob with a linear schedule (CartPole's ``clip_range: lin_0.2``), the variant keeps the shape:
   ``clip_range=0.3`` means ``lin_0.3`` there;
 * a knob every algorithm shares, as a factor of the environment's tuned value:
-  ``n_epochs=x0.25`` (rounded, at least 1), ``learning_rate=x2`` (a schedule is scaled) and
-  ``batch_size=x2`` (rounded, at least 2, at most one rollout);
+  ``n_epochs=x0.25`` (rounded, at least 1), ``learning_rate=x2`` (a schedule is scaled),
+  ``batch_size=x2`` (rounded, at least 2, at most one rollout) and ``n_steps=x0.25`` (the rollout's
+  length per environment, rounded, at least 1; a minibatch longer than the new rollout is cut to
+  it);
+* the update's schedule in its own terms: ``n_epochs=2`` (a whole number: passes over each
+  rollout, whatever the environment's value) and ``batch_size=rollout`` (each optimizer step on the
+  whole rollout). Together, ``batch_size=rollout,n_epochs=k`` is "k optimizer steps per rollout,
+  each on the whole rollout", the schedule of the ESS objective's authors (FeynRL's
+  ``train_steps_per_epoch``); the minibatch's ESS is then the whole step's;
+* an objective's switch, by name and one of its choices: ``kl=sampled`` (the sampled k3 estimator
+  ``log r + 1/r - 1`` at the taken action instead of the exact KL, for the objectives whose loss
+  takes ``kl`` and whose entry does not fix it: ``esspo``, its ablations; :data:`OBJECTIVE_SWITCHES`);
 * a learner setting, by name and one of its choices: ``precision=bf16`` runs the learner's network
   (its forward passes when acting, evaluating and updating) under bfloat16 autocast, the
   parameters, the optimizer and the objective's arithmetic staying float32 (the population
@@ -28,7 +38,15 @@ from adaptive_po.hyperparams import Hyperparams, LinearSchedule
 from adaptive_po.objectives import get_objective
 
 #: knobs every algorithm shares, given as a factor of the environment's tuned value
-SHARED_KNOBS: tuple[str, ...] = ("n_epochs", "learning_rate", "batch_size")
+SHARED_KNOBS: tuple[str, ...] = ("n_epochs", "learning_rate", "batch_size", "n_steps")
+#: shared knobs that also take a value in their own terms (kind ``"fix"``): a whole number of
+#: epochs, or the whole rollout as the minibatch
+FIXED_FORMS: dict[str, str] = {"n_epochs": "a whole number >= 1", "batch_size": "'rollout'"}
+#: the value of ``batch_size=rollout``
+ROLLOUT = "rollout"
+#: objectives' switches a variant may choose (kind ``"switch"``), by keyword, with their choices
+#: other than the loss's default
+OBJECTIVE_SWITCHES: dict[str, tuple[str, ...]] = {"kl": ("sampled",)}
 #: learner settings a variant may choose, by name: their choices other than the default
 LEARNER_SETTINGS: dict[str, tuple[str, ...]] = {"precision": ("bf16",)}
 #: the learner's precision when a variant does not choose one
@@ -45,6 +63,14 @@ def objective_knobs(algo: str) -> tuple[str, ...]:
         if p.kind is inspect.Parameter.KEYWORD_ONLY and isinstance(p.default, (int, float)) and not isinstance(p.default, bool)
     ]
     return tuple(n for n in numeric if n not in spec.kwargs and n not in spec.state)
+
+
+def objective_switches(algo: str) -> tuple[str, ...]:
+    """The switches of :data:`OBJECTIVE_SWITCHES` that ``algo``'s loss takes as a keyword and its
+    registry entry leaves free (``esspo``: ``kl``; ``esspo-sampled-kl`` fixes it)."""
+    spec = get_objective(algo)
+    params = inspect.signature(spec.loss).parameters
+    return tuple(n for n in OBJECTIVE_SWITCHES if n in params and n not in spec.kwargs)
 
 
 def _number(text: str, what: str) -> float:
@@ -71,11 +97,23 @@ def parse_variant(algo: str, variant: str) -> dict[str, tuple[str, Any]]:
         if name in out:
             raise ValueError(f"variant {variant!r}: {name!r} is given twice")
         if name in SHARED_KNOBS:
-            if not text.startswith("x"):
-                raise ValueError(f"variant {variant!r}: shared knob {name} takes a factor such as x0.5, got {text!r}")
-            out[name] = ("scale", _number(text[1:], f"variant {variant!r}, {name}"))
+            if text.startswith("x"):
+                out[name] = ("scale", _number(text[1:], f"variant {variant!r}, {name}"))
+            elif name == "n_epochs" and text.isdigit() and int(text) >= 1 and text == str(int(text)):
+                out[name] = ("fix", int(text))
+            elif name == "batch_size" and text == ROLLOUT:
+                out[name] = ("fix", ROLLOUT)
+            else:
+                forms = f" or {FIXED_FORMS[name]}" if name in FIXED_FORMS else ""
+                raise ValueError(f"variant {variant!r}: shared knob {name} takes a factor such as x0.5{forms}, got {text!r}")
         elif name in knobs:
             out[name] = ("set", _number(text, f"variant {variant!r}, {name}"))
+        elif name in objective_switches(algo):
+            if text not in OBJECTIVE_SWITCHES[name]:
+                raise ValueError(
+                    f"variant {variant!r}: {name} takes one of {list(OBJECTIVE_SWITCHES[name])} (the default is left out), got {text!r}"
+                )
+            out[name] = ("switch", text)
         elif name in LEARNER_SETTINGS:
             if text not in LEARNER_SETTINGS[name]:
                 raise ValueError(
@@ -85,7 +123,8 @@ def parse_variant(algo: str, variant: str) -> dict[str, tuple[str, Any]]:
         else:
             raise ValueError(
                 f"variant {variant!r}: unknown knob {name!r} for {algo}; its own knobs: {list(knobs)}, "
-                f"shared (as factors): {list(SHARED_KNOBS)}, learner settings: {LEARNER_SETTINGS}"
+                f"shared (as factors): {list(SHARED_KNOBS)}, switches: { {k: OBJECTIVE_SWITCHES[k] for k in objective_switches(algo)} }, "
+                f"learner settings: {LEARNER_SETTINGS}"
             )
     if variant != canonical_variant(out):
         raise ValueError(f"variant {variant!r} is not canonical; write it as {canonical_variant(out)!r}")
@@ -94,20 +133,31 @@ def parse_variant(algo: str, variant: str) -> dict[str, tuple[str, Any]]:
 
 def canonical_variant(overrides: dict[str, tuple[str, Any]]) -> str:
     def text(kind: str, value: Any) -> str:
-        return value if kind == "choose" else ("x" if kind == "scale" else "") + format(value, "g")
+        if kind in ("choose", "switch") or isinstance(value, str):
+            return str(value)
+        return ("x" if kind == "scale" else "") + format(value, "g")
 
     return ",".join(f"{name}={text(*overrides[name])}" for name in sorted(overrides))
 
 
 def make_variant(**values: float | str) -> str:
     """A canonical variant string from keyword values: numbers set an objective knob, strings
-    ``"x0.5"`` scale a shared one (``make_variant(clip_range=0.3, n_epochs="x0.25")``), a learner
-    setting takes its choice (``precision="bf16"``)."""
-    overrides = {
-        k: ("choose", v) if k in LEARNER_SETTINGS else (("scale", float(v[1:])) if isinstance(v, str) else ("set", float(v)))
-        for k, v in values.items()
-    }
-    return canonical_variant(overrides)
+    ``"x0.5"`` scale a shared one (``make_variant(clip_range=0.3, n_epochs="x0.25")``), a shared
+    knob in its own terms is an int or ``"rollout"`` (``n_epochs=2, batch_size="rollout"``), a
+    switch or a learner setting takes its choice (``kl="sampled"``, ``precision="bf16"``)."""
+
+    def kind(name: str, value: float | str) -> tuple[str, Any]:
+        if name in LEARNER_SETTINGS:
+            return ("choose", value)
+        if name in OBJECTIVE_SWITCHES:
+            return ("switch", value)
+        if name in SHARED_KNOBS and (value == ROLLOUT or (isinstance(value, int) and not isinstance(value, bool))):
+            return ("fix", value)
+        if isinstance(value, str):
+            return ("scale", float(value[1:]))
+        return ("set", float(value))
+
+    return canonical_variant({k: kind(k, v) for k, v in values.items()})
 
 
 def learner_precision(algo: str, variant: str) -> str:
@@ -123,15 +173,23 @@ def apply_variant(
     overrides = parse_variant(algo, variant)
     kwargs = dict(objective_kwargs)
     changes: dict[str, Any] = {}
+    n_steps = hp.n_steps
+    if "n_steps" in overrides:  # first: the rollout bounds the minibatch
+        n_steps = max(1, int(round(hp.n_steps * overrides["n_steps"][1])))
+        if hp.n_envs * n_steps < 2:
+            raise ValueError(f"variant {variant!r}: a rollout of {n_steps} steps x {hp.n_envs} environments is under 2 samples")
+        changes["n_steps"] = n_steps
+        changes["batch_size"] = min(hp.batch_size, hp.n_envs * n_steps)
+    rollout = hp.n_envs * n_steps
     for name, (kind, value) in overrides.items():
-        if kind == "choose":
-            continue  # a learner setting: the engine reads it (learner_precision)
-        if kind == "set":
+        if kind == "choose" or name == "n_steps":
+            continue  # a learner setting: the engine reads it (learner_precision); the rollout: above
+        if kind in ("set", "switch"):
             kwargs[name] = LinearSchedule(value) if isinstance(kwargs.get(name), LinearSchedule) else value
         elif name == "n_epochs":
-            changes[name] = max(1, int(round(hp.n_epochs * value)))
+            changes[name] = int(value) if kind == "fix" else max(1, int(round(hp.n_epochs * value)))
         elif name == "batch_size":
-            changes[name] = min(hp.n_envs * hp.n_steps, max(2, int(round(hp.batch_size * value))))
+            changes[name] = rollout if kind == "fix" else min(rollout, max(2, int(round(hp.batch_size * value))))
         else:
             lr = hp.learning_rate
             changes[name] = LinearSchedule(lr.initial * value) if isinstance(lr, LinearSchedule) else lr * value
