@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -37,7 +37,8 @@ help:
 	@echo "make frozen-pilot       the frozen-tuning study's pilot: PPO alone at lags 0 and 8 on 6 candidate tasks (80 runs), then the pre-registered task selection (docs/results/frozen/pilot.md)"
 	@echo "make bench-frozen       one slice (HOURS=2) of the frozen-tuning study: every arm tuned once on fresh data, frozen, swept over lags 0-64 on 10 held-out seeds, plus the lag-8 retuning tax; resumes from docs/results/frozen/per_run.csv, then its verdicts"
 	@echo "make frozen-from-table  the frozen-tuning study's verdicts and figure from its committed tables"
-	@echo "make bench-frozen-schedule one slice (HOURS=2) of the frozen study's extension under the ESS objective's own update (whole-rollout steps, k3 KL) with decoupled-ppo as a comparator; resumes from docs/results/frozen-schedule/per_run.csv"
+	@echo "make bench-frozen-schedule one slice (HOURS=2) of the frozen study's extension under the ESS objective's own update (whole-rollout steps, k3 KL) with decoupled-ppo as a comparator; resumes from docs/results/frozen-schedule/per_run.csv, then its verdicts"
+	@echo "make frozen-schedule-from-table  the extension's verdicts and figure from its committed tables (and the published study's)"
 	@echo "make mutations          32 one-line bugs planted in update, objectives and distributions, each run against the fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
@@ -212,11 +213,16 @@ frozen-from-table: $(STAMP)
 
 # the frozen study's extension under the ESS objective's own update (docs/results/frozen-schedule/
 # preregistration.md): one slice of HOURS, resuming from its committed per-run table
+FROZEN_SCHEDULE := docs/results/frozen-schedule
+FROZEN_SCHEDULE_REPORT = $(VPY) -m adaptive_po.analysis.reports.frozen_schedule --results $(FROZEN_SCHEDULE) --published $(FROZEN)
 bench-frozen-schedule: $(STAMP)
-	$(VPY) -m adaptive_po.bench.schedule_study study --hours $(HOURS) $(WORKERS_FLAG)
+	status=0; $(VPY) -m adaptive_po.bench.schedule_study study --results $(FROZEN_SCHEDULE) --published $(FROZEN) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(FROZEN_SCHEDULE_REPORT) && exit $$status
+
+frozen-schedule-from-table: $(STAMP)
+	$(FROZEN_SCHEDULE_REPORT)
 
 # every published verdict from the committed tables alone, then the prose's quotes from them
-reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table calibration
+reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table calibration
 	$(VPY) -m adaptive_po.analysis.quotes --fill README.md $(RESULTS_README)
 
 # the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv)

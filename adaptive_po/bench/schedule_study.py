@@ -52,20 +52,20 @@ ROUND_SIZE = 4
 #: the schedule space: the same for both arms; ``ppo`` adds its clip range, ``esspo`` its KL estimator
 SPACE = ScheduleSpace(own={"ppo": {"clip_range": (0.1, 0.5, 0.2)}})
 #: ``decoupled-ppo``'s lag-8 search: the published study's space and own knobs
-DPPO = "decoupled-ppo"
+DPPO = contract.SCHEDULE_DPPO
 DPPO_SPACE = ZooFactorSpace({DPPO: {"clip_range": (0.1, 0.5, 0.2), "is_truncation": (0.5, 2.0, 1.0)}})
 #: the second search of one arm (another sampler seed), scored at lag 0
-LUCK_TASK, LUCK_ARM, LUCK_SAMPLER_SEED = "Pendulum-v1", "esspo", 1
+LUCK_TASK, LUCK_ARM, LUCK_SAMPLER_SEED = contract.SCHEDULE_LUCK_TASK, contract.SCHEDULE_LUCK_ARM, 1
 
-SEARCH_FOLDER = "schedule-search"
-DPPO_SEARCH_FOLDER = "schedule-dppo-search"
-LUCK_SEARCH_FOLDER = "schedule-luck-search"
-SCORE_FOLDER = "schedule-score"
-RESULTS = "docs/results/frozen-schedule"
+SEARCH_FOLDER = contract.SCHEDULE_SEARCH_FOLDER
+DPPO_SEARCH_FOLDER = contract.SCHEDULE_DPPO_SEARCH_FOLDER
+LUCK_SEARCH_FOLDER = contract.SCHEDULE_LUCK_SEARCH_FOLDER
+SCORE_FOLDER = contract.SCHEDULE_SCORE_FOLDER
+RESULTS = contract.SCHEDULE_RESULTS
 #: the published study, whose ``ppo`` and ``decoupled-ppo`` runs are the comparators
-PUBLISHED = "docs/results/frozen"
+PUBLISHED = contract.FROZEN_RESULTS
 #: the sub-plans in the pre-registered cut order's reverse: the last is cut first (after lag 64)
-PARTS: tuple[str, ...] = ("main", "dppo-tax", "luck")
+PARTS: tuple[str, ...] = contract.SCHEDULE_PARTS
 
 
 def plans(out: str = "runs", envs_dir: str | None = None, cuts: Mapping[str, Sequence[Any]] | None = None) -> dict[str, StudyPlan]:
@@ -160,7 +160,7 @@ def run_study(parts: Mapping[str, StudyPlan], runner: TableRunner, results: Path
                 plan.specs(env, algo, [default], plan.lags, plan.score_seeds[:1], budget, plan.score_folder)
     trial_rows: list[dict[str, Any]] = []
     selection: dict[str, Any] = {}
-    record = {name: plan.record() for name, plan in parts.items()}
+    record = plan_record(parts)
     try:
         for env, budget in dict.fromkeys(t for plan in parts.values() for t in plan.tasks):
             for name, plan in parts.items():
@@ -232,7 +232,13 @@ def plan_cuts(limit: float = LIMIT_CORE_HOURS, envs_dir: str | None = None, rati
     return cuts, lines
 
 
-CUTS_FILE = "cuts.json"
+CUTS_FILE = contract.SCHEDULE_CUTS_FILE
+PLAN_FILE = contract.SCHEDULE_PLAN_FILE
+
+
+def plan_record(parts: Mapping[str, StudyPlan]) -> dict[str, Any]:
+    """``{part: its plan's record}``: what ``plan.json`` holds (the report reads the plan from it)."""
+    return {name: plan.record() for name, plan in parts.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -297,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if not cuts_path.is_file():
         contract.atomic_write_json(cuts_path, cuts)
+    contract.atomic_write_json(results / PLAN_FILE, plan_record(parts))
     train, failed = _train_with_sweep(args.workers, not args.no_progress, args.redo_changed)
     deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
     with sweep_lock([results]):  # one writer per results folder

@@ -81,6 +81,16 @@ def non_inferiority_p(d: Difference, margin: float = MARGIN) -> float:
     return float(stats.t.sf((d.estimate + margin) / d.se, d.df))
 
 
+def inferiority_p(d: Difference, margin: float = MARGIN) -> float:
+    """One-sided p of "the difference is at least -margin", the mirror of :func:`non_inferiority_p`
+    (inferiority, worse by more than the margin, is shown below the level)."""
+    if not d.testable:
+        return math.nan
+    if d.se == 0:
+        return 0.0 if d.estimate < -margin else 1.0
+    return float(stats.t.cdf((d.estimate + margin) / d.se, d.df))
+
+
 def _load(results: Path) -> tuple[dict, dict, dict]:
     table = contract.read_frozen_table(results / FROZEN_TABLE_FILE)
     selected = json.loads(contract.read_regular_text(results / FROZEN_SELECTION_FILE)) if (results / FROZEN_SELECTION_FILE).is_file() else {"selected": {}}
@@ -102,23 +112,42 @@ def _scores(table: Mapping, env: str, budget: int, algo: str, variant: str, lag:
     return np.array([r["score"] for r in rows], float)
 
 
+def fresh_scores(table: Mapping, tasks: Sequence[tuple[str, int]], variants: Mapping[str, Mapping[str, str]], lags: Sequence[int],
+                 seeds: Sequence[int]) -> dict[str, dict[tuple[str, int], np.ndarray]]:
+    """``{task: {(arm, lag): scores}}``, in the order of ``tasks``, for the tasks of ``variants``
+    (``{task: {arm: the arm's frozen configuration}}``, the arms in their order): each cell of
+    ``lags`` whose ``seeds`` are all in the table. The inputs of :func:`head_to_head`."""
+    out: dict[str, dict[tuple[str, int], np.ndarray]] = {}
+    for env, budget in tasks:
+        if env not in variants:
+            continue
+        out[env] = {}
+        for algo, variant in variants[env].items():
+            for lag in lags:
+                got = _scores(table, env, budget, algo, variant, lag, seeds)
+                if got is not None:
+                    out[env][(algo, lag)] = got
+    return out
+
+
 def analyse(table: Mapping, selected: Mapping, plan: _Plan) -> dict[str, Any]:
     """Every number of the report: per task and arm the curves, the slopes, the three endpoints."""
     seeds = plan.score_seeds
     cells: list[dict[str, Any]] = []
     slopes: dict[tuple[str, str], tuple[float, float, float]] = {}
     per_task: dict[str, dict[str, Any]] = {}
+    chosen_by_task = {env: selected.get("selected", {}).get(env) for env, _ in plan.tasks}
+    variants = {env: {algo: chosen[algo]["fresh"]["variant"] for algo in plan.arms} for env, chosen in chosen_by_task.items() if chosen}
+    fresh = fresh_scores(table, plan.tasks, variants, plan.lags, seeds)
     for env, budget in plan.tasks:
-        chosen = selected.get("selected", {}).get(env)
+        chosen = chosen_by_task[env]
         if not chosen:
             continue
-        data: dict[str, Any] = {"budget": budget, "fresh": {}, "tax": {}}
+        data: dict[str, Any] = {"budget": budget, "fresh": fresh[env], "tax": {}}
         for algo in plan.arms:
-            variant = chosen[algo]["fresh"]["variant"]
             for lag in plan.lags:
-                got = _scores(table, env, budget, algo, variant, lag, seeds)
+                got = data["fresh"].get((algo, lag))
                 if got is not None:
-                    data["fresh"][(algo, lag)] = got
                     half = float(stats.t.ppf(0.975, len(got) - 1) * got.std(ddof=1) / math.sqrt(len(got)))
                     cells.append({"env": env, "algo": algo, "tuned": "fresh", "lag": lag, "mean": float(got.mean()), "half": half, "n": len(got)})
             xs = [(lag, v) for lag in SLOPE_LAGS if (algo, lag) in data["fresh"] for v in data["fresh"][(algo, lag)]]
@@ -186,15 +215,18 @@ def primary(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     e1, e2, e3 = result["e1"], result["e2"], result["e3"]
     p = [e1.p_value(), non_inferiority_p(e2), e3.p_value()]
     adjusted = holm(p)
+    p_inferior = inferiority_p(e2)
+    inferior_adj = holm([p[0], p_inferior, p[2]])[1]  # the mirror test in endpoint 2's place, the same Holm
     eq1 = e1.p_equivalence(SLOPE_MARGIN)
     eq3 = e3.p_equivalence(MARGIN)
     eq_adj = holm([eq1, math.nan, eq3])
     v1 = verdict(e1.estimate, adjusted[0], eq_adj[0])
-    v2 = non_inferiority_word(e2, adjusted[1])
+    v2 = non_inferiority_word(e2, adjusted[1], inferior_adj)
     raw3 = verdict(-e3.estimate, adjusted[2], eq_adj[2])  # a negative tax difference favours esspo
     return [
         {"endpoint": "1. slope per unit log2(1 + lag), lags 0-8: esspo - ppo", "d": e1, "p": p[0], "p_adj": adjusted[0], "verdict": v1, "margin": SLOPE_MARGIN},
-        {"endpoint": "2. lag 0: esspo - ppo (non-inferiority at -0.1)", "d": e2, "p": p[1], "p_adj": adjusted[1], "verdict": v2, "margin": MARGIN},
+        {"endpoint": "2. lag 0: esspo - ppo (non-inferiority at -0.1)", "d": e2, "p": p[1], "p_adj": adjusted[1], "verdict": v2, "margin": MARGIN,
+         "p_inferior": p_inferior, "p_inferior_adj": inferior_adj},
         {"endpoint": "3. retuning tax at lag 8: esspo's - ppo's", "d": e3, "p": p[2], "p_adj": adjusted[2], "verdict": raw3, "margin": MARGIN},
     ]
 
@@ -211,19 +243,23 @@ def tested(diffs: Sequence[Difference], margin: float, sign: float = 1.0) -> lis
 
 def non_inferiority(diffs: Sequence[Difference]) -> list[dict[str, Any]]:
     """Endpoint 2's family: one-sided p of "worse by the margin or more", Holm over the family;
-    non-inferior where it rejects, inferior where the one-sided upper bound lies below -margin."""
+    non-inferior where it rejects; inferior where the mirror test ("worse by less than the margin")
+    rejects after its own Holm over the same family."""
     p = [non_inferiority_p(d) for d in diffs]
-    return [{"d": d, "p": pi, "p_adj": a, "verdict": non_inferiority_word(d, a)} for d, pi, a in zip(diffs, p, holm(p))]
+    q = [inferiority_p(d) for d in diffs]
+    return [{"d": d, "p": pi, "p_adj": a, "p_inferior": qi, "p_inferior_adj": b, "verdict": non_inferiority_word(d, a, b)}
+            for d, pi, a, qi, b in zip(diffs, p, holm(p), q, holm(q))]
 
 
-def non_inferiority_word(d: Difference, p_adjusted: float) -> str:
-    """non-inferior where the adjusted one-sided test rejects; inferior where the one-sided 95%
-    upper bound lies below -margin; else not shown; "" where nothing could be tested."""
+def non_inferiority_word(d: Difference, p_adjusted: float, p_inferior_adjusted: float) -> str:
+    """non-inferior where the adjusted one-sided test of "worse by the margin or more" rejects;
+    inferior where the adjusted one-sided test of "worse by less than the margin" rejects (the
+    mirror, adjusted the same way); else not shown; "" where nothing could be tested."""
     if not d.testable:
         return ""
     if p_adjusted < ALPHA:
         return "non-inferior"
-    if d.ci(1 - 2 * ALPHA)[1] < -MARGIN:
+    if p_inferior_adjusted < ALPHA:
         return "inferior"
     return "not shown"
 
@@ -243,26 +279,40 @@ def per_task_verdicts(result: Mapping[str, Any]) -> dict[str, dict[str, dict[str
     return out
 
 
-def secondary(result: Mapping[str, Any], plan: _Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The pre-registered secondary comparisons: every other arm against ``ppo`` at every lag (both
-    tuned on fresh data), per task (Welch) and over the tasks that have both cells (the mean of
-    per-task differences), each table with its own Holm. Returns ``(per_task_rows, aggregate_rows)``."""
-    others = [a for a in plan.arms if a != "ppo"]
+def head_to_head(fresh: Mapping[str, Mapping[tuple[str, int], np.ndarray]], comparator: str, arms: Sequence[str],
+                 lags: Sequence[int], margin: float = MARGIN) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every arm of ``arms`` but ``comparator`` minus ``comparator`` at every lag of ``lags``, from
+    ``fresh`` (``{task: {(arm, lag): scores}}``, :func:`fresh_scores`): per task (Welch) and over the
+    tasks that have both cells (the mean of per-task differences, every task weighing the same),
+    each of the two tables with its own Holm. Returns ``(per_task_rows, aggregate_rows)``."""
+    others = [a for a in arms if a != comparator]
     keys, diffs = [], []
     pairs: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
-    for env, _ in plan.tasks:
-        fresh = result["per_task"].get(env, {}).get("fresh", {})
+    for env, cells in fresh.items():
         for algo in others:
-            for lag in plan.lags:
-                if (algo, lag) in fresh and ("ppo", lag) in fresh:
+            for lag in lags:
+                if (algo, lag) in cells and (comparator, lag) in cells:
                     keys.append((env, algo, lag))
-                    diffs.append(welch(fresh[(algo, lag)], fresh[("ppo", lag)]))
-                    pairs.setdefault((algo, lag), []).append((fresh[(algo, lag)], fresh[("ppo", lag)]))
-    task_rows = [{"env": env, "algo": algo, "lag": lag, **row} for (env, algo, lag), row in zip(keys, tested(diffs, MARGIN))]
-    agg_keys = [(algo, lag) for algo in others for lag in plan.lags if (algo, lag) in pairs]
-    agg = tested([mean_of_differences(pairs[k]) for k in agg_keys], MARGIN)
-    agg_rows = [{"algo": algo, "lag": lag, "tasks": len(pairs[(algo, lag)]), **row} for (algo, lag), row in zip(agg_keys, agg)]
+                    diffs.append(welch(cells[(algo, lag)], cells[(comparator, lag)]))
+                    pairs.setdefault((algo, lag), []).append((cells[(algo, lag)], cells[(comparator, lag)]))
+    task_rows = [{"env": env, "algo": algo, "vs": comparator, "lag": lag, **row} for (env, algo, lag), row in zip(keys, tested(diffs, margin))]
+    agg_keys = [(algo, lag) for algo in others for lag in lags if (algo, lag) in pairs]
+    agg = tested([mean_of_differences(pairs[k]) for k in agg_keys], margin)
+    agg_rows = [{"algo": algo, "vs": comparator, "lag": lag, "tasks": len(pairs[(algo, lag)]), **row} for (algo, lag), row in zip(agg_keys, agg)]
     return task_rows, agg_rows
+
+
+#: the comparators of the secondary tables: ``ppo`` (pre-registered) and ``decoupled-ppo`` (added after the study)
+COMPARATORS: tuple[str, ...] = ("ppo", "decoupled-ppo")
+PREREGISTERED_COMPARATORS: tuple[str, ...] = ("ppo",)
+
+
+def secondary(result: Mapping[str, Any], plan: _Plan, comparator: str = "ppo") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The secondary comparisons of the study: every other arm against ``comparator`` at every lag
+    (both tuned on fresh data), per task and over tasks (:func:`head_to_head`, Holm within each
+    table). Returns ``(per_task_rows, aggregate_rows)``."""
+    fresh = {env: result["per_task"][env]["fresh"] for env, _ in plan.tasks if env in result["per_task"]}
+    return head_to_head(fresh, comparator, plan.arms, plan.lags)
 
 
 def decision(rows: Sequence[Mapping[str, Any]], esspo_tax: Difference) -> str:
@@ -294,6 +344,7 @@ def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[
     planned = len(plan.tasks) * (plan.search_runs + plan.score_runs)
     done = sum(1 for k in table if k[0] in (FROZEN_SEARCH_FOLDER, FROZEN_SCORE_FOLDER))
     rows = primary(result)
+    comparisons = {c: secondary(result, plan, c) for c in COMPARATORS if c in plan.arms}
     lines = [
         "# Tune once, freeze, sweep staleness: verdicts",
         "",
@@ -338,8 +389,11 @@ def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[
         "",
         "Endpoint 1's equivalence margin is 0.1 over lags 0-8 (0.1 / log2 9 = "
         f"{SLOPE_MARGIN:.4f} per unit); endpoint 2 is one-sided (p of \"esspo is worse by 0.1 or more\"); endpoint 3's "
-        "sign: negative means retuning at lag 8 buys `esspo` less than it buys `ppo`, a win for the claim.",
+        "sign: negative means retuning at lag 8 buys `esspo` less than it buys `ppo`, a win for the claim. Endpoint 2 reads "
+        "inferior where the mirror test (p of \"esspo is worse by less than 0.1\") rejects after the same Holm over the three: "
+        f"p {_p(rows[1]['p_inferior'])}, Holm {_p(rows[1]['p_inferior_adj'])}.",
         "",
+        *_head_to_head_lines({c: agg for c, (_, agg) in comparisons.items()}, "esspo", (0, plan.tax_lag), len(plan.tasks)),
         "## Per task",
         "",
         "| task | slope esspo | slope ppo | slope difference | lag 0: esspo - ppo | tax esspo | tax ppo | tax difference |",
@@ -363,16 +417,42 @@ def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[
         )
     lines += ["", "Slopes: normalized score per unit of log2(1 + lag) over lags 0-8 (standard error).", ""]
     lines += _per_task_verdict_lines(result, plan)
-    lines += _secondary_lines(result, plan)
+    for comparator, tables in comparisons.items():
+        lines += _secondary_lines(comparator, tables, plan)
     lines += _configurations(selected, plan)
     lines += _cells(result, plan)
     return "\n".join(lines) + "\n"
 
 
+def _p(x: float) -> str:
+    return f"{x:.3g}" if math.isfinite(x) else "n/a"
+
+
 def _row_cells(r: Mapping[str, Any], digits: int = 3) -> str:
     d = r["d"]
-    p = lambda x: f"{x:.3g}" if math.isfinite(x) else "n/a"  # noqa: E731
-    return f"{_d(d, digits)} | {p(r['p'])} | {p(r['p_adj'])} | {p(d.detectable())} | {r['verdict'] or 'n/a'} |"
+    return f"{_d(d, digits)} | {_p(r['p'])} | {_p(r['p_adj'])} | {_p(d.detectable())} | {r['verdict'] or 'n/a'} |"
+
+
+def _head_to_head_lines(aggregates: Mapping[str, Sequence[Mapping[str, Any]]], arm: str, lags: Sequence[int], tasks: int) -> list[str]:
+    """The head to head near the top: ``arm`` minus each comparator over tasks at ``lags``, the rows
+    of the comparators' over-tasks tables (``{comparator: aggregate_rows}`` of :func:`head_to_head`)
+    with the Holm p of their own table."""
+    found = [(c, r) for c, rows in aggregates.items() for lag in lags for r in rows if r["algo"] == arm and r["lag"] == lag]
+    if not found:
+        return []
+    lines = [
+        f"## Head to head (secondary): {arm} against {' and '.join(aggregates)}", "",
+        f"`{arm}` minus each comparator over the tasks at lags {' and '.join(map(str, lags))}: rows of the over-tasks tables of the "
+        "secondary sections below, each with the Holm p of its own table (" + "; ".join(
+            f"`{c}`: {len(rows)} comparisons" for c, rows in aggregates.items()) + "). Secondary and descriptive, not a decision rule: "
+        "the answer above is the pre-registered rule's alone"
+        + (", and " + ", ".join(f"`{c}`" for c in aggregates if c not in PREREGISTERED_COMPARATORS)
+           + " as a comparator was added after the study." if any(c not in PREREGISTERED_COMPARATORS for c in aggregates) else "."), "",
+        "| comparison | lag | tasks | estimate [95% CI] | p | p (Holm over its table) | detectable (80% power) | verdict |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [f"| {arm} - {c} | {r['lag']} | {r['tasks']} of {tasks} | " + _row_cells(r) for c, r in found]
+    return lines + [""]
 
 
 def _per_task_verdict_lines(result: Mapping[str, Any], plan: _Plan) -> list[str]:
@@ -393,25 +473,36 @@ def _per_task_verdict_lines(result: Mapping[str, Any], plan: _Plan) -> list[str]
         for env, _ in plan.tasks:
             if env in rows:
                 lines.append(f"| {names[name]} | {env} | " + _row_cells(rows[env], 4 if name == "1" else 3))
+    inferior = by_endpoint["2"]
+    if inferior:
+        lines += [
+            "", "Endpoint 2's p is that of \"esspo is worse by 0.1 or more\" (non-inferior where it rejects after Holm over the tasks); "
+            "it reads inferior where the mirror test (p of \"esspo is worse by less than 0.1\") rejects after Holm over the tasks the "
+            "same way: " + "; ".join(f"{env} p {_p(inferior[env]['p_inferior'])} (Holm {_p(inferior[env]['p_inferior_adj'])})"
+                                     for env, _ in plan.tasks if env in inferior) + ".",
+        ]
     return lines + [""]
 
 
-def _secondary_lines(result: Mapping[str, Any], plan: _Plan) -> list[str]:
-    task_rows, agg_rows = secondary(result, plan)
+def _secondary_lines(comparator: str, tables: tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], plan: _Plan) -> list[str]:
+    """One comparator's section: its over-tasks and per-task tables of :func:`head_to_head`."""
+    task_rows, agg_rows = tables
     lines = [
-        "## Secondary: every arm against ppo at every lag", "",
-        "Pre-registered as secondary and descriptive: each arm's frozen fresh-data configuration minus `ppo`'s, at each lag, "
+        f"## Secondary: every arm against {comparator} at every lag", "",
+        ("Pre-registered as secondary and descriptive" if comparator in PREREGISTERED_COMPARATORS
+         else "Added after the study (not pre-registered), secondary and descriptive like the comparison against `ppo`")
+        + f": each arm's frozen fresh-data configuration minus `{comparator}`'s, at each lag, "
         f"on the {len(plan.score_seeds)} held-out seeds (Welch's t; equivalence within ±{MARGIN:g} by two one-sided tests). "
         "Each table has its own Holm adjustment. Lags 16 and 64 are a stress test beyond the realistic range.", "",
         "### Over tasks", "",
         "The mean over the tasks that have both cells of the per-task differences, every task weighing the same:", "",
-        "| arm | lag | tasks | arm - ppo [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
+        f"| arm | lag | tasks | arm - {comparator} [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     lines += [f"| {r['algo']} | {r['lag']} | {r['tasks']} of {len(plan.tasks)} | " + _row_cells(r) for r in agg_rows]
     lines += [
         "", "### Per task, secondary", "",
-        "| task | arm | lag | arm - ppo [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
+        f"| task | arm | lag | arm - {comparator} [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
         "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     lines += [f"| {r['env']} | {r['algo']} | {r['lag']} | " + _row_cells(r) for r in task_rows]
