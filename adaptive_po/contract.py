@@ -620,29 +620,77 @@ def frozen_row_key(row: Mapping[str, Any]) -> FrozenKey:
     )
 
 
+def one_line_errors(prog: str, run: Callable[[], int]) -> int:
+    """``run()``, with a bad input (``ValueError``, ``OSError``: a damaged table, a missing file) told
+    in one line naming ``prog`` and exit status 2 instead of a traceback."""
+    import sys
+
+    try:
+        return run()
+    except (ValueError, OSError) as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2
+
+
+#: a row's score must equal the normalization of its return within this (the table's floats are written in full)
+FROZEN_SCORE_TOLERANCE = 1e-9
+
+
 def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]]:
-    """The committed per-run table, keyed by run (empty where there is none yet). Numbers are
-    parsed; a row that does not parse names its line."""
+    """The committed per-run table, keyed by run (empty where there is none yet), validated on
+    every read: a ``ValueError`` naming the file, the line and the cell for a last line cut short
+    (no final newline), a cell that does not parse, a number that is not finite (``wall_time_s``
+    may be empty), a status other than ``complete`` or ``failed``, a duplicate run, a ``score`` that
+    is not the normalization (return - random) / (reference - random) of its return, or a failed
+    run not scored 0 at the task's random return. Nothing is trained or rewritten from a table that
+    fails, since every study reads it first."""
     path = Path(path)
     if not path.exists():
         return {}
     text = read_regular_text(path)
+    if text and not text.endswith("\n"):
+        raise ValueError(f"{path}, line {text.count(chr(10)) + 1}: the last line is cut short (no newline at its end)")
     reader = csv.DictReader(io.StringIO(text))
     missing = sorted(set(FROZEN_TABLE_COLUMNS) - set(reader.fieldnames or ()))
     if missing:
         raise ValueError(f"{path}: columns {missing} are missing")
     rows: dict[FrozenKey, dict[str, Any]] = {}
+    first_line: dict[FrozenKey, int] = {}
     for line, raw in enumerate(reader, start=2):
         try:
+            if None in raw or any(raw.get(c) is None for c in FROZEN_TABLE_COLUMNS):
+                raise ValueError("the row has a different number of cells from the header")
             row: dict[str, Any] = dict(raw)
             row["variant"] = raw["variant"] or ""
             for name in ("policy_lag", "seed", "total_timesteps"):
-                row[name] = int(raw[name])
+                try:
+                    row[name] = int(raw[name])
+                except ValueError:
+                    raise ValueError(f"{name} {raw[name]!r} is not a whole number") from None
             for name in ("final_eval_return", "random_score", "reference", "score", "wall_time_s"):
-                row[name] = float(raw[name]) if raw[name] not in ("", None) else math.nan
+                if raw[name] == "" and name == "wall_time_s":
+                    row[name] = math.nan
+                    continue
+                try:
+                    row[name] = float(raw[name])
+                except ValueError:
+                    raise ValueError(f"{name} {raw[name]!r} is not a number") from None
+                if not math.isfinite(row[name]):
+                    raise ValueError(f"{name} {raw[name]!r} is not finite")
             if row["status"] not in ("complete", "failed"):
                 raise ValueError(f"status {row['status']!r}")
+            if row["reference"] == row["random_score"]:
+                raise ValueError(f"reference {raw['reference']!r} equals random_score")
+            expected = (row["final_eval_return"] - row["random_score"]) / (row["reference"] - row["random_score"])
+            if row["status"] == "failed" and (row["score"] != 0.0 or row["final_eval_return"] != row["random_score"]):
+                raise ValueError(f"score {raw['score']!r}: a failed run scores 0 at the random return {raw['random_score']}")
+            if abs(row["score"] - expected) > FROZEN_SCORE_TOLERANCE * max(1.0, abs(expected)):
+                raise ValueError(f"score {raw['score']!r} is not the normalized return {expected!r}")
+            key = frozen_row_key(row)
+            if key in rows:
+                raise ValueError(f"the run {key} is already on line {first_line[key]}")
         except (KeyError, ValueError, TypeError) as err:
             raise ValueError(f"{path}, line {line}: {err}") from None
-        rows[frozen_row_key(row)] = row
+        rows[key] = row
+        first_line[key] = line
     return rows

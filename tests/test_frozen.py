@@ -78,7 +78,7 @@ def test_a_table_row_that_does_not_parse_is_named(tmp_path):
     path = tmp_path / "per_run.csv"
     row = {"folder": "frozen-score", "env": "CartPole-v1", "algo": "ppo", "variant": "", "policy_lag": 0, "seed": 0,
            "total_timesteps": 512, "status": "complete", "final_eval_return": 9.5, "random_score": 22.0, "reference": 475.0,
-           "score": -0.0276, "step": "eager", "wall_time_s": 3.0}
+           "score": (9.5 - 22.0) / (475.0 - 22.0), "step": "eager", "wall_time_s": 3.0}
     write_table(path, {frozen.row_key(row): row})
     assert read_table(path)[frozen.row_key(row)]["final_eval_return"] == 9.5
     path.write_text(path.read_text().replace(",complete,", ",done,"))

@@ -287,6 +287,11 @@ def _train_with_sweep(workers: int | None, show_progress: bool, redo_changed: bo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; a bad input is one line on stderr with exit status 2."""
+    return contract.one_line_errors("frozen", lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import sys
 

@@ -593,6 +593,11 @@ def figure(result: Mapping[str, Any], plan: _Plan, out: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; a bad input is one line on stderr with exit status 2."""
+    return contract.one_line_errors("frozen report", lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.reports.frozen", description="the frozen-tuning study's verdicts and figure, from its committed tables")
     parser.add_argument("--results", default="docs/results/frozen")
     args = parser.parse_args(argv)

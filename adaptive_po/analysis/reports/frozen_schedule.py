@@ -821,6 +821,11 @@ def report(results: Path, published: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; a bad input is one line on stderr with exit status 2."""
+    return contract.one_line_errors("schedule report", lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.reports.frozen_schedule",
                                      description="the frozen study's extension (the authors' schedule): verdicts and figure from the committed tables")
     parser.add_argument("--results", default=contract.SCHEDULE_RESULTS, help="this study's folder (per_run.csv, selected.json, cuts.json)")

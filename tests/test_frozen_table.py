@@ -1,0 +1,73 @@
+"""The frozen studies' committed per-run table is validated on every read: a damaged row refuses in
+one line naming the file, the line and the cell (exit 2 at the command line), before anything is
+trained or rewritten. The published tables validate."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from adaptive_po.bench import frozen
+from adaptive_po.contract import read_frozen_table
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLISHED = ROOT / "docs" / "results" / "frozen"
+HEADER = "folder,env,algo,variant,policy_lag,seed,total_timesteps,status,final_eval_return,random_score,reference,score,step,wall_time_s\n"
+GOOD = "frozen-score,Pendulum-v1,esspo,,0,0,100000,complete,-200.0,-1200.0,-200.0,1.0,compiled,10.0\n"
+FAILED = "frozen-score,Pendulum-v1,ppo,,0,0,100000,failed,-1200.0,-1200.0,-200.0,0.0,,\n"
+
+
+def _table(tmp_path, *rows: str) -> Path:
+    path = tmp_path / "per_run.csv"
+    path.write_text(HEADER + "".join(rows))
+    return path
+
+
+def test_the_published_tables_validate():
+    assert len(read_frozen_table(PUBLISHED / "per_run.csv")) == 2422
+    read_frozen_table(ROOT / "docs" / "results" / "frozen-schedule" / "per_run.csv")
+
+
+def test_good_and_failed_rows_read(tmp_path):
+    import math
+
+    rows = read_frozen_table(_table(tmp_path, GOOD, FAILED))
+    assert len(rows) == 2 and any(math.isnan(r["wall_time_s"]) for r in rows.values())
+
+
+@pytest.mark.parametrize(
+    "rows, match",
+    [
+        ((GOOD.replace("-200.0,-1200", "nan,-1200"),), r"line 2: final_eval_return 'nan' is not finite"),
+        ((GOOD.replace("-200.0,-1200", "inf,-1200"),), r"line 2: final_eval_return 'inf' is not finite"),
+        ((GOOD.replace(",1.0,compiled", ",1e308,compiled"),), r"line 2: score '1e308' is not the normalized return"),
+        ((GOOD.replace(",1.0,compiled", ",5.0,compiled"),), r"line 2: score '5.0' is not the normalized return 1.0"),
+        ((FAILED.replace(",0.0,,", ",3.0,,"),), r"line 2: score '3.0': a failed run scores 0"),
+        ((GOOD, GOOD.replace("-200.0,-1200", "-300.0,-1200").replace(",1.0,compiled", ",0.9,compiled")), r"line 3: the run .* is already on line 2"),
+        ((GOOD.replace("complete", "done"),), r"line 2: status 'done'"),
+        ((GOOD.replace(",0,100000,", ",x,100000,"),), r"line 2: seed 'x' is not a whole number"),
+        ((GOOD, "frozen-score,Pendulum-v1,esspo,,1,0,100000,complete,-9"), r"line 3: the last line is cut short"),
+        ((GOOD.replace(",10.0\n", "\n"),), r"line 2: the row has a different number of cells"),
+    ],
+    ids=["nan", "inf", "1e308", "score-contradicts-return", "failed-with-score", "duplicate", "status", "bad-int", "cut-line", "short-row"],
+)
+def test_a_damaged_row_is_refused_naming_the_file_line_and_cell(tmp_path, rows, match):
+    path = _table(tmp_path, *rows)
+    with pytest.raises(ValueError, match=match) as err:
+        read_frozen_table(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_study_command_refuses_a_damaged_table_in_one_line_and_rewrites_nothing(tmp_path, capsys):
+    results = tmp_path / "frozen"
+    shutil.copytree(PUBLISHED, results)
+    table = results / "per_run.csv"
+    lines = table.read_text().splitlines(keepends=True)
+    lines[5] = lines[5].replace(",complete,", ",complete,", 1).rsplit(",", 3)[0] + ",nan,compiled,1.0\n"  # the score cell
+    table.write_text("".join(lines))
+    before = {p.name: p.read_bytes() for p in results.iterdir() if p.is_file()}
+    assert frozen.main(["study", "--results", str(results), "--out", str(tmp_path / "runs"), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "per_run.csv, line 6: score 'nan' is not finite" in err[0]
+    assert {p.name: p.read_bytes() for p in results.iterdir() if p.is_file()} == before
+    assert not (tmp_path / "runs").exists()
