@@ -71,3 +71,69 @@ def test_the_study_command_refuses_a_damaged_table_in_one_line_and_rewrites_noth
     assert len(err) == 1 and "per_run.csv, line 6: score 'nan' is not finite" in err[0]
     assert {p.name: p.read_bytes() for p in results.iterdir() if p.is_file()} == before
     assert not (tmp_path / "runs").exists()
+
+
+# -- not finished is not failed -------------------------------------------------------------------
+def _spec(tmp_path):
+    from adaptive_po.bench.run_folder import RunSpec
+
+    return RunSpec("frozen-score", "Pendulum-v1", "esspo", 0, 4096, out=str(tmp_path / "runs"))
+
+
+@pytest.mark.parametrize(
+    "text, scored",
+    [
+        ("worker process exited with status -9 without a result\n--- last lines of w.log ---\n", False),
+        ("Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: ADAPTIVE_PO_COMPILE must be 1, 0 or auto, got 'maybe'\n", False),
+        ("Traceback (most recent call last):\n  File \"x.py\", line 1\nOSError: [Errno 28] No space left on device\n", False),
+        ("FloatingPointError: non-finite parameters after update 3: pi.0.weight\n", True),
+        ("Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: Expected parameter loc (Tensor of shape (64, 1)) of distribution Normal(loc: nan) to satisfy the constraint Real(), but found invalid values\n", True),
+    ],
+    ids=["killed-worker", "bad-setting", "full-disk", "diverged", "nan-distribution"],
+)
+def test_only_a_run_that_diverged_is_a_scored_failure(tmp_path, text, scored):
+    from adaptive_po import contract
+
+    spec = _spec(tmp_path)
+    spec.run_dir.mkdir(parents=True)
+    (spec.run_dir / contract.FAILED).write_text(text)
+    row = frozen.finished_row(spec)
+    if scored:
+        assert row is not None and row["status"] == "failed" and row["score"] == 0.0
+    else:
+        assert row is None  # not a result: the study trains it again
+
+
+def test_a_killed_worker_leaves_no_row_and_the_rerun_trains_it(tmp_path):
+    from adaptive_po import contract
+    from adaptive_po.bench.frozen import TableRunner
+
+    spec = _spec(tmp_path)
+    calls = []
+
+    def killed(specs, max_members=None):  # what the local executor leaves when a worker is killed
+        calls.append(len(specs))
+        for s in specs:
+            s.run_dir.mkdir(parents=True, exist_ok=True)
+            (s.run_dir / contract.FAILED).write_text("worker process exited with status -9 without a result\n")
+
+    runner = TableRunner(tmp_path / "per_run.csv", killed, log=lambda line: None)
+    with pytest.raises(RuntimeError, match="did not finish"):
+        runner.run([spec])
+    assert read_frozen_table(tmp_path / "per_run.csv") == {}
+    with pytest.raises(RuntimeError, match="did not finish"):  # asked again: trained again, not read as failed
+        TableRunner(tmp_path / "per_run.csv", killed, log=lambda line: None).run([spec])
+    assert calls == [1, 1]
+
+
+def test_a_bad_compile_setting_is_refused_before_any_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ADAPTIVE_PO_COMPILE", "maybe")
+    results = tmp_path / "frozen"
+    shutil.copytree(PUBLISHED, results)
+    assert frozen.main(["study", "--results", str(results), "--out", str(tmp_path / "runs"), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ADAPTIVE_PO_COMPILE must be 1, 0 or auto, got 'maybe'" in err[0]
+    from adaptive_po.bench import schedule_study
+
+    assert schedule_study.main(["study", "--results", str(tmp_path / "s"), "--dry-run"]) == 2
+    assert "ADAPTIVE_PO_COMPILE" in capsys.readouterr().err

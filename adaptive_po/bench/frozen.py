@@ -137,9 +137,25 @@ def write_table(path: str | Path, rows: Mapping[Key, Mapping[str, Any]]) -> None
     contract.atomic_write_text(path, buf.getvalue())
 
 
+#: the causes of a run's failure that are the algorithm's own doing (it diverged): the engines'
+#: check of the parameters and the loss after each update (``FloatingPointError``), and a policy
+#: distribution built from non-finite parameters (torch's constraint check, a ``ValueError``)
+DIVERGED_CAUSES: tuple[str, ...] = ("FloatingPointError", "to satisfy the constraint")
+
+
+def scored_failure(text: str) -> bool:
+    """Whether a ``FAILED`` file's ``text`` is a failure of the run itself (a divergence, scored at
+    the random score as registered) rather than of what ran it (a killed or crashed worker, an
+    invalid setting, a full disk): those are not results, and the run is trained again."""
+    from adaptive_po.bench.divergence import error_line
+
+    cause = error_line(text) if text.strip() else ""
+    return any(marker in cause for marker in DIVERGED_CAUSES)
+
+
 def finished_row(spec: RunSpec) -> dict[str, Any] | None:
-    """The table row of a finished run (complete, or failed with its marker); None for a run that
-    did not finish (it is run again)."""
+    """The table row of a finished run (complete, or failed by diverging); None for a run that did
+    not finish, or whose failure was not its own (:func:`scored_failure`): it is run again."""
     env_cfg = get_env_config(spec.env, spec.envs_dir)
     random_score, reference = float(env_cfg.random_score), float(env_cfg.solved_threshold)
     run_dir = spec.run_dir
@@ -161,6 +177,13 @@ def finished_row(spec: RunSpec) -> dict[str, Any] | None:
             }
     elif not (run_dir / contract.FAILED).is_file():
         return None
+    else:
+        try:
+            text = contract.read_regular_text(run_dir / contract.FAILED, errors="replace")
+        except (OSError, ValueError):
+            return None
+        if not scored_failure(text):
+            return None
     # failed (or complete without a finite return): the task's random score, as registered
     return {**base, "status": "failed", "final_eval_return": random_score, "score": 0.0, "step": "", "wall_time_s": math.nan}
 
@@ -312,6 +335,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if name == "study":
             p.add_argument("--hours", type=float, default=None, help="this slice's wall-clock hours: no batch starts after them")
     args = parser.parse_args(argv)
+    preflight()
     results = contract.report_folder(args.results, "the study's results folder")
     table_path = results / TABLE_FILE
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
@@ -332,6 +356,14 @@ def _main(argv: Sequence[str] | None = None) -> int:
             log(f"  failed (scored at the random score): {line}")
         return write_selection(results, log)
     return run_study_command(args, results, train, failed, log)
+
+
+def preflight() -> None:
+    """Settings that would make every run fail, refused before any run (``--dry-run`` included):
+    ``$ADAPTIVE_PO_COMPILE`` must be 1, 0 or auto."""
+    from adaptive_po.population import compile_wanted
+
+    compile_wanted()
 
 
 def seconds_per_million(env: str) -> float:

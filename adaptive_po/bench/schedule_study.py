@@ -265,6 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(corners_text(), end="")
         return 0
     try:
+        from adaptive_po.bench.frozen import preflight
+
+        preflight()
         if args.workers is not None and args.workers < 1:
             raise ValueError(f"--workers must be >= 1, got {args.workers}")
         if args.hours is not None and not (0 < args.hours <= 24):
