@@ -137,3 +137,27 @@ def test_a_bad_compile_setting_is_refused_before_any_run(tmp_path, monkeypatch, 
 
     assert schedule_study.main(["study", "--results", str(tmp_path / "s"), "--dry-run"]) == 2
     assert "ADAPTIVE_PO_COMPILE" in capsys.readouterr().err
+
+
+def test_a_second_study_on_a_locked_results_folder_is_refused_before_it_trains(tmp_path, capsys):
+    """Another live process holds the results folder's lock: the study answers one line, exit 2,
+    and trains nothing (the published study's folder: complete, so it would only rewrite files)."""
+    import subprocess
+    import sys
+    import time
+
+    results = tmp_path / "frozen"
+    shutil.copytree(PUBLISHED, results)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from adaptive_po.bench.locks import sweep_lock\n"
+        f"with sweep_lock([{str(results)!r}]):\n    print('held', flush=True); time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = {p.name: p.read_bytes() for p in results.iterdir() if p.is_file() and p.name != ".sweep.lock"}
+        assert frozen.main(["study", "--results", str(results), "--out", str(tmp_path / "runs"), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err and "frozen:" in err[-1] and str(holder.pid) in err[-1]
+        assert {p.name: p.read_bytes() for p in results.iterdir() if p.is_file() and p.name != ".sweep.lock"} == before
+    finally:
+        holder.kill()
+        holder.wait()

@@ -351,11 +351,22 @@ def _main(argv: Sequence[str] | None = None) -> int:
         log(f"pilot: {len(specs)} runs ({len(specs) - len(todo)} in {table_path}); candidates {[(e, list(b)) for e, b in CANDIDATES]}")
         if args.dry_run:
             return 0
-        runner.run(specs)
-        for line in failed:
-            log(f"  failed (scored at the random score): {line}")
-        return write_selection(results, log)
+        with results_lock(results):
+            runner = TableRunner(table_path, train, log=log)  # read again under the lock
+            runner.run(specs)
+            for line in failed:
+                log(f"  failed (scored at the random score): {line}")
+            return write_selection(results, log)
     return run_study_command(args, results, train, failed, log)
+
+
+def results_lock(results: Path) -> Any:
+    """One writer per study results folder: the bench's sweep lock on it, held while the table,
+    the trials and the selection are written; a second study on the same folder is refused
+    (:class:`~adaptive_po.bench.locks.SweepLocked`, one line, exit 2) before it trains anything."""
+    from adaptive_po.bench.locks import sweep_lock
+
+    return sweep_lock([results])
 
 
 def preflight() -> None:
@@ -781,8 +792,9 @@ def run_study_command(args: Any, results: Path, train: Callable[..., Any], faile
     if args.dry_run:
         return 0
     deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
-    runner = TableRunner(table_path, train, deadline=deadline, log=log)
-    run_study(plan, runner, results, log)
+    with results_lock(results):
+        runner = TableRunner(table_path, train, deadline=deadline, log=log)
+        run_study(plan, runner, results, log)
     for line in failed:
         log(f"  failed (scored at the random score): {line}")
     return 0

@@ -301,17 +301,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"~{format_duration(calibrated / cores)} calibrated (on this study's runs done, else on the published study's)")
     if args.dry_run:
         return 0
-    from adaptive_po.bench.frozen import _train_with_sweep
-    from adaptive_po.bench.locks import sweep_lock
+    from adaptive_po.bench.frozen import _train_with_sweep, results_lock
 
-    if not cuts_path.is_file():
-        contract.atomic_write_json(cuts_path, cuts)
-    contract.atomic_write_json(results / PLAN_FILE, plan_record(parts))
     train, failed = _train_with_sweep(args.workers, not args.no_progress, args.redo_changed)
     deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
-    with sweep_lock([results]):  # one writer per results folder
-        runner = TableRunner(table_path, train, deadline=deadline, log=log)
-        run_study(parts, runner, results, log)
+    try:
+        with results_lock(results):  # one writer per results folder: the cut, the plan, the table
+            if not cuts_path.is_file():
+                contract.atomic_write_json(cuts_path, cuts)
+            contract.atomic_write_json(results / PLAN_FILE, plan_record(parts))
+            runner = TableRunner(table_path, train, deadline=deadline, log=log)
+            run_study(parts, runner, results, log)
+    except ValueError as err:  # SweepLocked, or a table damaged while the lock was awaited
+        print(f"schedule study: {err}", file=sys.stderr)
+        return 2
     for line in failed:
         log(f"  failed (scored at the random score): {line}")
     return 0
