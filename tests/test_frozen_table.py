@@ -161,3 +161,12 @@ def test_a_second_study_on_a_locked_results_folder_is_refused_before_it_trains(t
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_duplicate_yaml_key_is_refused_naming_it(tmp_path):
+    from adaptive_po.bench.config import ConfigError, get_env_config
+
+    source = (ROOT / "adaptive_po" / "env_configs" / "Acrobot-v1.yaml").read_text()
+    (tmp_path / "Acrobot-v1.yaml").write_text(source.replace("  gamma: 0.99\n", "  gamma: 0.98\n  gamma: 0.1\n"))
+    with pytest.raises(ConfigError, match=r"the key 'gamma' is given twice \(lines \d+ and \d+\)"):
+        get_env_config("Acrobot-v1", str(tmp_path))

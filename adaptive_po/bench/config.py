@@ -60,6 +60,15 @@ def _expanded(node: yaml.Node, path: Path, memo: dict[int, tuple[int, int]], ope
             children = list(node.value)
         else:
             children = [item for pair in node.value for item in pair]
+            seen: dict[str, int] = {}
+            for name, _ in node.value:  # YAML's loader keeps the last of two equal keys, silently
+                if isinstance(name, yaml.ScalarNode) and name.tag != "tag:yaml.org,2002:merge":
+                    if name.value in seen:
+                        raise ConfigError(
+                            f"{path}: the key {name.value!r} is given twice (lines {seen[name.value]} and "
+                            f"{name.start_mark.line + 1}); keep one"
+                        )
+                    seen[name.value] = name.start_mark.line + 1
         open_nodes.add(key)
         size, height = 1, 1
         for child in children:
