@@ -640,7 +640,7 @@ def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]
     """The committed per-run table, keyed by run (empty where there is none yet), validated on
     every read: a ``ValueError`` naming the file, the line and the cell for a last line cut short
     (no final newline), a cell that does not parse, a number that is not finite (``wall_time_s``
-    may be empty), a status other than ``complete`` or ``failed``, a duplicate run, a ``score`` that
+    may be empty or nan), a status other than ``complete`` or ``failed``, a duplicate run, a ``score`` that
     is not the normalization (return - random) / (reference - random) of its return, or a failed
     run not scored 0 at the task's random return. Nothing is trained or rewritten from a table that
     fails, since every study reads it first."""
@@ -668,7 +668,7 @@ def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]
                 except ValueError:
                     raise ValueError(f"{name} {raw[name]!r} is not a whole number") from None
             for name in ("final_eval_return", "random_score", "reference", "score", "wall_time_s"):
-                if raw[name] == "" and name == "wall_time_s":
+                if name == "wall_time_s" and raw[name] in ("", "nan"):  # a failed run has no time
                     row[name] = math.nan
                     continue
                 try:
