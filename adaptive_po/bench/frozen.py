@@ -633,26 +633,37 @@ def write_trials(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     contract.atomic_write_text(path, buf.getvalue())
 
 
+def check_grids(plan: StudyPlan) -> None:
+    """The plan's checks, then every task's and arm's grid (trial 0's variant too), before any compute."""
+    plan.check()
+    for env, budget in plan.tasks:
+        for algo in plan.arms:
+            default = plan.search_space.variant(algo, plan.search_space.default(algo))
+            plan.specs(env, algo, ["", default], plan.lags, plan.score_seeds[:1], budget, plan.score_folder)
+
+
+def describe_picks(plan: StudyPlan, env: str, budget: int, selected: Mapping[str, Mapping[str, dict[str, Any]]], every: bool = False) -> None:
+    """Each selection's optimizer steps per update, and its updates per run where its variant names
+    the rollout's length (``every``: for every selection)."""
+    for algo, picks in selected.items():
+        for pick in picks.values():
+            pick["optimizer_steps_per_update"] = optimizer_steps_per_update(env, algo, pick["variant"], plan.envs_dir)
+            if every or schedule_named(algo, pick["variant"]):
+                pick["updates_per_run"] = updates_per_run(env, budget, plan.envs_dir, algo, pick["variant"])
+
+
 def run_study(plan: StudyPlan, runner: TableRunner, results: Path, log: Callable[[str], None] = print) -> bool:
     """Every task in order: search, select, sweep, tax; ``trials.csv`` and ``selected.json`` are
     rewritten after each task's search. True when the study is complete, False when the slice's
     time ran out (everything finished is in the table)."""
-    plan.check()
-    for env, budget in plan.tasks:  # every grid validates before any compute (trial 0's variant too)
-        for algo in plan.arms:
-            default = plan.search_space.variant(algo, plan.search_space.default(algo))
-            plan.specs(env, algo, ["", default], plan.lags, plan.score_seeds[:1], budget, plan.score_folder)
+    check_grids(plan)
     trial_rows: list[dict[str, Any]] = []
     selection: dict[str, Any] = {}
     try:
         for env, budget in plan.tasks:
             rows, selected = search_task(plan, runner, env, budget, log)
             trial_rows += rows
-            for algo, picks in selected.items():
-                for pick in picks.values():
-                    pick["optimizer_steps_per_update"] = optimizer_steps_per_update(env, algo, pick["variant"], plan.envs_dir)
-                    if schedule_named(algo, pick["variant"]):  # the rollout's length is the variant's
-                        pick["updates_per_run"] = updates_per_run(env, budget, plan.envs_dir, algo, pick["variant"])
+            describe_picks(plan, env, budget, selected)
             selection[env] = {"budget": budget, "updates_per_run": updates_per_run(env, budget, plan.envs_dir), **selected}
             write_trials(results / TRIALS_FILE, trial_rows)
             contract.atomic_write_json(results / SELECTION_FILE, {"plan": plan.record(), "selected": selection})

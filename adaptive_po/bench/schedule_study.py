@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from adaptive_po import contract
+from adaptive_po.bench.config import get_env_config
+from adaptive_po.bench.variants import apply_variant
 from adaptive_po.bench.frozen import (
-    LIMIT_CORE_HOURS, SCORE_SEEDS, SEARCH_SEEDS, SliceOver, StudyPlan, TableRunner, estimate_hours, lag_name,
+    LIMIT_CORE_HOURS, SCORE_SEEDS, SEARCH_SEEDS, SliceOver, StudyPlan, TableRunner, check_grids, describe_picks, estimate_hours,
     optimizer_steps_per_update, read_table, score_task, search_task, updates_per_run,
 )
 from adaptive_po.bench.tuning import OWN_SPACE as TUNED_OWN_SPACE, ScheduleSpace, ZooFactorSpace
@@ -111,14 +113,12 @@ def schedule_corners(envs_dir: str | None = None) -> list[dict[str, Any]]:
         rows += [(f"rollout x{f:g}, {s if s == 'one-pass' else f'{s} whole-rollout step' + ('s' if s != 1 else '')}",
                   SPACE.variant("esspo", {"learning_rate": 1.0, "n_steps": f, "steps": s})) for f, s in corners]
         for name, variant in rows:
+            hp, _ = apply_variant("esspo", variant, get_env_config(env, envs_dir).hyperparams, {})
+            rollout = hp.n_envs * hp.n_steps
             updates = updates_per_run(env, budget, envs_dir, "esspo", variant)
             per_update = optimizer_steps_per_update(env, "esspo", variant, envs_dir)
-            from adaptive_po.bench.config import get_env_config
-            from adaptive_po.bench.variants import apply_variant
-
-            hp, _ = apply_variant("esspo", variant, get_env_config(env, envs_dir).hyperparams, {})
-            out.append({"env": env, "budget": budget, "schedule": name, "variant": variant, "rollout": hp.n_envs * hp.n_steps,
-                        "samples_per_step": min(hp.batch_size, hp.n_envs * hp.n_steps), "updates_per_run": updates,
+            out.append({"env": env, "budget": budget, "schedule": name, "variant": variant, "rollout": rollout,
+                        "samples_per_step": min(hp.batch_size, rollout), "updates_per_run": updates,
                         "steps_per_update": per_update, "steps_per_run": updates * per_update})
     return out
 
@@ -153,11 +153,7 @@ def run_study(parts: Mapping[str, StudyPlan], runner: TableRunner, results: Path
     tax; ``trials.csv`` and ``selected.json`` are rewritten after every search. True when complete,
     False when the slice's time ran out."""
     for plan in parts.values():
-        plan.check()
-        for env, budget in plan.tasks:  # every grid validates before any compute, trial 0's variant too
-            for algo in plan.arms:
-                default = plan.search_space.variant(algo, plan.search_space.default(algo))
-                plan.specs(env, algo, [default], plan.lags, plan.score_seeds[:1], budget, plan.score_folder)
+        check_grids(plan)
     trial_rows: list[dict[str, Any]] = []
     selection: dict[str, Any] = {}
     record = plan_record(parts)
@@ -168,10 +164,7 @@ def run_study(parts: Mapping[str, StudyPlan], runner: TableRunner, results: Path
                     continue
                 rows, selected = search_task(plan, runner, env, budget, log)
                 trial_rows += [{"part": name, **r} for r in rows]
-                for algo, picks in selected.items():
-                    for pick in picks.values():
-                        pick["optimizer_steps_per_update"] = optimizer_steps_per_update(env, algo, pick["variant"], plan.envs_dir)
-                        pick["updates_per_run"] = updates_per_run(env, budget, plan.envs_dir, algo, pick["variant"])
+                describe_picks(plan, env, budget, selected, every=True)
                 selection.setdefault(env, {"budget": budget})[name] = selected
                 write_trials(results / "trials.csv", trial_rows)
                 contract.atomic_write_json(results / "selected.json", {"plan": record, "selected": selection})
