@@ -610,6 +610,12 @@ FROZEN_TABLE_COLUMNS: tuple[str, ...] = (
     "random_score", "reference", "score", "step", "wall_time_s",
 )
 
+#: the column that records each run's configuration: the first 16 hex digits of the SHA-256 of what
+#: decides the run (the resolved configuration the bench compares on resume, and the step mode);
+#: optional on read, empty in rows written before it existed
+FROZEN_CONFIG_COLUMN = "config_sha256"
+FROZEN_CONFIG_DIGITS = 16
+
 FrozenKey = tuple[str, str, str, str, int, int, int]
 
 
@@ -642,8 +648,9 @@ def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]
     (no final newline), a cell that does not parse, a number that is not finite (``wall_time_s``
     may be empty or nan), a status other than ``complete`` or ``failed``, a duplicate run, a ``score`` that
     is not the normalization (return - random) / (reference - random) of its return, or a failed
-    run not scored 0 at the task's random return. Nothing is trained or rewritten from a table that
-    fails, since every study reads it first."""
+    run not scored 0 at the task's random return, or a configuration checksum
+    (:data:`FROZEN_CONFIG_COLUMN`, optional) that is not one. Nothing is trained or rewritten from a
+    table that fails, since every study reads it first."""
     path = Path(path)
     if not path.exists():
         return {}
@@ -658,7 +665,7 @@ def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]
     first_line: dict[FrozenKey, int] = {}
     for line, raw in enumerate(reader, start=2):
         try:
-            if None in raw or any(raw.get(c) is None for c in FROZEN_TABLE_COLUMNS):
+            if None in raw or any(value is None for value in raw.values()):
                 raise ValueError("the row has a different number of cells from the header")
             row: dict[str, Any] = dict(raw)
             row["variant"] = raw["variant"] or ""
@@ -677,6 +684,10 @@ def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]
                     raise ValueError(f"{name} {raw[name]!r} is not a number") from None
                 if not math.isfinite(row[name]):
                     raise ValueError(f"{name} {raw[name]!r} is not finite")
+            checksum = raw.get(FROZEN_CONFIG_COLUMN)
+            row[FROZEN_CONFIG_COLUMN] = checksum = checksum or ""
+            if checksum and not (len(checksum) == FROZEN_CONFIG_DIGITS and all(c in "0123456789abcdef" for c in checksum)):
+                raise ValueError(f"{FROZEN_CONFIG_COLUMN} {checksum!r} is not {FROZEN_CONFIG_DIGITS} lower-case hex digits")
             if row["status"] not in ("complete", "failed"):
                 raise ValueError(f"status {row['status']!r}")
             if row["reference"] == row["random_score"]:

@@ -150,7 +150,7 @@ def test_a_second_study_on_a_locked_results_folder_is_refused_before_it_trains(t
     shutil.copytree(PUBLISHED, results)
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; from adaptive_po.bench.locks import sweep_lock\n"
-        f"with sweep_lock([{str(results)!r}]):\n    print('held', flush=True); time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+        f"with sweep_lock([{str(results)!r}]):\n    print('held', flush=True); time.sleep(900)\n")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         before = {p.name: p.read_bytes() for p in results.iterdir() if p.is_file() and p.name != ".sweep.lock"}
@@ -170,3 +170,81 @@ def test_a_duplicate_yaml_key_is_refused_naming_it(tmp_path):
     (tmp_path / "Acrobot-v1.yaml").write_text(source.replace("  gamma: 0.99\n", "  gamma: 0.98\n  gamma: 0.1\n"))
     with pytest.raises(ConfigError, match=r"the key 'gamma' is given twice \(lines \d+ and \d+\)"):
         get_env_config("Acrobot-v1", str(tmp_path))
+
+
+# -- rows carry their configuration ---------------------------------------------------------------
+def _envs_copy(tmp_path, **changes) -> Path:
+    """Every packaged environment file, with ``changes`` made to Acrobot-v1's."""
+    from adaptive_po.bench.config import write_env_config_copy
+
+    envs = tmp_path / "envs"
+    shutil.copytree(ROOT / "adaptive_po" / "env_configs", envs)
+    if changes:
+        write_env_config_copy("Acrobot-v1", envs, **changes)
+    return envs
+
+
+def test_an_edited_yaml_is_refused_naming_the_row_and_nothing_is_rewritten(tmp_path, capsys):
+    """The issue's case: Acrobot's n_epochs 4 -> 40 and gamma 0.99 -> 0.5 in --envs-dir. A row
+    that records its configuration is refused in one line (exit 2) before anything runs; the same
+    table with the packaged files passes (rows written before checksums, with no run folder here,
+    are taken as committed and said to be)."""
+    from adaptive_po import contract
+
+    results = tmp_path / "frozen"
+    shutil.copytree(PUBLISHED, results)
+    table = results / "per_run.csv"
+    rows = read_frozen_table(table)
+    key = next(k for k in sorted(rows) if k[1] == "Acrobot-v1" and k[0] == "frozen-score")
+    rows[key] = {**rows[key], contract.FROZEN_CONFIG_COLUMN: frozen.config_checksum(frozen.row_spec(rows[key]))}
+    frozen.write_table(table, rows)
+    before = {p.name: p.read_bytes() for p in results.iterdir() if p.is_file()}
+    args = ["study", "--results", str(results), "--out", str(tmp_path / "runs"), "--dry-run"]
+    assert frozen.main([*args, "--envs-dir", str(_envs_copy(tmp_path / "same"))]) == 0
+    assert f"{len(rows) - 1} rows written before checksums have no run folder here: taken as committed" in capsys.readouterr().err
+    edited = _envs_copy(tmp_path / "edited", hyperparams__n_epochs=40, hyperparams__gamma=0.5)
+    assert frozen.main([*args, "--envs-dir", str(edited)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "1 runs were trained with another configuration" in err[0], err
+    assert f"first: frozen-score Acrobot-v1 {key[2]}" in err[0] and "--redo-changed" in err[0]
+    assert {p.name: p.read_bytes() for p in results.iterdir() if p.is_file()} == before
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_trained_row_records_its_configuration_and_a_changed_one_is_trained_again(tmp_path):
+    """A real run through the sweep: its row carries the checksum; under an edited file the table is
+    refused, and with --redo-changed the row is dropped and the run trained again with the new
+    configuration. A row written before checksums is checked by its run folder's config.json."""
+    from types import SimpleNamespace
+
+    from adaptive_po import contract
+
+    out = str(tmp_path / "runs")
+    same, edited = _envs_copy(tmp_path / "same"), _envs_copy(tmp_path / "edited", hyperparams__n_epochs=1)
+    train, failed = frozen._train_with_sweep(1, False, redo_changed=True)
+    table = tmp_path / "per_run.csv"
+
+    def spec(envs):
+        return frozen.specs_for("Acrobot-v1", "ppo", [""], [0], [300], 4096, "frozen-score", out, str(envs))[0]
+
+    runner = frozen.TableRunner(table, train, log=lambda line: None)
+    (row,) = runner.run([spec(same)])
+    assert row["status"] == "complete" and not failed
+    assert read_frozen_table(table)[frozen.spec_key(spec(same))][contract.FROZEN_CONFIG_COLUMN] == frozen.config_checksum(spec(same))
+    args = lambda envs, redo: SimpleNamespace(out=out, envs_dir=str(envs), redo_changed=redo)  # noqa: E731
+    assert frozen.checked_runner(table, train, args(same, False), print).rows == runner.rows
+    with pytest.raises(ValueError, match=r"per_run.csv: 1 runs were trained with another configuration .* Acrobot-v1 ppo \(defaults\) lag 0 seed 300"):
+        frozen.checked_runner(table, train, args(edited, False), print)
+    # a row written before checksums: its run folder's config.json checks it, and it is stamped
+    legacy = {k: {**r, contract.FROZEN_CONFIG_COLUMN: ""} for k, r in runner.rows.items()}
+    frozen.write_table(table, legacy)
+    check = frozen.check_configs(read_frozen_table(table), out, str(same))
+    assert list(check.stamped.values()) == [frozen.config_checksum(spec(same))] and not check.changed
+    check = frozen.check_configs(read_frozen_table(table), out, str(edited))
+    assert not check.stamped and "hyperparams.n_epochs 4 -> 1" in next(iter(check.changed.values()))
+    redo = frozen.checked_runner(table, train, args(edited, True), print)
+    assert redo.rows == {}
+    (again,) = redo.run([spec(edited)])
+    assert again[contract.FROZEN_CONFIG_COLUMN] == frozen.config_checksum(spec(edited)) != frozen.config_checksum(spec(same))
+    recorded = contract.read_regular_text(spec(edited).run_dir / contract.CONFIG_FILE)
+    assert '"n_epochs": 1' in recorded

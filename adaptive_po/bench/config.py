@@ -11,6 +11,7 @@ user can raise (:data:`RUN_LIMITS`, checked by :func:`check_run_limits` when a g
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,20 @@ def read_yaml(path: str | Path) -> Any:
         raise ConfigError(f"{path}: cannot be read ({err.strerror or err})") from None
     if len(raw) > MAX_FILE_BYTES:  # it grew since stat
         raise ConfigError(f"{path}: more than {MAX_FILE_BYTES:,} bytes; an environment file is at most that")
+    if raw not in _PARSED:
+        if len(_PARSED) >= _PARSED_LIMIT:
+            _PARSED.clear()
+        _PARSED[raw] = _parse_yaml(raw, path)
+    return copy.deepcopy(_PARSED[raw])
+
+
+#: documents parsed, by their bytes (a study checks thousands of rows against a few files; an
+#: edited file is other bytes, so it is parsed again); a copy is returned each time
+_PARSED: dict[bytes, Any] = {}
+_PARSED_LIMIT = 256
+
+
+def _parse_yaml(raw: bytes, path: Path) -> Any:
     loader = yaml.SafeLoader(raw)
     try:
         node = loader.get_single_node()

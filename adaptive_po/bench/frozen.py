@@ -84,7 +84,7 @@ PILOT_FOLDERS: tuple[str, ...] = ("frozen-pilot", "frozen-pilot-2")
 #: the study's files and the per-run table's format live in the contract (the report reads them too)
 from adaptive_po.contract import (  # noqa: E402
     FROZEN_PILOT_SELECTION_FILE as PILOT_SELECTION_FILE, FROZEN_SCORE_FOLDER as SCORE_FOLDER,
-    FROZEN_SEARCH_FOLDER as SEARCH_FOLDER, FROZEN_SELECTION_FILE as SELECTION_FILE, FROZEN_TABLE_COLUMNS as TABLE_COLUMNS,
+    FROZEN_CONFIG_COLUMN as CONFIG_COLUMN, FROZEN_SEARCH_FOLDER as SEARCH_FOLDER, FROZEN_SELECTION_FILE as SELECTION_FILE, FROZEN_TABLE_COLUMNS as TABLE_COLUMNS,
     FROZEN_TABLE_FILE as TABLE_FILE, FROZEN_TRIALS_FILE as TRIALS_FILE, FrozenKey as Key, frozen_row_key,
     read_frozen_table as read_table,
 )
@@ -128,13 +128,108 @@ def write_table(path: str | Path, rows: Mapping[Key, Mapping[str, Any]]) -> None
     """All rows, in key order, written atomically (floats in full precision: the search is told
     exactly these numbers, on this machine and on the next)."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(TABLE_COLUMNS), lineterminator="\n")
+    columns = (*TABLE_COLUMNS, CONFIG_COLUMN)
+    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for key in sorted(rows):
         row = rows[key]
-        writer.writerow({c: (repr(float(row[c])) if isinstance(row.get(c), float) else row.get(c, "")) for c in TABLE_COLUMNS})
+        writer.writerow({c: (repr(float(row[c])) if isinstance(row.get(c), float) else row.get(c, "")) for c in columns})
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     contract.atomic_write_text(path, buf.getvalue())
+
+
+def config_checksum(spec: RunSpec, config: Mapping[str, Any] | None = None) -> str:
+    """What decides the run ``spec``, as :data:`~adaptive_po.contract.FROZEN_CONFIG_DIGITS` hex
+    digits: the resolved configuration the bench writes to ``config.json`` and compares on resume
+    (the environment's file after the variant, the dials, the budget, the device and backend; not
+    the format version, the folder or the objective's prose), and ``$ADAPTIVE_PO_COMPILE`` (a
+    compiled step gives another run than an eager one of the same seed)."""
+    import hashlib
+
+    from adaptive_po.bench.run_folder import comparable_config, config_for
+    from adaptive_po.population import COMPILE_ENV
+
+    config = comparable_config(json.loads(json.dumps(config if config is not None else config_for(spec), default=str)), spec.algo)
+    decides = {k: v for k, v in config.items() if k not in ("run_format", "suite")}
+    decides["step_mode"] = os.environ.get(COMPILE_ENV, "auto").strip().lower() or "auto"
+    text = json.dumps(decides, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[: contract.FROZEN_CONFIG_DIGITS]
+
+
+def row_spec(row: Mapping[str, Any], out: str = "runs", envs_dir: str | None = None) -> RunSpec:
+    """The run a table row records, as the study would train it now."""
+    return specs_for(
+        str(row["env"]), str(row["algo"]), [str(row["variant"] or "")], [int(row["policy_lag"])], [int(row["seed"])],
+        int(row["total_timesteps"]), str(row["folder"]), out, envs_dir,
+    )[0]
+
+
+@dataclass
+class ConfigCheck:
+    """The table's rows against the configuration the study would train now (:func:`check_configs`)."""
+
+    #: rows whose checksum differs from today's: ``key -> "recorded -> now"``
+    changed: dict[Key, str] = field(default_factory=dict)
+    #: rows written before checksums whose run folder shows today's configuration: ``key -> checksum``
+    stamped: dict[Key, str] = field(default_factory=dict)
+    #: rows written before checksums with no run folder to check them by (taken as committed)
+    unchecked: int = 0
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.stamped:
+            out.append(f"  {len(self.stamped)} rows written before checksums match their run folders' config.json: stamped")
+        if self.unchecked:
+            out.append(f"  {self.unchecked} rows written before checksums have no run folder here: taken as committed")
+        if self.changed:
+            out.append(f"  {len(self.changed)} rows were trained with another configuration: trained again (--redo-changed)")
+        return out
+
+
+def check_configs(rows: Mapping[Key, Mapping[str, Any]], out: str = "runs", envs_dir: str | None = None) -> ConfigCheck:
+    """Each row against the run the study would train now: a row with a checksum is compared with
+    :func:`config_checksum` of its run; a row written before checksums (empty cell) is compared,
+    where its run folder is here, with the folder's ``config.json`` (the bench's own resume check),
+    and stamped when they agree, else left as committed."""
+    from adaptive_po.bench.run_folder import RUN_CHANGED, RUN_NEW, config_for, run_folder_state
+
+    check = ConfigCheck()
+    for key, row in rows.items():
+        spec = row_spec(row, out, envs_dir)
+        config = config_for(spec)
+        now = config_checksum(spec, config)
+        recorded = str(row.get(CONFIG_COLUMN) or "")
+        if recorded:
+            if recorded != now:
+                check.changed[key] = f"{recorded} -> {now}"
+            continue
+        state = run_folder_state(spec, config)
+        if state.kind == RUN_CHANGED:
+            check.changed[key] = "; ".join(state.reasons[:3])
+        elif state.kind == RUN_NEW or row.get("status") != "complete":
+            check.unchecked += 1
+        else:  # the same configuration (or a damaged folder of a complete run: its row stands as committed)
+            check.stamped[key] = now
+    return check
+
+
+def apply_config_check(check: ConfigCheck, runner: TableRunner, redo_changed: bool) -> None:
+    """Refuse a table with changed rows in one line naming the first (a ``ValueError``), or with
+    ``redo_changed`` drop them so that they are trained again; stamp the rows checked by their
+    folders. Called before anything trains."""
+    if check.changed and not redo_changed:
+        key, why = next(iter(sorted(check.changed.items())))
+        folder, env, algo, variant, lag, seed, budget = key
+        raise ValueError(
+            f"{runner.table_path}: {len(check.changed)} runs were trained with another configuration than the study's now "
+            f"(first: {folder} {env} {algo} {variant or '(defaults)'} lag {lag} seed {seed} at {budget:,} steps: {why}); "
+            "restore the configuration, or rerun with --redo-changed to train them again"
+        )
+    for key in check.changed:
+        runner.rows.pop(key, None)
+    for key, checksum in check.stamped.items():
+        if key in runner.rows:
+            runner.rows[key] = {**runner.rows[key], CONFIG_COLUMN: checksum}
 
 
 #: the causes of a run's failure that are the algorithm's own doing (it diverged): the engines'
@@ -162,7 +257,7 @@ def finished_row(spec: RunSpec) -> dict[str, Any] | None:
     base = {
         "folder": spec.suite, "env": spec.env, "algo": spec.algo, "variant": spec.variant,
         "policy_lag": int(spec.dials.policy_lag), "seed": int(spec.seed), "total_timesteps": int(spec.total_timesteps),
-        "random_score": random_score, "reference": reference,
+        "random_score": random_score, "reference": reference, CONFIG_COLUMN: config_checksum(spec),
     }
     if contract.is_complete(run_dir):
         try:
@@ -346,18 +441,34 @@ def _main(argv: Sequence[str] | None = None) -> int:
     train, failed = _train_with_sweep(args.workers, not args.no_progress, args.redo_changed)
     if args.command == "pilot":
         specs = pilot_specs(args.out, args.envs_dir)
-        runner = TableRunner(table_path, train, log=log)
+        runner = checked_runner(table_path, train, args, log, dry=True)
         todo = [s for s in specs if spec_key(s) not in runner.rows]
         log(f"pilot: {len(specs)} runs ({len(specs) - len(todo)} in {table_path}); candidates {[(e, list(b)) for e, b in CANDIDATES]}")
         if args.dry_run:
             return 0
         with results_lock(results):
-            runner = TableRunner(table_path, train, log=log)  # read again under the lock
+            runner = checked_runner(table_path, train, args, log)  # read again under the lock
             runner.run(specs)
             for line in failed:
                 log(f"  failed (scored at the random score): {line}")
             return write_selection(results, log)
     return run_study_command(args, results, train, failed, log)
+
+
+def checked_runner(
+    table_path: Path, train: Callable[..., Any], args: Any, log: Callable[[str], None], deadline: float | None = None, dry: bool = False,
+) -> TableRunner:
+    """The table's runner, its rows checked against the configuration the study would train now
+    (:func:`check_configs`; ``args``: ``out``, ``envs_dir``, ``redo_changed``): a changed row is
+    refused in one line, or dropped to be trained again with ``--redo-changed``. ``dry``: say what
+    the check found (the dry run, before the lock)."""
+    runner = TableRunner(table_path, train, deadline=deadline, log=log)
+    check = check_configs(runner.rows, args.out, args.envs_dir)
+    apply_config_check(check, runner, args.redo_changed)
+    if dry:
+        for line in check.lines():
+            log(line)
+    return runner
 
 
 def results_lock(results: Path) -> Any:
@@ -790,7 +901,7 @@ def run_study_command(args: Any, results: Path, train: Callable[..., Any], faile
     plan = study_plan(results, args.out, args.envs_dir)
     plan.check()
     table_path = results / TABLE_FILE
-    rows = estimate_hours(plan, read_table(table_path))
+    rows = estimate_hours(plan, checked_runner(table_path, train, args, log, dry=True).rows)
     cores = args.workers or os.cpu_count() or 1
     for r in rows:
         log(f"  {r['env']} at {r['budget']:,} steps: {r['runs']} runs, {r['done']} in the table, ~{r['core_hours']:.1f} core-hours left "
@@ -804,7 +915,7 @@ def run_study_command(args: Any, results: Path, train: Callable[..., Any], faile
         return 0
     deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
     with results_lock(results):
-        runner = TableRunner(table_path, train, deadline=deadline, log=log)
+        runner = checked_runner(table_path, train, args, log, deadline=deadline)  # read again under the lock
         run_study(plan, runner, results, log)
     for line in failed:
         log(f"  failed (scored at the random score): {line}")

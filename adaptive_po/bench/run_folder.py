@@ -10,6 +10,7 @@ the same, damaged or changed; :func:`start_run_folder`, :func:`finish_run_folder
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -170,6 +171,7 @@ def run_settings(spec: RunSpec, hp: Any) -> tuple[Any, dict[str, Any]]:
     return apply_variant(spec.algo, spec.variant, hp, hp.tuned_values(get_objective(spec.algo).tuned))
 
 
+@functools.lru_cache(maxsize=None)
 def unused_tuned_knobs(algo: str) -> frozenset[str]:
     """The environment-tuned hyper-parameters (``Hyperparams`` fields of role ``tuned``, such as
     ``clip_range``) that the objective ``algo`` does not declare (``ObjectiveSpec.tuned``): never
@@ -183,7 +185,7 @@ def unused_tuned_knobs(algo: str) -> frozenset[str]:
     return frozenset(tuned - set(get_objective(algo).tuned))
 
 
-def _comparable_config(config: dict[str, Any], algo: str) -> dict[str, Any]:
+def comparable_config(config: dict[str, Any], algo: str) -> dict[str, Any]:
     """``config`` as far as it decides what a run computes: without the objective's prose
     (``algo_description``: rewording it changes no result) and without the tuned knobs ``algo``
     does not use (a run recorded before they were left out, ESSPO's ``config.json`` with
@@ -266,8 +268,8 @@ def run_folder_state(spec: RunSpec, config: dict[str, Any] | None = None) -> Run
         return RunFolderState(RUN_DAMAGED, reasons=(f"{contract.CONFIG_FILE} or {contract.SUMMARY_FILE} cannot be read ({err})",))
     if not isinstance(previous, dict) or not isinstance(summary, dict):
         return RunFolderState(RUN_DAMAGED, reasons=(f"{contract.CONFIG_FILE} or {contract.SUMMARY_FILE} is not a JSON object",))
-    requested = _comparable_config(json.loads(json.dumps(config, default=str)), spec.algo)
-    changes = config_differences(_comparable_config(previous, spec.algo), requested)
+    requested = comparable_config(json.loads(json.dumps(config, default=str)), spec.algo)
+    changes = config_differences(comparable_config(previous, spec.algo), requested)
     if changes:
         return RunFolderState(RUN_CHANGED, summary=summary, reasons=tuple(changes))
     return RunFolderState(RUN_SAME, summary=summary)

@@ -36,7 +36,7 @@ from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
 from adaptive_po.bench.variants import apply_variant
 from adaptive_po.bench.frozen import (
-    LIMIT_CORE_HOURS, SCORE_SEEDS, SEARCH_SEEDS, SliceOver, StudyPlan, TableRunner, check_grids, describe_picks, estimate_hours,
+    LIMIT_CORE_HOURS, SCORE_SEEDS, SEARCH_SEEDS, SliceOver, StudyPlan, TableRunner, check_grids, checked_runner, describe_picks, estimate_hours,
     optimizer_steps_per_update, read_table, score_task, search_task, updates_per_run,
 )
 from adaptive_po.bench.tuning import OWN_SPACE as TUNED_OWN_SPACE, ScheduleSpace, ZooFactorSpace
@@ -278,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for plan in parts.values():
             plan.check()
         table_path = results / "per_run.csv"
-        table = read_table(table_path)
+        table = checked_runner(table_path, None, args, log, dry=True).rows
     except (ValueError, OSError) as err:
         print(f"schedule study: {err}", file=sys.stderr)
         return 2
@@ -303,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not cuts_path.is_file():
                 contract.atomic_write_json(cuts_path, cuts)
             contract.atomic_write_json(results / PLAN_FILE, plan_record(parts))
-            runner = TableRunner(table_path, train, deadline=deadline, log=log)
+            runner = checked_runner(table_path, train, args, log, deadline=deadline)  # read again under the lock
             run_study(parts, runner, results, log)
     except ValueError as err:  # SweepLocked, or a table damaged while the lock was awaited
         print(f"schedule study: {err}", file=sys.stderr)
