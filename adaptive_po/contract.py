@@ -605,6 +605,14 @@ SCHEDULE_DPPO = "decoupled-ppo"
 SCHEDULE_LUCK_TASK, SCHEDULE_LUCK_ARM = "Pendulum-v1", "esspo"
 SCHEDULE_RESULTS = "docs/results/frozen-schedule"
 FROZEN_RESULTS = "docs/results/frozen"
+#: the frozen study's pre-registered plan (docs/results/frozen/preregistration.md): the study runs
+#: it, and its report refuses a recorded plan that differs (but for the registered cuts)
+FROZEN_REGISTERED: dict[str, Any] = {
+    "arms": ("esspo", "ppo", "decoupled-ppo", "vtrace"), "tax_arms": ("esspo", "ppo"), "lags": (0, 1, 2, 4, 8, 16, 64),
+    "tax_lag": 8, "search_seeds": (100, 101, 102), "score_seeds": tuple(range(10)), "trials": 16, "round_size": 4, "sampler_seed": 0,
+}
+#: what the registered cut order may remove, in its order (then the dearest tasks)
+FROZEN_CUT_ORDER: dict[str, tuple[Any, ...]] = {"lags": (64,), "arms": ("vtrace",)}
 FROZEN_TABLE_COLUMNS: tuple[str, ...] = (
     "folder", "env", "algo", "variant", "policy_lag", "seed", "total_timesteps", "status", "final_eval_return",
     "random_score", "reference", "score", "step", "wall_time_s",

@@ -156,26 +156,36 @@ def _synthetic_study(results: Path, esspo_slope: float, ppo_slope: float, ppo_ta
     rng = np.random.default_rng(seed)
     tasks = [("Pendulum-v1", 4096), ("Acrobot-v1", 4096)]
     results.mkdir(parents=True)
-    (results / frozen.PILOT_SELECTION_FILE).write_text(json.dumps({"tasks": [{"env": e, "budget": b} for e, b in tasks], "cuts": {}}))
+    pilot = [{"env": e, "budget": b, "qualifies": True, "lag0_mean": 0.9, "lag8_mean": 0.7} for e, b in tasks]
+    (results / frozen.PILOT_SELECTION_FILE).write_text(json.dumps({"tasks": [{"env": e, "budget": b} for e, b in tasks], "cuts": {}, "pilot": pilot}))
     slopes = {"esspo": esspo_slope, "ppo": ppo_slope, "decoupled-ppo": ppo_slope, "vtrace": 2 * ppo_slope}
     rows, selected = {}, {}
+
+    def add(folder, env, algo, variant, lag, seed, budget, score):
+        row = {"folder": folder, "env": env, "algo": algo, "variant": variant, "policy_lag": lag, "seed": seed,
+               "total_timesteps": budget, "status": "complete", "final_eval_return": score, "random_score": 0.0,
+               "reference": 1.0, "score": score, "step": "compiled", "wall_time_s": 1.0}
+        rows[frozen.row_key(row)] = row
+
     for env, budget in tasks:
+        for s in frozen.PILOT_SEEDS:  # the pilot the selection names, and each choice's search
+            add(frozen.PILOT_FOLDERS[0], env, "ppo", "", 0, s, budget, 0.9)
+            add(frozen.PILOT_FOLDERS[0], env, "ppo", "", 8, s, budget, 0.7)
         selected[env] = {"budget": budget}
         for algo in frozen.ARMS:
             pick = {"variant": "", "trial": 0, "search_return": 1.0, "search_score": 0.5}
             selected[env][algo] = {"fresh": pick}
             if algo in frozen.TAX_ARMS:
                 selected[env][algo]["lag8"] = {**pick, "variant": "clip_range=0.3", "trial": 5} if algo == "ppo" else pick
+            for tuned, choice in selected[env][algo].items():
+                for s in frozen.SEARCH_SEEDS:
+                    add(frozen.SEARCH_FOLDER, env, algo, choice["variant"], 0 if tuned == "fresh" else 8, s, budget, 1.0)
             cells = [("", lag, 0.9 + slopes[algo] * math.log2(1 + lag)) for lag in frozen.LAGS]
             if algo == "ppo":
                 cells.append(("clip_range=0.3", 8, 0.9 + ppo_slope * math.log2(9) + ppo_tax))
             for variant, lag, mean in cells:
                 for s in frozen.SCORE_SEEDS:
-                    score = float(mean + rng.normal(0, 0.05))
-                    row = {"folder": frozen.SCORE_FOLDER, "env": env, "algo": algo, "variant": variant, "policy_lag": lag, "seed": s,
-                           "total_timesteps": budget, "status": "complete", "final_eval_return": score, "random_score": 0.0,
-                           "reference": 1.0, "score": score, "step": "compiled", "wall_time_s": 1.0}
-                    rows[frozen.row_key(row)] = row
+                    add(frozen.SCORE_FOLDER, env, algo, variant, lag, s, budget, float(mean + rng.normal(0, 0.05)))
     write_table(results / frozen.TABLE_FILE, rows)
     (results / frozen.SELECTION_FILE).write_text(json.dumps({"plan": {}, "selected": selected}))
 

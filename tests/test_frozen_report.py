@@ -142,3 +142,63 @@ def test_the_committed_study_keeps_its_answer_and_pendulum_at_lag_0_is_not_shown
     assert lag0["Pendulum-v1"]["p_inferior_adj"] == pytest.approx(0.117, abs=0.001)
     assert {env: r["verdict"] for env, r in lag0.items()} == {
         "Acrobot-v1": "non-inferior", "Pendulum-v1": "not shown", "LunarLanderContinuous-v3": "inferior", "LunarLander-v3": "not shown"}
+
+
+# -- the report checks its plan (issue 42) ----------------------------------------------------------
+def _edit_json(path: Path, edit) -> None:
+    import json
+
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def _two_tasks_and_four_seeds(folder: Path) -> None:
+    """The issue's case: two tasks kept and score_seeds [0, 2, 3, 9]; the report said "supported"."""
+    _edit_json(folder / "selection.json", lambda d: d.update(tasks=d["tasks"][:2]))
+    _edit_json(folder / "selected.json", lambda d: (d["plan"].update(score_seeds=[0, 2, 3, 9]), d["plan"].update(tasks=d["plan"]["tasks"][:2]),
+                                                    [d["selected"].pop(e) for e in list(d["selected"])[2:]]))
+
+
+def _pick(edit):
+    def apply(folder: Path) -> None:
+        _edit_json(folder / "selected.json", lambda d: edit(d["selected"]["Acrobot-v1"]["esspo"]["fresh"]))
+    return apply
+
+
+@pytest.mark.parametrize(
+    "tamper, match",
+    [
+        (_two_tasks_and_four_seeds, r"selected.json: the plan's score_seeds \[0, 2, 3, 9\] is not the registered"),
+        (lambda f: (_two_tasks_and_four_seeds(f), _edit_json(f / "selected.json", lambda d: d["plan"].update(score_seeds=list(range(10))))),
+         r"selection.json: the tasks .* are not the pilot's qualifying tasks less the cuts"),
+        (lambda f: _edit_json(f / "selected.json", lambda d: d["plan"].update(score_seeds=[0, 2, 3, 9])),
+         r"selected.json: the plan's score_seeds \[0, 2, 3, 9\] is not the registered"),
+        (lambda f: _edit_json(f / "selected.json", lambda d: d["plan"].update(lags=[0, 1, 2, 4, 8])), r"the plan's lags \[0, 1, 2, 4, 8\] is not the registered"),
+        (lambda f: _edit_json(f / "selection.json", lambda d: d["cuts"].update(arms=["esspo"])), r"cuts arms \['esspo'\] are not in the registered cut order"),
+        (_pick(lambda p: p.update(variant="learning_rate=x1e9")), r"Acrobot-v1 esspo fresh's variant 'learning_rate=x1e9' has 0 search runs in the table, not 3"),
+        (_pick(lambda p: p.update(variant="")), r"Acrobot-v1 esspo fresh's variant '' returned .* below the best"),
+        (lambda f: _edit_json(f / "selection.json", lambda d: d["tasks"][0].update(budget=1e30)), r"selection.json: the budget 1e\+30 of 'Acrobot-v1' is not a whole number"),
+        (lambda f: _edit_json(f / "selection.json", lambda d: d["pilot"][3].update(lag0_mean=0.99)), r"the pilot's lag0_mean 0.99 of Acrobot-v1 at 50,000 steps is not the mean"),
+    ],
+    ids=["two-tasks-four-seeds", "two-tasks", "seeds", "lags", "cut-out-of-order", "variant-never-searched", "not-the-best", "budget-1e30", "pilot-mean"],
+)
+def test_the_report_refuses_a_plan_that_is_not_the_registered_one_in_one_line(tmp_path, capsys, tamper, match):
+    """Each edit of the committed JSON, which the report used to take as it was, is refused before
+    anything is computed: one line naming the file and the value, exit 2, nothing written."""
+    import re
+    import shutil
+
+    folder = tmp_path / "frozen"
+    shutil.copytree(RESULTS, folder)
+    tamper(folder)
+    before = (folder / "verdicts.md").read_bytes()
+    assert report.main(["--results", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(match, err[0]), err
+    assert (folder / "verdicts.md").read_bytes() == before
+
+
+def test_the_published_report_passes_its_plan_check():
+    table, selected, selection = report._load(RESULTS)
+    report.check_plan(RESULTS, table, selected, selection)

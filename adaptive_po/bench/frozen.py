@@ -60,19 +60,20 @@ HURT_AT_LEAST = 0.05
 SATURATION_FRACTION = 0.01
 MAX_RETURN: dict[str, float] = {"CartPole-v1": 500.0}
 
-ARMS: tuple[str, ...] = ("esspo", "ppo", "decoupled-ppo", "vtrace")
-TAX_ARMS: tuple[str, ...] = ("esspo", "ppo")
-LAGS: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 64)
+#: the registered plan (in the contract: the report checks the recorded plan against it)
+ARMS: tuple[str, ...] = contract.FROZEN_REGISTERED["arms"]
+TAX_ARMS: tuple[str, ...] = contract.FROZEN_REGISTERED["tax_arms"]
+LAGS: tuple[int, ...] = contract.FROZEN_REGISTERED["lags"]
 #: the primary endpoint's lags (the realistic range and fresh data)
 SLOPE_LAGS: tuple[int, ...] = (0, 1, 2, 4, 8)
-TAX_LAG = 8
-SEARCH_SEEDS: tuple[int, ...] = (100, 101, 102)
-SCORE_SEEDS: tuple[int, ...] = tuple(range(10))
+TAX_LAG: int = contract.FROZEN_REGISTERED["tax_lag"]
+SEARCH_SEEDS: tuple[int, ...] = contract.FROZEN_REGISTERED["search_seeds"]
+SCORE_SEEDS: tuple[int, ...] = contract.FROZEN_REGISTERED["score_seeds"]
 #: the sweep's population size: one arm's lags and scoring seeds, in two halves (two workers)
 SCORE_POPULATION: int = math.ceil(len(LAGS) * len(SCORE_SEEDS) / 2)
-TRIALS = 16
-ROUND_SIZE = 4
-SAMPLER_SEED = 0
+TRIALS: int = contract.FROZEN_REGISTERED["trials"]
+ROUND_SIZE: int = contract.FROZEN_REGISTERED["round_size"]
+SAMPLER_SEED: int = contract.FROZEN_REGISTERED["sampler_seed"]
 #: each arm's own knobs searched: ``name: (low, high, default)``, uniform
 OWN_SPACE: dict[str, dict[str, tuple[float, float, float]]] = {
     "ppo": {"clip_range": (0.1, 0.5, 0.2)},
@@ -468,6 +469,8 @@ def checked_runner(
     if dry:
         for line in check.lines():
             log(line)
+    elif check.stamped or check.changed:  # under the lock: the stamps and the drops are kept at once
+        write_table(table_path, runner.rows)
     return runner
 
 
@@ -874,7 +877,7 @@ def plan_cuts(tasks: Sequence[tuple[str, int]], limit: float = LIMIT_CORE_HOURS)
         return sum(r["core_hours"] for r in estimate_hours(plan))
 
     lines = [f"The dry run before any study run: {len(tasks)} tasks, {hours():.1f} core-hours (limit {limit:g}: about {limit / 2:g} h on 2 cores)."]
-    steps: list[tuple[str, Any]] = [("lags", 64), ("arms", "vtrace")]
+    steps: list[tuple[str, Any]] = [(kind, what) for kind, order in contract.FROZEN_CUT_ORDER.items() for what in order]
     while hours() > limit:
         if steps:
             kind, what = steps.pop(0)

@@ -19,6 +19,7 @@ import numpy as np
 from scipy import stats
 
 from adaptive_po import contract
+from adaptive_po.contract import FROZEN_CUT_ORDER, FROZEN_REGISTERED as REGISTERED
 from adaptive_po.contract import FROZEN_PILOT_SELECTION_FILE, FROZEN_SCORE_FOLDER, FROZEN_SEARCH_FOLDER, FROZEN_SELECTION_FILE, FROZEN_TABLE_FILE
 
 from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
@@ -32,13 +33,14 @@ class _Plan:
     def __init__(self, selection: Mapping[str, Any], record: Mapping[str, Any]) -> None:
         self.tasks = tuple((t["env"], int(t["budget"])) for t in selection["tasks"])
         cuts = selection.get("cuts", {})
-        self.arms = tuple(a for a in record.get("arms", ("esspo", "ppo", "decoupled-ppo", "vtrace")) if a not in cuts.get("arms", []))
-        self.tax_arms = tuple(record.get("tax_arms", ("esspo", "ppo")))
-        self.lags = tuple(lag for lag in record.get("lags", (0, 1, 2, 4, 8, 16, 64)) if lag not in cuts.get("lags", []))
-        self.tax_lag = int(record.get("tax_lag", 8))
-        self.score_seeds = tuple(record.get("score_seeds", range(10)))
-        search_seeds = len(record.get("search_seeds", (100, 101, 102)))
-        trials = int(record.get("trials", 16))
+        self.arms = tuple(a for a in record.get("arms", REGISTERED["arms"]) if a not in cuts.get("arms", []))
+        self.tax_arms = tuple(record.get("tax_arms", REGISTERED["tax_arms"]))
+        self.lags = tuple(lag for lag in record.get("lags", REGISTERED["lags"]) if lag not in cuts.get("lags", []))
+        self.tax_lag = int(record.get("tax_lag", REGISTERED["tax_lag"]))
+        self.score_seeds = tuple(record.get("score_seeds", REGISTERED["score_seeds"]))
+        self.search_seeds = tuple(record.get("search_seeds", REGISTERED["search_seeds"]))
+        search_seeds = len(self.search_seeds)
+        trials = int(record.get("trials", REGISTERED["trials"]))
         self.search_runs = sum(2 if a in self.tax_arms else 1 for a in self.arms) * trials * search_seeds
         self.score_runs = (len(self.arms) * len(self.lags) + len(self.tax_arms)) * len(self.score_seeds)
 
@@ -98,9 +100,96 @@ def _load(results: Path) -> tuple[dict, dict, dict]:
     return table, selected, selection
 
 
+#: a budget in selection.json is at most this many steps (the bench's own limit per run)
+MAX_BUDGET = 1_000_000_000
+
+
+def check_plan(results: Path, table: Mapping, selected: Mapping[str, Any], selection: Mapping[str, Any]) -> None:
+    """The committed plan against the pre-registration and the table, before anything is computed
+    (a ``ValueError`` naming the file and the value otherwise): ``selected.json``'s recorded plan
+    is the registered one (:data:`~adaptive_po.contract.FROZEN_REGISTERED`) but for the cuts, which
+    follow the registered order; ``selection.json``'s tasks are pilot tasks that qualified, with
+    the pilot's means those of the table's pilot runs; and each selected configuration is a best
+    one of its search in the table (its variant was trained, so the bench checked it, and no run of
+    another configuration did better)."""
+    where_plan, where_tasks = results / FROZEN_SELECTION_FILE, results / FROZEN_PILOT_SELECTION_FILE
+    cuts = selection.get("cuts", {})
+    for kind, values in cuts.items():
+        allowed = FROZEN_CUT_ORDER.get(kind, ()) if kind != "tasks" else tuple(str(r.get("env")) for r in selection.get("pilot", ()))
+        if kind not in ("lags", "arms", "tasks") or any(v not in allowed for v in values):
+            raise ValueError(f"{where_tasks}: cuts {kind} {values!r} are not in the registered cut order {dict(FROZEN_CUT_ORDER)}")
+    record = selected.get("plan", {})
+    for key, registered in REGISTERED.items():
+        if key not in record:
+            continue
+        expected: Any = registered
+        if key in ("arms", "lags"):
+            expected = [v for v in registered if v not in cuts.get(key, [])]
+        if (list(record[key]) if isinstance(registered, tuple) else record[key]) != (list(expected) if isinstance(registered, tuple) else expected):
+            raise ValueError(f"{where_plan}: the plan's {key} {record[key]!r} is not the registered {expected!r}")
+    tasks = _tasks(selection, where_tasks)
+    if "tasks" in record and [(t.get("env"), t.get("budget")) for t in record["tasks"]] != tasks:
+        raise ValueError(f"{where_plan}: the plan's tasks {record['tasks']!r} are not {where_tasks.name}'s")
+    pilot = {(r.get("env"), r.get("budget")): r for r in selection.get("pilot", ())}
+    qualified: list[tuple[str, int]] = []  # per task, its first budget that qualified (the pilot's order is the registered one)
+    for key, entry in pilot.items():
+        if entry.get("qualifies") is True and key[0] not in {e for e, _ in qualified}:
+            qualified.append(key)
+    expected_tasks = [t for t in qualified if t[0] not in cuts.get("tasks", [])]
+    if pilot and sorted(tasks) != sorted(expected_tasks):
+        raise ValueError(f"{where_tasks}: the tasks {tasks} are not the pilot's qualifying tasks less the cuts, {expected_tasks}")
+    for env, budget in tasks:
+        entry = pilot.get((env, budget))
+        if entry is None or entry.get("qualifies") is not True:
+            raise ValueError(f"{where_tasks}: the task {env} at {budget:,} steps is not a pilot task that qualified")
+        for lag, name in ((0, "lag0_mean"), (8, "lag8_mean")):
+            scores = [r["score"] for k, r in table.items() if k[0].startswith("frozen-pilot") and k[1:3] == (env, "ppo") and k[4] == lag and k[6] == budget]
+            if not scores or not math.isclose(float(np.mean(scores)), float(entry.get(name, math.nan)), rel_tol=1e-9, abs_tol=1e-12):
+                raise ValueError(f"{where_tasks}: the pilot's {name} {entry.get(name)!r} of {env} at {budget:,} steps is not the mean of "
+                                 f"its {len(scores)} pilot runs in the table")
+    plan = _Plan(selection, record)
+    for env, chosen in selected.get("selected", {}).items():
+        budget = int(chosen.get("budget", 0))
+        if (env, budget) not in plan.tasks:
+            raise ValueError(f"{where_plan}: {env} at {budget:,} steps is not a selected task")
+        for algo in plan.arms:
+            for tuned, pick in chosen.get(algo, {}).items():
+                _check_pick(where_plan, table, plan, env, budget, algo, tuned, pick)
+
+
+def _tasks(selection: Mapping[str, Any], where: Path) -> list[tuple[str, int]]:
+    tasks = []
+    for t in selection.get("tasks", ()):
+        budget = t.get("budget")
+        if not isinstance(budget, int) or isinstance(budget, bool) or not 0 < budget <= MAX_BUDGET:
+            raise ValueError(f"{where}: the budget {budget!r} of {t.get('env')!r} is not a whole number of steps in [1, {MAX_BUDGET:,}]")
+        tasks.append((str(t.get("env")), budget))
+    return tasks
+
+
+def _check_pick(where: Path, table: Mapping, plan: _Plan, env: str, budget: int, algo: str, tuned: str, pick: Mapping[str, Any]) -> None:
+    lag = 0 if tuned == "fresh" else plan.tax_lag
+    if tuned != lag_name(lag):
+        raise ValueError(f"{where}: {env} {algo} is tuned at {tuned!r}, not fresh or {lag_name(plan.tax_lag)}")
+    means: dict[str, list[float]] = {}
+    for k, r in table.items():
+        if k[0] == FROZEN_SEARCH_FOLDER and k[1:3] == (env, algo) and k[4] == lag and k[6] == budget:
+            means.setdefault(k[3], []).append(float(r["final_eval_return"]))
+    got = means.get(str(pick.get("variant")))
+    if got is None or len(got) != len(plan.search_seeds):
+        raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} has {len(got or [])} search runs in the "
+                         f"table, not {len(plan.search_seeds)}")
+    best = max(float(np.mean(v)) for v in means.values() if len(v) == len(plan.search_seeds))
+    if float(np.mean(got)) < best:
+        raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} returned {float(np.mean(got))!r} in its "
+                         f"search, below the best {best!r}: it is not the search's choice")
+
+
 def load_and_analyse(results: Path) -> tuple[dict, dict, dict, _Plan, dict[str, Any]]:
-    """The committed files read once, and every number of the report and the figure from them."""
+    """The committed files read once, checked (:func:`check_plan`), and every number of the
+    report and the figure from them."""
     table, selected, selection = _load(results)
+    check_plan(results, table, selected, selection)
     plan = _Plan(selection, selected.get("plan", {}))
     return table, selected, selection, plan, analyse(table, selected, plan)
 
