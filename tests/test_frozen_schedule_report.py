@@ -103,6 +103,16 @@ def _study(root: Path, *, arm1=(0.9, 0.0), arm2=(0.9, -0.05), ppo=(0.9, -0.1), d
             for i in range(n):  # the search's runs: 16 trials x 3 seeds per study (scores do not matter to the report)
                 row = _row(folder, env, budget, "esspo", f"learning_rate=x{i // 3}", 0, SEARCH_SEEDS[i % 3], 0.5)
                 ours[row_key(row)] = row
+        used = 0
+        for part, picks in selected[env].items():  # each choice is its search's best (the report checks it): one trial's runs become its
+            for algo, tuned_picks in (picks.items() if part != "budget" else ()):
+                for tuned, pick in tuned_picks.items():
+                    for s in SEARCH_SEEDS:
+                        folder = report.SEARCH_FOLDERS[part]
+                        del ours[(folder, env, "esspo", f"learning_rate=x{15 - used}", 0, s, budget)]
+                        row = _row(folder, env, budget, algo, pick["variant"], 0 if tuned == "fresh" else 8, s, 1.0)
+                        ours[row_key(row)] = row
+                    used += 1
         if (env, budget) not in score_tasks:
             continue
         for lag in LAGS:
@@ -326,3 +336,19 @@ def test_an_empty_folder_builds_and_says_no_runs_yet(tmp_path, table):
     assert "| main | 0 of 576 (`schedule-search`) | 0 of 600 |" in text
     assert "comparators" in text.split("## Limits", 1)[1] and "2026-12-01/02" in text.split("## Limits", 1)[1]
     assert (results / "staleness.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("part, algo, tuned", [("main", "esspo", "fresh"), ("dppo-tax", "decoupled-ppo", "lag8")])
+def test_a_choice_that_is_not_its_searchs_best_is_refused_in_one_line(tmp_path, capsys, part, algo, tuned):
+    """The committed extension's choices are checked against its searches: a variant edited into
+    selected.json (never searched, so never checked by the bench) is refused, exit 2."""
+    import shutil
+
+    results = tmp_path / "frozen-schedule"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "docs" / "results" / "frozen-schedule", results)
+    data = json.loads((results / "selected.json").read_text())
+    data["selected"]["Acrobot-v1"][part][algo][tuned]["variant"] = "learning_rate=x1e9"
+    (results / "selected.json").write_text(json.dumps(data))
+    assert report.main(["--results", str(results), "--published", str(PUBLISHED_REAL)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"Acrobot-v1 {algo} {tuned}'s variant 'learning_rate=x1e9' has 0 search runs in the table, not 3" in err[0], err

@@ -154,7 +154,7 @@ def check_plan(results: Path, table: Mapping, selected: Mapping[str, Any], selec
             raise ValueError(f"{where_plan}: {env} at {budget:,} steps is not a selected task")
         for algo in plan.arms:
             for tuned, pick in chosen.get(algo, {}).items():
-                _check_pick(where_plan, table, plan, env, budget, algo, tuned, pick)
+                check_pick(where_plan, table, FROZEN_SEARCH_FOLDER, len(plan.search_seeds), plan.tax_lag, (env, budget, algo, tuned), pick)
 
 
 def _tasks(selection: Mapping[str, Any], where: Path) -> list[tuple[str, int]]:
@@ -167,19 +167,23 @@ def _tasks(selection: Mapping[str, Any], where: Path) -> list[tuple[str, int]]:
     return tasks
 
 
-def _check_pick(where: Path, table: Mapping, plan: _Plan, env: str, budget: int, algo: str, tuned: str, pick: Mapping[str, Any]) -> None:
-    lag = 0 if tuned == "fresh" else plan.tax_lag
+def check_pick(where: Path, table: Mapping, folder: str, seeds: int, tax_lag: int, what: tuple[str, int, str, str], pick: Mapping[str, Any]) -> None:
+    """A selected configuration (``what``: env, budget, arm, ``fresh`` or ``lag<tax_lag>``) must be
+    a best one of its search: its variant has ``seeds`` runs in ``folder`` of the table, and no
+    variant searched there returned more on average (``ValueError`` naming ``where`` otherwise)."""
+    env, budget, algo, tuned = what
+    lag = 0 if tuned == "fresh" else tax_lag
     if tuned != lag_name(lag):
-        raise ValueError(f"{where}: {env} {algo} is tuned at {tuned!r}, not fresh or {lag_name(plan.tax_lag)}")
+        raise ValueError(f"{where}: {env} {algo} is tuned at {tuned!r}, not fresh or {lag_name(tax_lag)}")
     means: dict[str, list[float]] = {}
     for k, r in table.items():
-        if k[0] == FROZEN_SEARCH_FOLDER and k[1:3] == (env, algo) and k[4] == lag and k[6] == budget:
+        if k[0] == folder and k[1:3] == (env, algo) and k[4] == lag and k[6] == budget:
             means.setdefault(k[3], []).append(float(r["final_eval_return"]))
     got = means.get(str(pick.get("variant")))
-    if got is None or len(got) != len(plan.search_seeds):
+    if got is None or len(got) != seeds:
         raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} has {len(got or [])} search runs in the "
-                         f"table, not {len(plan.search_seeds)}")
-    best = max(float(np.mean(v)) for v in means.values() if len(v) == len(plan.search_seeds))
+                         f"table, not {seeds}")
+    best = max(float(np.mean(v)) for v in means.values() if len(v) == seeds)
     if float(np.mean(got)) < best:
         raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} returned {float(np.mean(got))!r} in its "
                          f"search, below the best {best!r}: it is not the search's choice")

@@ -147,7 +147,31 @@ def load(results: Path, published: Path) -> tuple[dict, dict, dict, dict, Plan]:
     selected = _json(results / contract.FROZEN_SELECTION_FILE) or {"selected": {}}
     published_table = read_table(published / contract.FROZEN_TABLE_FILE)
     published_selected = _json(published / contract.FROZEN_SELECTION_FILE) or {"selected": {}}
-    return table, selected, published_table, published_selected, load_plan(results, selected)
+    plan = load_plan(results, selected)
+    check_picks(results / contract.FROZEN_SELECTION_FILE, table, selected, plan)
+    return table, selected, published_table, published_selected, plan
+
+
+#: each part's search folder in the table
+SEARCH_FOLDERS = {"main": contract.SCHEDULE_SEARCH_FOLDER, "dppo-tax": contract.SCHEDULE_DPPO_SEARCH_FOLDER, "luck": contract.SCHEDULE_LUCK_SEARCH_FOLDER}
+
+
+def check_picks(where: Path, table: Mapping, selected: Mapping[str, Any], plan: Plan) -> None:
+    """Each selected configuration of each part is a best one of that part's search in the table
+    (:func:`~adaptive_po.analysis.reports.frozen.check_pick`), and each part is a registered one."""
+    from adaptive_po.analysis.reports.frozen import check_pick
+
+    for env, chosen in selected.get("selected", {}).items():
+        for part, picks in chosen.items():
+            if part == "budget":
+                continue
+            if part not in SEARCH_FOLDERS or not isinstance(picks, Mapping):
+                raise ValueError(f"{where}: {env}'s part {part!r} is not one of {list(SEARCH_FOLDERS)}")
+            record = plan.parts.get(part, {})
+            for algo, tuned_picks in picks.items():
+                for tuned, pick in tuned_picks.items():
+                    check_pick(where, table, SEARCH_FOLDERS[part], len(record.get("search_seeds", ())), int(record.get("tax_lag", 8)),
+                               (env, int(chosen["budget"]), algo, tuned), pick)
 
 
 def load_and_analyse(results: Path, published: Path) -> tuple[dict, dict, dict, dict, Plan, dict[str, Any]]:
