@@ -516,6 +516,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         self.logger.record("train/policy_lag", self.dials.policy_lag)
         stats["n_samples"] = int(n_samples)
         stats["acting_update"] = self.collector.acting_snapshot_update
+        self.logger.record("train/acting_update", stats["acting_update"])
         self.last_update_stats = stats
         for listener in self._update_listeners:
             listener(stats)

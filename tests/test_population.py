@@ -238,6 +238,24 @@ def _spec(tmp_path, **kw):
     return RunSpec(**{**base, **kw})
 
 
+def _scalars(run_dir, tag):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / contract.TENSORBOARD_DIR))
+    events.Reload()
+    return [e.value for e in events.Scalars(tag)]
+
+
+def test_the_replay_dial_trains_on_the_m_previous_rollouts_and_no_more():
+    """replay = m: update u trains on its rollout and the min(u - 1, m) before it (a queue of m, not m + 1)."""
+    learner = _learner([Member(0, replay=2), Member(1, replay=2)])
+    sizes = []
+    learner.add_epoch_listener(lambda epoch, rows, data: sizes.append(data["advantages"].shape[-1]))
+    for _ in range(5):
+        learner.update(_random_rollout(learner), 1.0)
+    assert sizes == [8, 16, 24, 24, 24]
+
+
 def test_population_run_folders_are_the_runners(tmp_path):
     pop = [_spec(tmp_path / "pop", seed=s, dials=DataDials(policy_lag=lag)) for s, lag in ((0, 0), (1, 2))]
     results = execute_population(pop)
@@ -257,6 +275,9 @@ def test_population_run_folders_are_the_runners(tmp_path):
     assert eval_steps == [line.split(",")[0] for line in (b / "eval.csv").read_text().splitlines()[1:]]
     summary = json.loads((a / "summary.json").read_text())
     assert summary["engine"] == "population" and summary["updates"] == 3 and summary["timesteps"] == 768
+    # each member acts with its own dial: the update whose parameters acted, as both faces log it
+    acting = [_scalars(d, "train/acting_update") for d in (pop[0].run_dir, a, b)]
+    assert acting == [[1.0, 2.0, 3.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]
     loaded = analysis.load_runs(tmp_path / "pop" / "t")
     assert len(loaded.finals) == 2 and not loaded.notes
 

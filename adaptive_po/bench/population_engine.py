@@ -349,6 +349,7 @@ class _Population:
     def record(self, stats: dict[str, Any]) -> None:
         """One progress row per live member; a non-finite loss or parameter fails the member."""
         values = {name: value.cpu().numpy() for name, value in stats.items()}
+        acting = self.learner.acting_updates  # each member's own lag, logged as the SB3 face logs it
         finite = self.learner.finite_members().cpu().numpy()
         for run in self.live:
             member = {name: float(values[name][run.index]) for name in values}
@@ -365,6 +366,7 @@ class _Population:
                 if run.writer is None:
                     return
                 scalars = {f"train/{name}": member[name] for name in (*contract.UPDATE_STATISTICS, "loss")}
+                scalars["train/acting_update"] = float(acting[run.index])
                 if row["rollout_return_mean"] is not None:
                     scalars["rollout/ep_rew_mean"] = row["rollout_return_mean"]
                     scalars["rollout/ep_len_mean"] = row["rollout_length_mean"]
