@@ -36,7 +36,6 @@ precision dial is refused with gSDE (:func:`validate_policy_settings`).
 from __future__ import annotations
 
 import copy
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -60,6 +59,7 @@ from adaptive_po import distributions as D
 from adaptive_po import sampler as S
 from adaptive_po.buffers import StoredRollout
 from adaptive_po.dials import BEHAVIOUR_RECORDINGS, DataDials, dials_from_arguments  # noqa: F401 - re-exported
+from adaptive_po.staleness import StaleQueue
 
 BehaviourRecording = Literal["actual", "policy"]
 
@@ -209,28 +209,29 @@ class Collector:
 
     def __init__(self, dials: DataDials | None = None, seed: int | None = None, **dial_keywords: Any) -> None:
         self.dials = dials_from_arguments(dials, **dial_keywords)
-        policy_lag, replay = self.dials.policy_lag, self.dials.replay
         self._sampler: SamplerActor | None = None
         self.seed = seed
-        self._snapshots: deque[dict[str, th.Tensor]] = deque(maxlen=policy_lag + 1)
-        self._replay: deque[StoredRollout] = deque(maxlen=max(replay, 1))
+        #: the lag's snapshots (state dicts) and the replayed rollouts, as the population learner keeps its members'
+        self._stale: StaleQueue[dict[str, th.Tensor], StoredRollout] = StaleQueue([self.dials.policy_lag], self.dials.replay)
         self._actor: ActorCriticPolicy | None = None
         self._learner: ActorCriticPolicy | None = None
         self._noise_generator: th.Generator | None = None
-        self.updates_seen = 0
+
+    @property
+    def updates_seen(self) -> int:
+        """Updates seen since :meth:`attach`."""
+        return self._stale.updates
 
     # -- wiring ----------------------------------------------------------------------------------
     def attach(self, policy: ActorCriticPolicy) -> None:
         """Bind to the learner's policy; the actor starts with its current (initial) parameters."""
         self._learner = policy
-        self._snapshots.clear()
-        self._replay.clear()
-        self.updates_seen = 0
         if self.dials.policy_lag > 0:
             self._actor = frozen_copy(policy)
-            self._snapshots.append(self._snapshot(policy))
-        else:
+            self._stale.start(self._snapshot(policy))
+        else:  # the learner acts: no snapshot kept
             self._actor = None
+            self._stale.start(None)
         if self.dials.action_noise > 0:
             self._noise_generator = th.Generator(device=policy.device)
             self._noise_generator.manual_seed(0 if self.seed is None else int(self.seed) + 7919)
@@ -261,7 +262,7 @@ class Collector:
     @property
     def acting_snapshot_update(self) -> int:
         """Index of the update whose parameters act now (0 = initial parameters)."""
-        return max(0, self.updates_seen - self.dials.policy_lag)
+        return self._stale.acting_updates[0]
 
     def reset_noise(self, n_envs: int) -> None:
         """gSDE: a new exploration matrix per environment for the acting parameters (the learner
@@ -319,14 +320,11 @@ class Collector:
     # -- after each update ------------------------------------------------------------------------
     def training_batches(self, current: StoredRollout) -> list[StoredRollout]:
         """The batches the next update trains on: the current one, then up to m older ones."""
-        return [current, *reversed(self._replay)] if self.dials.replay > 0 else [current]
+        return self._stale.batches(current)
 
     def after_update(self, policy: ActorCriticPolicy, trained_on: StoredRollout) -> None:
         """Advance the snapshot queue and keep ``trained_on`` for replay."""
-        self.updates_seen += 1
-        if self.dials.replay > 0:
-            self._replay.append(trained_on)
+        self._stale.after_update(trained_on, self._snapshot(policy) if self._actor is not None else None)
         if self._actor is not None:
-            self._snapshots.append(self._snapshot(policy))
-            self._actor.load_state_dict(self._snapshots[0])
+            self._actor.load_state_dict(self._stale.snapshots[self._stale.acting_slots()[0]])
         self._refresh_sampler()

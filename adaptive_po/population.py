@@ -31,7 +31,6 @@ import math
 import os
 import sys
 import time
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -52,6 +51,7 @@ from adaptive_po.hyperparams import check_hyperparams
 from adaptive_po.member_conv import with_member_convolutions
 from adaptive_po.networks import resolve_policy_kwargs
 from adaptive_po.objectives import PolicyBatch, get_objective, initial_state
+from adaptive_po.staleness import StaleQueue
 from adaptive_po.update import (
     MINIBATCH_KEYS,
     EpochListener,
@@ -524,11 +524,11 @@ class PopulationLearner:
 
         self.alive = torch.ones(self.k, dtype=torch.bool, device=self.device)
         #: updates done so far (SB3's ``_n_updates`` counts gradient epochs instead: not this)
-        self.updates_done = 0
-        self.lags = [m.policy_lag for m in self.members]
-        self._history: deque[dict[str, Tensor]] = deque([self._initial], maxlen=max(self.lags) + 1)
+        #: the policy lags' snapshots and the replayed rollouts (the SB3 class's collector keeps its
+        #: own run's in the same class); at lag 0 the only snapshot is the learner's parameters
+        self._stale: StaleQueue[dict[str, Tensor], StackedRollout] = StaleQueue([m.policy_lag for m in self.members], self.replay)
+        self._stale.start(self._initial)
         self._acting = self._initial
-        self._replay: deque[StackedRollout] = deque(maxlen=max(self.replay, 1))
         self.noise = torch.tensor([m.action_noise for m in self.members], device=self.device, dtype=torch.float32)
         self.temperature = torch.tensor([m.sampler_temperature for m in self.members], device=self.device, dtype=torch.float32)
         self.objective_state = {
@@ -585,7 +585,17 @@ class PopulationLearner:
     @property
     def acting_updates(self) -> list[int]:
         """For each member, the index of the update whose parameters act now (0 = initial)."""
-        return [max(0, self.updates_done - lag) for lag in self.lags]
+        return self._stale.acting_updates
+
+    @property
+    def updates_done(self) -> int:
+        """Updates done so far (SB3's ``_n_updates`` counts gradient epochs instead: not this)."""
+        return self._stale.updates
+
+    @property
+    def lags(self) -> list[int]:
+        """Each member's policy lag."""
+        return list(self._stale.lags)
 
     def acting_parameters(self) -> dict[str, Tensor]:
         """Each member's acting parameters now (``policy_lag`` updates old), stacked ``(K, ...)``."""
@@ -593,14 +603,13 @@ class PopulationLearner:
 
     def _refresh_acting_params(self) -> None:
         """Each member acts with the parameters of ``policy_lag`` updates ago (its own)."""
-        newest = self.updates_done
-        slots = [len(self._history) - 1 - (newest - u) for u in self.acting_updates]
+        history, slots = self._stale.snapshots, self._stale.acting_slots()
         if len(set(slots)) == 1:
-            self._acting = self._history[slots[0]]
+            self._acting = history[slots[0]]
         else:
             # K small copies per tensor: cheap next to stacking the whole history
             self._acting = {
-                name: torch.stack([self._history[slot][name][m] for m, slot in enumerate(slots)]) for name in self.params
+                name: torch.stack([history[slot][name][m] for m, slot in enumerate(slots)]) for name in self.params
             }
         self._refresh_sampler_params()
 
@@ -758,13 +767,12 @@ class PopulationLearner:
         schedule_values = self.objective_arguments(progress_remaining)
         stats, _ = run_update(
             _StackedFace(self, lr), self.objective_spec, self.kind,
-            [rollout, *reversed(self._replay)] if self.replay > 0 else [rollout],
+            self._stale.batches(rollout),
             n_fresh=rollout.rewards.shape[1] * rollout.rewards.shape[2], n_epochs=self.n_epochs,
             schedule_values=schedule_values, objective_state=self.objective_state, learning_rate=lr,
             clip_range_vf=None if self.clip_range_vf is None else self.clip_range_vf(progress_remaining),
             epoch_listeners=self._epoch_listeners,
         )
-        self.updates_done += 1
         self._after_update(rollout)
         for listener in self._update_listeners:
             listener(rollout, stats)
@@ -786,12 +794,10 @@ class PopulationLearner:
         self._epoch_listeners.append(listener)
 
     def _after_update(self, rollout: StackedRollout) -> None:
-        if self.replay > 0:
-            self._replay.append(rollout)
-        if max(self.lags) > 0:
-            self._history.append({k: v.detach().clone() for k, v in self.params.items()})
-        else:
-            self._history[0] = self.params
+        # lagged: a copy of the parameters after the update; else the parameters themselves (the
+        # queue of one keeps the newest)
+        snapshot = {k: v.detach().clone() for k, v in self.params.items()} if self._stale.lagged else self.params
+        self._stale.after_update(rollout, snapshot)
         self._refresh_acting_params()
 
     # -- failure isolation ------------------------------------------------------------------------
@@ -806,7 +812,7 @@ class PopulationLearner:
         """Stop training ``member``: its parameters go back to their finite initial values and it
         takes no more steps, so a diverged member cannot poison the population's computations."""
         self.alive[member] = False
-        for store in (self.params, *(h for h in self._history)):
+        for store in (self.params, *self._stale.snapshots):
             for name in store:
                 store[name][member] = self._initial[name][member]
         for state in (self._adam_m, self._adam_v):

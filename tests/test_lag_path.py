@@ -44,7 +44,7 @@ class SnapshotActorAtLagZero(Collector):
         self._actor.set_training_mode(False)
         for p in self._actor.parameters():
             p.requires_grad_(False)
-        self._snapshots.append(self._snapshot(policy))
+        self._stale.snapshots.append(self._snapshot(policy))
 
 
 class Recorder(BaseCallback):
@@ -150,14 +150,14 @@ def _rollout(learner, update, n_steps=8, n_envs=4):  # type: ignore[no-untyped-d
 def test_population_lag_zero_member_is_unchanged_by_an_active_history():
     only_fresh = _learner([Member(0), Member(1)])
     mixed = _learner([Member(0), Member(1, policy_lag=3)])
-    assert len(only_fresh._history) == 1 and mixed._history.maxlen == 4
+    assert len(only_fresh._stale.snapshots) == 1 and mixed._stale.snapshots.maxlen == 4
     for update in range(6):
         ra, rb = _rollout(only_fresh, update), _rollout(mixed, update)
         assert torch.equal(ra.actions[0], rb.actions[0])
         torch.testing.assert_close(ra.behaviour_params[0], rb.behaviour_params[0], rtol=0, atol=1e-6)
         only_fresh.update(ra, 1.0)
         mixed.update(rb, 1.0)
-    assert len(mixed._history) == 4  # the history was in use
+    assert len(mixed._stale.snapshots) == 4  # the history was in use
     for name, value in only_fresh.params.items():
         torch.testing.assert_close(mixed.params[name][0], value[0], rtol=0, atol=1e-6)
         assert not torch.allclose(mixed.params[name][1], value[1])  # the lagged member did differ
@@ -214,3 +214,22 @@ def test_population_harness_lag_zero_run_is_the_same_next_to_a_lagged_member(tmp
             except ValueError:
                 assert a == b, name
     assert [r["eval_return_mean"] for r in eval_a] == [r["eval_return_mean"] for r in eval_b]
+
+
+def test_the_stale_queue_is_the_one_both_engines_keep():
+    """One queue for both faces (adaptive_po/staleness.py): each actor's acting update and its
+    snapshot, and replay depth m, the same for the SB3 class's collector and the population."""
+    from adaptive_po.staleness import StaleQueue
+
+    queue = StaleQueue([0, 1, 3], replay=2)
+    queue.start("u0")
+    assert queue.batches("r1") == ["r1"] and queue.acting_updates == [0, 0, 0]
+    for u in range(1, 6):
+        queue.after_update(f"r{u}", f"u{u}")
+        assert queue.acting_updates == [u, max(0, u - 1), max(0, u - 3)]
+        assert [queue.snapshots[s] for s in queue.acting_slots()] == [f"u{a}" for a in queue.acting_updates]
+    assert queue.batches("r6") == ["r6", "r5", "r4"]  # the two before, newest first; never a third
+    assert len(queue.snapshots) == 4
+    assert Collector(policy_lag=2, replay=1)._stale.lags == (2,) and _learner([Member(0, policy_lag=3), Member(1)])._stale.lags == (3, 0)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        StaleQueue([-1], replay=0)

@@ -317,7 +317,7 @@ def test_gsde_noise_is_resampled_every_sde_sample_freq_steps_for_the_acting_para
     # the lagged actor's matrices come from its own (old) exploration std
     if lag:
         assert model.collector.acting_snapshot_update == 0
-        torch.testing.assert_close(actor.log_std, model.collector._snapshots[0]["log_std"])
+        torch.testing.assert_close(actor.log_std, model.collector._stale.snapshots[0]["log_std"])
 
 
 def test_gsde_with_every_dial_trains_and_records_the_sampled_gaussian():
