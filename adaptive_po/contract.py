@@ -634,6 +634,40 @@ def frozen_row_key(row: Mapping[str, Any]) -> FrozenKey:
     )
 
 
+#: the UTF-8 byte-order mark: spreadsheet programs and some editors put it at the start of a file they save
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def read_committed_text(path: str | os.PathLike) -> str:
+    """The UTF-8 text of a study's committed file (a table or a selection a person may open in an
+    editor), never read through a link (:func:`read_regular_bytes`). A byte-order mark at its start
+    is dropped: an editor adds it on saving and it carries no data (the study's next write leaves
+    it out). Bytes that are not UTF-8 (a binary file in its place) are a ``ValueError`` naming the
+    file and the first bad byte."""
+    data = read_regular_bytes(path)
+    if data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM):]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {err.start:,} is {data[err.start]:#04x}): a binary file or another encoding") from None
+
+
+def read_committed_json(path: str | os.PathLike) -> dict[str, Any]:
+    """The JSON object in a study's committed file (:func:`read_committed_text`); a ``ValueError``
+    naming the file when it is empty, not JSON, or not an object."""
+    text = read_committed_text(path)
+    if not text.strip():
+        raise ValueError(f"{path}: the file is empty")
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
 def one_line_errors(prog: str, run: Callable[[], int]) -> int:
     """``run()``, with a bad input (``ValueError``, ``OSError``: a damaged table, a missing file) told
     in one line naming ``prog`` and exit status 2 instead of a traceback."""
@@ -652,17 +686,18 @@ FROZEN_SCORE_TOLERANCE = 1e-9
 
 def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]]:
     """The committed per-run table, keyed by run (empty where there is none yet), validated on
-    every read: a ``ValueError`` naming the file, the line and the cell for a last line cut short
-    (no final newline), a cell that does not parse, a number that is not finite (``wall_time_s``
+    every read: a ``ValueError`` naming the file for one that is not UTF-8 or is a link (a dangling
+    one too; :func:`read_committed_text`), and the file, the line and the cell for a last line cut
+    short (no final newline), a cell that does not parse, a number that is not finite (``wall_time_s``
     may be empty or nan), a status other than ``complete`` or ``failed``, a duplicate run, a ``score`` that
     is not the normalization (return - random) / (reference - random) of its return, or a failed
     run not scored 0 at the task's random return, or a configuration checksum
     (:data:`FROZEN_CONFIG_COLUMN`, optional) that is not one. Nothing is trained or rewritten from a
     table that fails, since every study reads it first."""
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         return {}
-    text = read_regular_text(path)
+    text = read_committed_text(path)
     if text and not text.endswith("\n"):
         raise ValueError(f"{path}, line {text.count(chr(10)) + 1}: the last line is cut short (no newline at its end)")
     reader = csv.DictReader(io.StringIO(text))

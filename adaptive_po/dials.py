@@ -140,10 +140,11 @@ def dials_from_arguments(dials: DataDials | None, **keywords: Any) -> DataDials:
     return dials
 
 
-def dial_product(**levels: Sequence[Any] | None) -> list[DataDials]:
+def dial_product(*, limit: int | None = None, **levels: Sequence[Any] | None) -> list[DataDials]:
     """Every combination of the given levels of each dial (``dial_product(policy_lag=[0, 16])``),
     the dials not given (or given None) at their defaults, in :data:`DIAL_NAMES` order, each
-    validated. ``ValueError`` names an unknown dial, an empty list or a bad level."""
+    validated. ``ValueError`` names an unknown dial, an empty list or a bad level, and, before any
+    combination is made, more than ``limit`` combinations (a grid's limit on its runs)."""
     unknown = sorted(set(levels) - set(DIAL_NAMES))
     if unknown:
         raise ValueError(f"unknown data dial(s) {unknown}; the dials are {list(DIAL_NAMES)}")
@@ -154,4 +155,8 @@ def dial_product(**levels: Sequence[Any] | None) -> list[DataDials]:
         if not values:
             raise ValueError(f"no levels selected for {name}")
         axes.append(values)
+    count = math.prod(len(values) for values in axes)
+    if limit is not None and count > limit:
+        sizes = " x ".join(f"{len(values):,} {name}" for name, values in zip(DIAL_NAMES, axes) if len(values) > 1)
+        raise ValueError(f"the dials' levels ({sizes}) make {count:,} data conditions, more than the limit of {limit:,} runs per grid")
     return [DataDials(**dict(zip(DIAL_NAMES, combination))) for combination in itertools.product(*axes)]

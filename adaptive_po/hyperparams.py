@@ -69,6 +69,29 @@ def positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
+#: the most parallel environments one run may step (the suites use 4 to 64; envpool on a big machine
+#: a few hundred): more is a typo, and each environment is a process or a simulator's slot
+MAX_N_ENVS = 4096
+#: the most steps per environment in one rollout (the suites use 16 to 1,024; SB3's default 2,048)
+MAX_N_STEPS = 65_536
+#: the most transitions one rollout holds (``n_envs * n_steps``): the rollout buffer keeps them all
+#: in memory (observations included), and the suites' largest is 16,384 (64 times less)
+MAX_ROLLOUT_STEPS = 1_048_576
+
+
+def at_most(limit: int, what: str) -> Callable[[str, Any], int]:
+    """The check of a positive integer of at most ``limit`` ``what`` (:func:`positive_int`, then
+    an error naming the value and the limit)."""
+
+    def check(name: str, value: Any) -> int:
+        number = positive_int(name, value)
+        if number > limit:
+            raise HyperparameterError(f"{name} is {number:,}, above the limit of {limit:,} {what}")
+        return number
+
+    return check
+
+
 def unit_interval(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
         raise HyperparameterError(f"{name} must be a number in [0, 1], got {value!r}")
@@ -297,8 +320,8 @@ class Hyperparams:
 
     source: str = _field(non_empty_text, "where the values come from (e.g. the RL Zoo's ppo.yml)", role="run")
     policy: str = _field(policy_name, "SB3 policy: MlpPolicy or CnnPolicy (NatureCNN, or policy_kwargs.features_extractor_class: MinAtarCNN)", role="run")
-    n_envs: int = _field(positive_int, "parallel environments per run", role="run")
-    n_steps: int = _field(positive_int, "steps per environment per rollout (a rollout is n_envs * n_steps transitions)")
+    n_envs: int = _field(at_most(MAX_N_ENVS, "parallel environments per run"), "parallel environments per run (at most MAX_N_ENVS)", role="run")
+    n_steps: int = _field(at_most(MAX_N_STEPS, "steps per environment per rollout"), "steps per environment per rollout (at most MAX_N_STEPS; a rollout is n_envs * n_steps transitions, at most MAX_ROLLOUT_STEPS)")
     batch_size: int = _field(positive_int, "minibatch size (transitions)")
     learning_rate: float | Schedule = _field(schedule, "Adam step size, constant or linearly decayed to 0")
     n_epochs: int = _field(positive_int, "passes over each update's data", default=SB3_DEFAULTS.n_epochs)
@@ -318,6 +341,11 @@ class Hyperparams:
             object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
         check_policy_keywords("policy_kwargs", self.policy, self.policy_kwargs)
         rollout = self.n_steps * self.n_envs
+        if rollout > MAX_ROLLOUT_STEPS:
+            raise HyperparameterError(
+                f"n_envs x n_steps is {self.n_envs:,} x {self.n_steps:,} = {rollout:,} transitions per rollout, above the "
+                f"limit of {MAX_ROLLOUT_STEPS:,}"
+            )
         if self.batch_size > rollout:
             raise ValueError(f"batch_size ({self.batch_size}) is larger than the rollout n_steps * n_envs = {rollout}")
 

@@ -112,18 +112,17 @@ def attempt_log(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("attempts")
 
 
-@pytest.fixture(scope="module")
-def ray_head(attempt_log):
-    """A local Ray instance (2 CPUs, loopback) in a child process; yields (address, pid).
-
-    Its workers record each attempt in ``attempt_log`` (``ADAPTIVE_PO_RAY_ATTEMPT_LOG``).
-    """
+@contextlib.contextmanager
+def local_head(attempt_log: Path):
+    """A local Ray instance (2 CPUs, loopback) in a child process, stopped on leaving; yields
+    (address, the process). Its workers record each attempt in ``attempt_log``
+    (``ADAPTIVE_PO_RAY_ATTEMPT_LOG``)."""
     env = {**os.environ, ATTEMPT_LOG_ENV: str(attempt_log), "OMP_NUM_THREADS": "1"}
     head = subprocess.Popen([sys.executable, "-c", HEAD_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
         address = head.stdout.readline().strip()
         assert address.startswith("127.0.0.1:"), f"the Ray head did not start (got {address!r})"
-        yield address, head.pid
+        yield address, head
     finally:
         head.stdin.close()
         try:
@@ -131,6 +130,13 @@ def ray_head(attempt_log):
         except subprocess.TimeoutExpired:
             head.kill()
             head.wait()
+
+
+@pytest.fixture(scope="module")
+def ray_head(attempt_log):
+    """The module's local Ray instance (:func:`local_head`); yields (address, pid)."""
+    with local_head(attempt_log) as (address, head):
+        yield address, head.pid
 
 
 @pytest.fixture(scope="module")
@@ -306,6 +312,49 @@ def _ray_processes(root_pid: int) -> set[int]:
         found.add(pid)
         todo.extend(children.get(pid, []))
     return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc to list processes")
+def test_a_head_killed_mid_sweep_ends_the_driver_in_one_line_and_leaves_no_lock(tmp_path):
+    """Issue 42, item 6: the cluster's head (its GCS) killed while a run trains ended the driver 60 s
+    later with exit 1, Ray's message only and the sweep's lock file left; now one line of ours
+    within seconds of :data:`~adaptive_po.bench.ray_executor.CLUSTER_GONE_S`, exit 2, no lock."""
+    from adaptive_po.bench.locks import LOCK_FILE, sweep_lock
+    from adaptive_po.bench.ray_executor import CLUSTER_GONE_S
+
+    attempts_dir, out = tmp_path / "attempts", tmp_path / "runs"
+    attempts_dir.mkdir()
+    with local_head(attempts_dir) as (address, head):
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--envs", "CartPole-v1", "--algos", "esspo",
+             "--seeds", "1", "--lags", "0", "--timesteps", "2000000", "--engine", "process", "--device", "cpu", "--executor", "ray",
+             "--ray-address", address, "--no-report", "--no-progress", "--out", str(out)],
+            env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 180
+            while not list(attempts_dir.glob("*.json")):  # the run trains on the cluster
+                assert driver.poll() is None and time.monotonic() < deadline, "the run never started on the cluster"
+                time.sleep(0.2)
+            gcs = [pid for pid in _ray_processes(head.pid) if _cmdline(pid).split(" ")[0].endswith("/gcs_server")]
+            assert len(gcs) == 1, [_cmdline(pid) for pid in _ray_processes(head.pid)]
+            os.kill(gcs[0], signal.SIGKILL)
+            killed = time.monotonic()
+            _, stderr = driver.communicate(timeout=120)
+            took = time.monotonic() - killed
+        finally:
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+                driver.wait()
+    assert driver.returncode == 2, stderr
+    assert took < CLUSTER_GONE_S + 30, f"the driver took {took:.0f} s to end (Ray's own: 60 s)"
+    errors = [line for line in stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and "the Ray cluster went away" in errors[0] and address in errors[0], stderr
+    assert "rerun the same command to resume" in errors[0] and "Traceback" not in stderr
+    assert not (out / "quick" / LOCK_FILE).exists()
+    with sweep_lock([out / "quick"]):  # free for the rerun
+        pass
 
 
 def _listening(pids: set[int]) -> list[tuple[str, str]]:

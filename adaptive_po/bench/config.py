@@ -132,11 +132,20 @@ def _parse_yaml(raw: bytes, path: Path) -> Any:
         loader.dispose()
 
 
-# -- upper bounds on a run's size -------------------------------------------------------------------
+# -- upper bounds on a run's and a grid's size --------------------------------------------------------
+#: the most environment steps one run may train by default: 400 times the largest budget the suites
+#: give (Atari's 2.5M steps, 10M frames); ``ADAPTIVE_PO_MAX_TIMESTEPS`` raises it (:data:`RUN_LIMITS`)
+MAX_TIMESTEPS = 1_000_000_000
+#: the most runs one grid may hold (environments x algorithm configurations x data conditions x
+#: seeds): 25 times the largest suite's grid (the classic suite's 4,000 runs), and far more than one
+#: sweep finishes; checked on the axes' sizes before the grid (or its conditions) is built, so a
+#: mistyped ``--seeds 1000000`` is one line at once, not minutes and gigabytes of run specs
+MAX_GRID_RUNS = 100_000
+
 #: what a run may ask for at most, and the environment variable that raises each limit for a user
 #: who means it (read when a grid is expanded, in the driver only: workers never check it)
 RUN_LIMITS: dict[str, tuple[str, int, str]] = {
-    "timesteps": ("ADAPTIVE_PO_MAX_TIMESTEPS", 1_000_000_000, "environment steps per run"),
+    "timesteps": ("ADAPTIVE_PO_MAX_TIMESTEPS", MAX_TIMESTEPS, "environment steps per run"),
     "eval_episodes": ("ADAPTIVE_PO_MAX_EVAL_EPISODES", 1_000, "episodes per evaluation"),
     "evaluations": ("ADAPTIVE_PO_MAX_EVALUATIONS", 10_000, "evaluations per run (budget / evaluation.every)"),
 }
@@ -157,25 +166,41 @@ def run_limit(name: str) -> int:
     return value
 
 
+def above_limit(name: str, where: str, value: float) -> ConfigError:
+    """The error of ``value`` (given by ``where``) above the limit ``name`` of :data:`RUN_LIMITS`,
+    naming the value, the limit and the variable that raises it."""
+    variable, _, what = RUN_LIMITS[name]
+    return ConfigError(
+        f"{where} is {value:,}, above the limit of {run_limit(name):,} {what}; "
+        f"if you mean it, set {variable} to a larger number"
+    )
+
+
 def check_run_limits(config: EnvConfig, total_timesteps: int, budget_from: str) -> None:
     """:class:`ConfigError` when a run of ``config`` for ``total_timesteps`` steps (given by
-    ``budget_from``: ``"--timesteps"`` or the YAML key) exceeds a limit of :data:`RUN_LIMITS`,
-    naming the value, the limit and the variable that raises it."""
-
-    def refuse(name: str, where: str, value: int) -> None:
-        variable, _, what = RUN_LIMITS[name]
-        raise ConfigError(
-            f"{where} is {value:,}, above the limit of {run_limit(name):,} {what}; "
-            f"if you mean it, set {variable} to a larger number"
-        )
-
+    ``budget_from``: ``"--timesteps"`` or the YAML key) exceeds a limit of :data:`RUN_LIMITS`
+    (:func:`above_limit`)."""
     if total_timesteps > run_limit("timesteps"):
-        refuse("timesteps", budget_from, total_timesteps)
+        raise above_limit("timesteps", budget_from, total_timesteps)
     if config.eval_episodes > run_limit("eval_episodes"):
-        refuse("eval_episodes", f"{config.path}: key 'evaluation.episodes'", config.eval_episodes)
+        raise above_limit("eval_episodes", f"{config.path}: key 'evaluation.episodes'", config.eval_episodes)
     evaluations = total_timesteps // config.eval_every
     if evaluations > run_limit("evaluations"):
-        refuse("evaluations", f"{config.path}: key 'evaluation.every' ({config.eval_every:,}) with {total_timesteps:,} steps: the number of evaluations", evaluations)
+        raise above_limit("evaluations", f"{config.path}: key 'evaluation.every' ({config.eval_every:,}) with {total_timesteps:,} steps: the number of evaluations", evaluations)
+
+
+def check_budget(value: Any, where: str) -> int:
+    """``value`` as a run's budget given by ``where`` (``"<file>: task 1 (Acrobot-v1): budget"``):
+    a whole number of environment steps (an integer, not a float or a string), at least 1 and at
+    most the ``timesteps`` limit (:data:`MAX_TIMESTEPS` unless raised); else a :class:`ConfigError`
+    naming ``where`` and the value."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > run_limit("timesteps"):
+        raise above_limit("timesteps", where, value)
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ConfigError(f"{where} {value!r} is not a whole number of steps")
+    if value < 1:
+        raise ConfigError(f"{where} {value!r} must be at least 1 step")
+    return int(value)
 
 
 # -- what a budget gives: whole rollouts and evaluation points ----------------------------------------

@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from adaptive_po import contract
-from adaptive_po.bench.config import get_env_config
+from adaptive_po.bench.config import check_budget, get_env_config
 from adaptive_po.bench.grid import Grid, expand_grid
 from adaptive_po.bench.run_folder import RunSpec, schedule_named
 from adaptive_po.bench.tuning import ask_new, make_study
@@ -603,8 +603,7 @@ class StudyPlan:
             raise ValueError("no tasks: the pilot selected none (see pilot.md)")
         for env, budget in self.tasks:
             get_env_config(env, self.envs_dir)
-            if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-                raise ValueError(f"budget of {env} must be a positive integer, got {budget!r}")
+            check_budget(budget, f"{env}: budget")
         if self.trials < 1 or self.round_size < 1:
             raise ValueError(f"trials and round size must be >= 1, got {self.trials!r} and {self.round_size!r}")
         overlap = sorted(set(self.search_seeds) & set(self.score_seeds))
@@ -789,15 +788,57 @@ def run_study(plan: StudyPlan, runner: TableRunner, results: Path, log: Callable
     return True
 
 
+def read_selection(path: Path) -> tuple[dict[str, Any], tuple[tuple[str, int], ...]]:
+    """The pilot's selection (``selection.json``) and its tasks, checked before any compute: a JSON
+    object (:func:`~adaptive_po.contract.read_committed_json`) whose ``tasks`` is a list of
+    ``{"env": <name>, "budget": <steps>}``, each name one folder of a run's path
+    (:func:`~adaptive_po.contract.check_name`) and each budget a whole number of steps within the
+    run limit (:func:`~adaptive_po.bench.config.check_budget`); a ``ValueError`` naming the file,
+    the task and the value otherwise."""
+    record = contract.read_committed_json(path)
+    tasks = record.get("tasks")
+    if not isinstance(tasks, list):
+        raise ValueError(f"{path}: 'tasks' must be a list of {{\"env\": <name>, \"budget\": <steps>}}, got {tasks!r:.80}")
+    checked = []
+    for number, task in enumerate(tasks, start=1):
+        where = f"{path}: task {number}"
+        if not isinstance(task, dict) or "env" not in task or "budget" not in task:
+            raise ValueError(f"{where} must be {{\"env\": <name>, \"budget\": <steps>}}, got {task!r:.80}")
+        try:
+            env = contract.check_name("environment name", task["env"])
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+        checked.append((env, check_budget(task["budget"], f"{where} ({env}): budget")))
+    return record, tuple(checked)
+
+
+def check_cuts(cuts: Any, path: Path, allowed: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
+    """``cuts`` as read from ``path`` (``{"lags": [64], ...}``) when every key is one of ``allowed``'s
+    and lists only its values; a ``ValueError`` naming the file and the entry otherwise."""
+    if not isinstance(cuts, dict):
+        raise ValueError(f"{path}: the cuts must be a JSON object of lists, got {cuts!r:.80}")
+    unknown = sorted(set(cuts) - set(allowed))
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {unknown} in the cuts; allowed: {sorted(allowed)}")
+    for key, values in cuts.items():
+        if not isinstance(values, list):
+            raise ValueError(f"{path}: {key!r} must be a list, got {values!r:.80}")
+        stray = [v for v in values if isinstance(v, bool) or v not in allowed[key]]
+        if stray:
+            raise ValueError(f"{path}: {key!r} names {stray[0]!r:.80}, not one of {list(allowed[key])}")
+    return cuts
+
+
 def study_plan(results: Path, out: str = "runs", envs_dir: str | None = None) -> StudyPlan:
-    """The plan of the committed selection (``selection.json``: the pilot's tasks and any cuts)."""
+    """The plan of the committed selection (``selection.json``: the pilot's tasks and any cuts,
+    checked by :func:`read_selection` and :func:`check_cuts`)."""
     path = results / PILOT_SELECTION_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"{path} is missing: run the pilot first (make frozen-pilot)")
-    record = json.loads(contract.read_regular_text(path))
-    cuts = record.get("cuts", {})
+    record, tasks = read_selection(path)
+    cuts = check_cuts(record.get("cuts", {}), path, {"lags": LAGS, "arms": ARMS, "tasks": [env for env, _ in CANDIDATES]})
     return StudyPlan(
-        tasks=tuple((t["env"], int(t["budget"])) for t in record["tasks"]),
+        tasks=tasks,
         arms=tuple(a for a in ARMS if a not in cuts.get("arms", [])),
         lags=tuple(lag for lag in LAGS if lag not in cuts.get("lags", [])),
         out=out, envs_dir=envs_dir,

@@ -11,9 +11,10 @@ line's comma-separated lists.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
-from adaptive_po.bench.config import ConfigError, check_policy, check_run_limits, get_env_config
+from adaptive_po.bench.config import MAX_GRID_RUNS, ConfigError, check_policy, check_run_limits, get_env_config
 from adaptive_po.dials import DataDials
 from adaptive_po.contract import check_name
 from adaptive_po.bench.run_folder import RunSpec
@@ -58,11 +59,23 @@ def grid_conditions(grid: Grid) -> list[DataDials]:
     return list(grid.conditions)
 
 
+def listed_once(values: Iterable[Any], what: str, folder: Path) -> None:
+    """``ValueError`` naming the first of ``values`` listed twice (``what``: ``"seed"``, ...): two
+    runs of one cell would write one folder under ``folder``."""
+    seen: set[Any] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"{what} {value!r} is listed twice: two of its runs would write one run folder under {folder}")
+        seen.add(value)
+
+
 def expand_grid(grid: Grid) -> list[RunSpec]:
     """Validate every axis of the grid (errors name the bad value) and list its runs.
 
-    Order: environment, algorithm, condition, seed, so that a partial sweep already holds
-    comparable runs for the first environments.
+    Each axis lists every value once, and the grid holds at most :data:`MAX_GRID_RUNS` runs
+    (checked on the axes' sizes, before any run is listed). Order: environment, algorithm,
+    condition, seed, so that a partial sweep already holds comparable runs for the first
+    environments.
     """
     suite = get_suite(grid.suite)
     if grid.executor not in ("local", "ray"):
@@ -90,12 +103,25 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
         raise ValueError(f"variants given for algorithms not in the grid: {unknown}")
     if grid.timesteps is not None and (isinstance(grid.timesteps, bool) or grid.timesteps < 1):
         raise ValueError(f"timesteps must be a positive integer, got {grid.timesteps!r}")
+    # a folder under --out, never a path (contract.check_name)
+    suite_name = check_name("suite name", grid.suite_name if grid.suite_name is not None else suite.name)
+    folder = Path(grid.out) / suite_name
+    for values, what in ((grid.envs, "environment"), (grid.algos, "algorithm"), (grid.seeds, "seed")):
+        listed_once(values, what, folder)
+    for algo, names in variants.items():
+        listed_once(names, f"variant of {algo}", folder)
+    configurations = sum(len(names) for names in variants.values())
+    total = len(grid.envs) * configurations * len(conditions) * len(grid.seeds)
+    if total > MAX_GRID_RUNS:
+        raise ValueError(
+            f"the grid has {total:,} runs ({len(grid.envs):,} environments x {configurations:,} algorithm configurations x "
+            f"{len(conditions):,} data conditions x {len(grid.seeds):,} seeds), more than the limit of {MAX_GRID_RUNS:,} runs "
+            "per grid; run it as several smaller sweeps"
+        )
     # Ray workers resolve "auto" themselves: the driver may have no GPU while the workers do
     device = grid.device if grid.executor == "ray" else resolve_device(grid.device)
     if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
         raise ValueError(f"unknown device {device!r}; use auto, cpu or cuda")
-    # a folder under --out, never a path (contract.check_name)
-    suite_name = check_name("suite name", grid.suite_name if grid.suite_name is not None else suite.name)
 
     specs: list[RunSpec] = []
     for env_name in grid.envs:
@@ -151,7 +177,9 @@ def parse_list(text: str | None, cast: Callable[[str], Any], name: str) -> list[
 
 
 def seeds_from(text: str | None, default: int, flag: str = "--seeds") -> list[int]:
-    """``--seeds 5`` -> 0..4; ``--seeds 0,3,7`` -> those seeds."""
+    """``--seeds 5`` -> 0..4; ``--seeds 0,3,7`` -> those seeds (there are no ranges: a list holds
+    what its text spells). A count above :data:`MAX_GRID_RUNS` is refused before its list is made
+    (each seed is a run at least)."""
     if text is None:
         return list(range(default))
     if "," not in text and "-" not in text.strip()[1:]:
@@ -161,5 +189,7 @@ def seeds_from(text: str | None, default: int, flag: str = "--seeds") -> list[in
             raise ValueError(f"{flag}: {text!r} is neither a count nor a comma-separated list") from None
         if n < 1:
             raise ValueError(f"{flag}: the count must be >= 1, got {n}")
+        if n > MAX_GRID_RUNS:
+            raise ValueError(f"{flag} {text.strip()}: {n:,} seeds, more than the limit of {MAX_GRID_RUNS:,} runs per grid")
         return list(range(n))
     return parse_list(text, int, flag) or []

@@ -15,7 +15,9 @@ at most ``max_retries`` times, each attempt in its own temporary folder, and onl
 that returns lands. A run that raises or diverges is not retried: the engines turn it into a
 ``failed`` outcome whose ``FAILED`` file lands like any other result. When the retries are spent
 the driver writes ``FAILED`` (with Ray's error) into the folder of each of the job's runs and
-goes on.
+goes on. A cluster whose head stops answering (:data:`CLUSTER_GONE_S`) ends the sweep with
+:class:`ClusterGone`: one line and exit code 2 at the command line, the runs that landed kept,
+the sweep's lock released; a rerun resumes.
 
 Without an address a local Ray instance is started for the sweep, bound to 127.0.0.1 only, and
 shut down at the end, with a reaper (:mod:`adaptive_po.bench.ray_reaper`) that stops every
@@ -459,6 +461,58 @@ def stop_local_ray(timeout: float = 30.0) -> None:
                 reaper.wait()
 
 
+#: seconds the driver lets its cluster's head (the GCS) go unanswered before it ends the sweep with
+#: :class:`ClusterGone`: a GCS restarted within them (Ray's fault tolerance) goes unnoticed, and they
+#: end well before Ray's own 60 s, after which Ray ends the driver's process with exit 1, a message
+#: of Ray's and no cleanup (the sweep's lock file left behind)
+CLUSTER_GONE_S = 20.0
+#: seconds between two checks of the head: a TCP connect to the GCS, at most this long too
+CLUSTER_CHECK_S = 2.0
+
+
+class ClusterGone(ValueError):
+    """The Ray cluster's head stopped answering mid-sweep (a ``ValueError``: the command line's one
+    line and exit code 2; the runs that landed are kept and a rerun resumes)."""
+
+
+class _HeadWatch:
+    """Checks, every :data:`CLUSTER_CHECK_S`, that the connected cluster's GCS accepts a TCP
+    connection, as this driver's own connection to it does; :meth:`check` raises
+    :class:`ClusterGone` once it has not for :data:`CLUSTER_GONE_S`. Nothing is checked for a
+    ``ray://`` client connection (``ray_address``: the client talks to a proxy, and the GCS's own
+    address may be one only the cluster's machines reach) or where Ray gives no GCS address."""
+
+    def __init__(self, ray_address: str | None) -> None:
+        import ray
+
+        self.address, self.where = "", None
+        try:
+            from ray.util.client import ray as client
+
+            if not (ray_address or "").startswith("ray://") and not client.is_connected():
+                self.address = str(ray.get_runtime_context().gcs_address)
+                self.where = _address_host_port(self.address)
+        except Exception:  # noqa: BLE001 - another Ray layout: the sweep goes on unwatched
+            self.address, self.where = "", None
+        self.answered = self.next_check = time.monotonic()
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if self.where is None or now < self.next_check:
+            return
+        self.next_check = now + CLUSTER_CHECK_S
+        try:
+            with socket.create_connection(self.where, timeout=CLUSTER_CHECK_S):
+                self.answered = now
+        except OSError:
+            if now - self.answered >= CLUSTER_GONE_S:
+                raise ClusterGone(
+                    f"the Ray cluster went away: its head (GCS at {self.address}) has not answered for {now - self.answered:.0f} s "
+                    f"(stopped, killed or unreachable); the runs that finished are kept, those in flight are not recorded; "
+                    f"start the cluster again and rerun the same command to resume"
+                ) from None
+
+
 def _num_gpus(spec: RunSpec, gpus_per_run: float | None) -> float:
     if not (spec.device == "cuda" or spec.device.startswith("cuda:")):
         return 0
@@ -529,8 +583,10 @@ def run_ray(
     remote = ray.remote(run_attempt)
     pending = deque(jobs)
     in_flight: dict[Any, Job] = {}
+    head = _HeadWatch(ray_address)
     try:
         while pending or in_flight:
+            head.check()
             while pending and (max_concurrent is None or len(in_flight) < max_concurrent):
                 job = pending.popleft()
                 ref = remote.options(

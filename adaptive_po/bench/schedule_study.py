@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import sys
@@ -36,8 +35,8 @@ from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
 from adaptive_po.bench.variants import apply_variant
 from adaptive_po.bench.frozen import (
-    LIMIT_CORE_HOURS, SCORE_SEEDS, SEARCH_SEEDS, SliceOver, StudyPlan, TableRunner, check_grids, checked_runner, describe_picks, estimate_hours,
-    optimizer_steps_per_update, read_table, score_task, search_task, updates_per_run,
+    LIMIT_CORE_HOURS, SCORE_SEEDS, SEARCH_SEEDS, SliceOver, StudyPlan, TableRunner, check_cuts, check_grids, checked_runner, describe_picks,
+    estimate_hours, optimizer_steps_per_update, read_selection, read_table, score_task, search_task, updates_per_run,
 )
 from adaptive_po.bench.tuning import OWN_SPACE as TUNED_OWN_SPACE, ScheduleSpace, ZooFactorSpace
 
@@ -88,10 +87,10 @@ def plans(out: str = "runs", envs_dir: str | None = None, cuts: Mapping[str, Seq
 
 
 def check_published(published: Path) -> None:
-    """The tasks must be the published study's (its ``selection.json``), in its order."""
+    """The tasks must be the published study's (its ``selection.json``, checked by
+    :func:`~adaptive_po.bench.frozen.read_selection`), in its order."""
     path = published / "selection.json"
-    record = json.loads(contract.read_regular_text(path))
-    theirs = tuple((t["env"], int(t["budget"])) for t in record["tasks"])
+    _, theirs = read_selection(path)
     if theirs != TASKS:
         raise ValueError(f"{path}: tasks {list(theirs)} are not this study's {list(TASKS)}")
 
@@ -226,6 +225,8 @@ def plan_cuts(limit: float = LIMIT_CORE_HOURS, envs_dir: str | None = None, rati
 
 
 CUTS_FILE = contract.SCHEDULE_CUTS_FILE
+#: what ``cuts.json`` may cut: lags, parts and tasks of the plan
+CUT_CHOICES: dict[str, tuple[Any, ...]] = {"lags": LAGS, "parts": PARTS, "tasks": tuple(env for env, _ in TASKS)}
 PLAN_FILE = contract.SCHEDULE_PLAN_FILE
 
 
@@ -269,8 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_published(Path(args.published))
         ratios = published_ratios(Path(args.published))
         cuts_path = results / CUTS_FILE
-        if cuts_path.is_file():  # the cut decided by the first dry run stands (it is committed)
-            cuts = json.loads(contract.read_regular_text(cuts_path))
+        if os.path.lexists(cuts_path):  # the cut decided by the first dry run stands (it is committed)
+            cuts = check_cuts(contract.read_committed_json(cuts_path), cuts_path, CUT_CHOICES)
             lines = [f"cuts as committed in {cuts_path}: {cuts}"]
         else:
             cuts, lines = plan_cuts(envs_dir=args.envs_dir, ratios=ratios)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from adaptive_po.bench.config import MAX_GRID_RUNS
 from adaptive_po.dials import DataDials, dial_product
 from adaptive_po.objectives import OBJECTIVES
 
@@ -76,11 +77,12 @@ class Suite:
     def data_conditions(self, **levels: Sequence[Any] | None) -> list[DataDials]:
         """The suite's data conditions, or those of the dial levels given (``policy_lag=[0, 4]``;
         None: not given). Its explicit conditions apply unless a dial is given; otherwise the
-        product of the given levels and the suite's lags, noise and replay."""
+        product of the given levels and the suite's lags, noise and replay, at most
+        :data:`~adaptive_po.bench.config.MAX_GRID_RUNS` of them."""
         if self.conditions and all(v is None for v in levels.values()):
             return [DataDials.from_condition(c) for c in self.conditions]
         axes = {"policy_lag": self.lags, "action_noise": self.noise, "replay": self.replay}
-        return dial_product(**{**axes, **{k: v for k, v in levels.items() if v is not None}})
+        return dial_product(limit=MAX_GRID_RUNS, **{**axes, **{k: v for k, v in levels.items() if v is not None}})
 
 
 SUITES: dict[str, Suite] = {

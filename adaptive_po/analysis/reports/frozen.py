@@ -10,7 +10,6 @@ the tasks whose runs are all in the table), and says so.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -95,8 +94,8 @@ def inferiority_p(d: Difference, margin: float = MARGIN) -> float:
 
 def _load(results: Path) -> tuple[dict, dict, dict]:
     table = contract.read_frozen_table(results / FROZEN_TABLE_FILE)
-    selected = json.loads(contract.read_regular_text(results / FROZEN_SELECTION_FILE)) if (results / FROZEN_SELECTION_FILE).is_file() else {"selected": {}}
-    selection = json.loads(contract.read_regular_text(results / FROZEN_PILOT_SELECTION_FILE))
+    selected = contract.read_committed_json(results / FROZEN_SELECTION_FILE) if (results / FROZEN_SELECTION_FILE).is_file() else {"selected": {}}
+    selection = contract.read_committed_json(results / FROZEN_PILOT_SELECTION_FILE)
     return table, selected, selection
 
 

@@ -30,7 +30,7 @@ from adaptive_po import contract
 
 from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
 from .frozen import (
-    SLOPE_LAGS, SLOPE_MARGIN, _d, _p, _row_cells, _scores, _x, fresh_scores, head_to_head, inferiority_p, lag_name,
+    SLOPE_LAGS, SLOPE_MARGIN, _d, _p, _row_cells, _scores, _x, check_pick, fresh_scores, head_to_head, inferiority_p, lag_name,
     non_inferiority, non_inferiority_p, non_inferiority_word, slope, tested,
 )
 
@@ -139,7 +139,7 @@ def read_table(path: Path) -> dict:
 
 
 def _json(path: Path) -> dict[str, Any]:
-    return json.loads(contract.read_regular_text(path)) if path.is_file() else {}
+    return contract.read_committed_json(path) if path.is_file() else {}
 
 
 def load(results: Path, published: Path) -> tuple[dict, dict, dict, dict, Plan]:
@@ -159,8 +159,6 @@ SEARCH_FOLDERS = {"main": contract.SCHEDULE_SEARCH_FOLDER, "dppo-tax": contract.
 def check_picks(where: Path, table: Mapping, selected: Mapping[str, Any], plan: Plan) -> None:
     """Each selected configuration of each part is a best one of that part's search in the table
     (:func:`~adaptive_po.analysis.reports.frozen.check_pick`), and each part is a registered one."""
-    from adaptive_po.analysis.reports.frozen import check_pick
-
     for env, chosen in selected.get("selected", {}).items():
         for part, picks in chosen.items():
             if part == "budget":
