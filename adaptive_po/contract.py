@@ -605,6 +605,10 @@ SCHEDULE_DPPO = "decoupled-ppo"
 SCHEDULE_LUCK_TASK, SCHEDULE_LUCK_ARM = "Pendulum-v1", "esspo"
 SCHEDULE_RESULTS = "docs/results/frozen-schedule"
 FROZEN_RESULTS = "docs/results/frozen"
+#: the most environment steps one run may train by default: 400 times the largest budget the suites
+#: give (Atari's 2.5M steps, 10M frames); the bench lets ``ADAPTIVE_PO_MAX_TIMESTEPS`` raise it, and a
+#: study's report refuses a budget above it
+MAX_TIMESTEPS = 1_000_000_000
 #: the frozen study's pre-registered plan (docs/results/frozen/preregistration.md): the study runs
 #: it, and its report refuses a recorded plan that differs (but for the registered cuts)
 FROZEN_REGISTERED: dict[str, Any] = {

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from adaptive_po import contract
 from adaptive_po.contract import check_name
 from adaptive_po.hyperparams import Hyperparams
 
@@ -133,9 +134,9 @@ def _parse_yaml(raw: bytes, path: Path) -> Any:
 
 
 # -- upper bounds on a run's and a grid's size --------------------------------------------------------
-#: the most environment steps one run may train by default: 400 times the largest budget the suites
-#: give (Atari's 2.5M steps, 10M frames); ``ADAPTIVE_PO_MAX_TIMESTEPS`` raises it (:data:`RUN_LIMITS`)
-MAX_TIMESTEPS = 1_000_000_000
+#: the most environment steps one run may train by default (the contract's, which the reports read too);
+#: ``ADAPTIVE_PO_MAX_TIMESTEPS`` raises it (:data:`RUN_LIMITS`)
+MAX_TIMESTEPS = contract.MAX_TIMESTEPS
 #: the most runs one grid may hold (environments x algorithm configurations x data conditions x
 #: seeds): 25 times the largest suite's grid (the classic suite's 4,000 runs), and far more than one
 #: sweep finishes; checked on the axes' sizes before the grid (or its conditions) is built, so a

@@ -150,7 +150,7 @@ def config_checksum(spec: RunSpec, config: Mapping[str, Any] | None = None) -> s
     from adaptive_po.bench.run_folder import comparable_config, config_for
     from adaptive_po.population import COMPILE_ENV
 
-    config = comparable_config(json.loads(json.dumps(config if config is not None else config_for(spec), default=str)), spec.algo)
+    config = comparable_config(config if config is not None else config_for(spec), spec.algo)
     decides = {k: v for k, v in config.items() if k not in ("run_format", "suite")}
     decides["step_mode"] = os.environ.get(COMPILE_ENV, "auto").strip().lower() or "auto"
     text = json.dumps(decides, sort_keys=True, separators=(",", ":"))

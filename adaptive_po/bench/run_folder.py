@@ -17,7 +17,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from adaptive_po import contract
 from adaptive_po.dials import DataDials
@@ -185,12 +185,12 @@ def unused_tuned_knobs(algo: str) -> frozenset[str]:
     return frozenset(tuned - set(get_objective(algo).tuned))
 
 
-def comparable_config(config: dict[str, Any], algo: str) -> dict[str, Any]:
-    """``config`` as far as it decides what a run computes: without the objective's prose
-    (``algo_description``: rewording it changes no result) and without the tuned knobs ``algo``
-    does not use (a run recorded before they were left out, ESSPO's ``config.json`` with
-    ``hyperparams.clip_range``, is the same configuration)."""
-    config = {k: v for k, v in config.items() if k != "algo_description"}
+def comparable_config(config: Mapping[str, Any], algo: str) -> dict[str, Any]:
+    """``config`` as far as it decides what a run computes, in its JSON form (as ``config.json``
+    holds it): without the objective's prose (``algo_description``: rewording it changes no
+    result) and without the tuned knobs ``algo`` does not use (a run recorded before they were left
+    out, ESSPO's ``config.json`` with ``hyperparams.clip_range``, is the same configuration)."""
+    config = {k: v for k, v in json.loads(json.dumps(config, default=str)).items() if k != "algo_description"}
     hyperparams = config.get("hyperparams")
     unused = unused_tuned_knobs(algo)
     if not isinstance(hyperparams, dict) or not unused & set(hyperparams):
@@ -268,7 +268,7 @@ def run_folder_state(spec: RunSpec, config: dict[str, Any] | None = None) -> Run
         return RunFolderState(RUN_DAMAGED, reasons=(f"{contract.CONFIG_FILE} or {contract.SUMMARY_FILE} cannot be read ({err})",))
     if not isinstance(previous, dict) or not isinstance(summary, dict):
         return RunFolderState(RUN_DAMAGED, reasons=(f"{contract.CONFIG_FILE} or {contract.SUMMARY_FILE} is not a JSON object",))
-    requested = comparable_config(json.loads(json.dumps(config, default=str)), spec.algo)
+    requested = comparable_config(config, spec.algo)
     changes = config_differences(comparable_config(previous, spec.algo), requested)
     if changes:
         return RunFolderState(RUN_CHANGED, summary=summary, reasons=tuple(changes))

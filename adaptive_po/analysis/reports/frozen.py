@@ -99,10 +99,6 @@ def _load(results: Path) -> tuple[dict, dict, dict]:
     return table, selected, selection
 
 
-#: a budget in selection.json is at most this many steps (the bench's own limit per run)
-MAX_BUDGET = 1_000_000_000
-
-
 def check_plan(results: Path, table: Mapping, selected: Mapping[str, Any], selection: Mapping[str, Any]) -> None:
     """The committed plan against the pre-registration and the table, before anything is computed
     (a ``ValueError`` naming the file and the value otherwise): ``selected.json``'s recorded plan
@@ -160,8 +156,8 @@ def _tasks(selection: Mapping[str, Any], where: Path) -> list[tuple[str, int]]:
     tasks = []
     for t in selection.get("tasks", ()):
         budget = t.get("budget")
-        if not isinstance(budget, int) or isinstance(budget, bool) or not 0 < budget <= MAX_BUDGET:
-            raise ValueError(f"{where}: the budget {budget!r} of {t.get('env')!r} is not a whole number of steps in [1, {MAX_BUDGET:,}]")
+        if not isinstance(budget, int) or isinstance(budget, bool) or not 0 < budget <= contract.MAX_TIMESTEPS:
+            raise ValueError(f"{where}: the budget {budget!r} of {t.get('env')!r} is not a whole number of steps in [1, {contract.MAX_TIMESTEPS:,}]")
         tasks.append((str(t.get("env")), budget))
     return tasks
 
