@@ -30,7 +30,7 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
-from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
+from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
@@ -47,7 +47,6 @@ from adaptive_po.buffers import (
 from adaptive_po.collector import (
     BehaviourRecording,
     Collector,
-    distribution_params,
     env_actions,
     truncations,
     validate_policy_settings,
@@ -56,6 +55,7 @@ from adaptive_po.dials import DIAL_DEFAULTS, DataDials, dials_from_arguments
 from adaptive_po.hyperparams import SB3_DEFAULTS as _D
 from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
 from adaptive_po.objectives import KL_FORMS, get_objective, initial_state
+from adaptive_po.policy import POLICY_ALIASES, objective_arguments, objective_schedules, policy_heads, with_fused_adam
 from adaptive_po.update import MINIBATCH_KEYS, advantages_and_returns, check_update_settings, minibatch_loss, run_update, selected_epoch
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
@@ -77,18 +77,6 @@ def _n_rows(observations: Observations) -> int:
     return len(next(iter(observations.values())) if isinstance(observations, dict) else observations)
 
 
-def _with_fused_adam(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
-    """Default to the fused Adam kernel (same maths as SB3's default Adam, about 12% less time
-    per update on small MLPs on CPU, measured by benchmarks/learner.py); every algorithm here
-    gets it, so comparisons stay fair. A user's own optimizer settings are left alone."""
-    from adaptive_po.networks import resolve_policy_kwargs
-
-    kwargs = resolve_policy_kwargs(policy_kwargs)
-    if kwargs.get("optimizer_class", th.optim.Adam) is th.optim.Adam and "optimizer_kwargs" not in kwargs:
-        kwargs["optimizer_kwargs"] = {"fused": True, "eps": 1e-5}  # SB3's eps for Adam in actor-critics
-    return kwargs
-
-
 class KnobSchedule(FloatSchedule):
     """SB3's :class:`FloatSchedule`, the type SB3's PPO holds in ``clip_range`` and
     ``clip_range_vf`` after construction and after ``load``, that also compares equal to the
@@ -104,45 +92,6 @@ class KnobSchedule(FloatSchedule):
         return self.value_schedule == other
 
     __hash__ = FloatSchedule.__hash__
-
-
-def objective_schedules(objective_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Numbers and callables become SB3 schedules of the remaining progress; flags and strings stay."""
-    return {
-        k: (FloatSchedule(v) if isinstance(v, (int, float)) and not isinstance(v, bool) or callable(v) else v)
-        for k, v in objective_kwargs.items()
-    }
-
-
-def objective_arguments(schedules: dict[str, Any], progress_remaining: float) -> dict[str, Any]:
-    """The objective's keyword arguments for one update: schedules evaluated at ``progress_remaining``."""
-    return {k: (v(progress_remaining) if callable(v) else v) for k, v in schedules.items()}
-
-
-def policy_latents(policy: ActorCriticPolicy, observations: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-    """An SB3 actor-critic's latent codes ``(latent_pi, latent_vf)`` for ``observations``: the
-    forward pass both engines share (the population engine runs it per member under vmap)."""
-    features = policy.extract_features(observations)  # type: ignore[arg-type]
-    if policy.share_features_extractor:
-        return policy.mlp_extractor(features)
-    pi_features, vf_features = features
-    return policy.mlp_extractor.forward_actor(pi_features), policy.mlp_extractor.forward_critic(vf_features)
-
-
-def policy_heads(policy: ActorCriticPolicy, kind: D.Kind, observations: Any) -> tuple[th.Tensor, th.Tensor]:
-    """An SB3 actor-critic's forward pass to ``(B, P)`` flat distribution parameters (the layouts
-    of :mod:`adaptive_po.distributions`) and ``(B,)`` values: the one forward pass of the training
-    step, for both engines (the population engine runs it per member under vmap). A Gaussian's
-    log-std is the policy's parameter itself; gSDE's state-dependent std comes from SB3's own
-    distribution."""
-    latent_pi, latent_vf = policy_latents(policy, observations)
-    if policy.use_sde:
-        params = distribution_params(policy._get_action_dist_from_latent(latent_pi))
-    else:
-        params = policy.action_net(latent_pi)
-        if kind == "gaussian":
-            params = th.cat([params, policy.log_std.expand_as(params)], dim=-1)
-    return params, policy.value_net(latent_vf).squeeze(-1)
 
 
 class BatchPolicyOptimization(OnPolicyAlgorithm):
@@ -187,11 +136,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
     SB3 does; actions any of :data:`SUPPORTED_ACTION_SPACES`.
     """
 
-    policy_aliases: ClassVar[dict[str, type[ActorCriticPolicy]]] = {
-        "MlpPolicy": ActorCriticPolicy,
-        "CnnPolicy": ActorCriticCnnPolicy,
-        "MultiInputPolicy": MultiInputActorCriticPolicy,
-    }
+    policy_aliases: ClassVar[dict[str, type[ActorCriticPolicy]]] = dict(POLICY_ALIASES)
     default_objective: ClassVar[str] = "esspo"
     rollout_buffer: BehaviourRolloutBuffer
 
@@ -269,7 +214,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             sde_sample_freq=sde_sample_freq,
             stats_window_size=stats_window_size,
             tensorboard_log=tensorboard_log,
-            policy_kwargs=_with_fused_adam(policy_kwargs),
+            policy_kwargs=with_fused_adam(policy_kwargs),
             verbose=verbose,
             device=device,
             seed=seed,

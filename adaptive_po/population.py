@@ -16,7 +16,7 @@ and in the data dials (policy lag, action noise, behaviour recording). Stacked p
 What is shared with the SB3 classes, not copied: the training step itself
 (:mod:`adaptive_po.update`: data preparation, the minibatch loss with advantage normalization, KL
 gating, value loss (clipping included) and entropy, and the statistics reduction), the forward pass
-(:func:`adaptive_po.algorithms.policy_heads`), the objectives and their registry, the analytic KLs,
+(:func:`adaptive_po.policy.policy_heads`), the objectives and their registry, the analytic KLs,
 the data dials (:class:`~adaptive_po.dials.DataDials`) and the action-noise dial
 (:func:`adaptive_po.distributions.perturb`). This class is a thin driver: it stacks members, applies
 :func:`adaptive_po.update.minibatch_loss` per member with ``vmap(grad(...))`` and steps a stacked
@@ -26,7 +26,6 @@ Tests check that one update equals the SB3 class's update member by member.
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import sys
@@ -44,13 +43,13 @@ from torch.func import functional_call, grad, stack_module_state, vmap
 
 from adaptive_po import distributions as D
 from adaptive_po import sampler as S
-from adaptive_po.algorithms import BatchPolicyOptimization, objective_arguments, objective_schedules, policy_heads
 from adaptive_po.collector import SamplerActor
 from adaptive_po.dials import DataDials
-from adaptive_po.hyperparams import check_hyperparams
+from adaptive_po.hyperparams import SB3_DEFAULTS, check_hyperparams
 from adaptive_po.member_conv import with_member_convolutions
 from adaptive_po.networks import resolve_policy_kwargs
 from adaptive_po.objectives import PolicyBatch, get_objective, initial_state
+from adaptive_po.policy import POLICY_ALIASES, objective_arguments, objective_schedules, policy_heads
 from adaptive_po.staleness import StaleQueue
 from adaptive_po.update import (
     MINIBATCH_KEYS,
@@ -62,7 +61,7 @@ from adaptive_po.update import (
     run_update,
 )
 
-#: Adam's constants as SB3's actor-critics use them (eps = 1e-5), see algorithms._with_fused_adam
+#: Adam's constants as SB3's actor-critics use them (eps = 1e-5), see policy.with_fused_adam
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-5
 
@@ -377,21 +376,25 @@ def check_population_spaces(observation_space: spaces.Space, action_space: space
         )
 
 
-#: the SB3 class's hyper-parameters the population engine takes as keyword arguments, with the SB3
-#: class's defaults (read from its signature: the defaults live in one place)
-SHARED_HYPERPARAMETERS: tuple[str, ...] = (
-    "learning_rate", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda", "normalize_advantage", "ent_coef",
-    "vf_coef", "max_grad_norm", "use_sde", "sde_sample_freq", "clip_range_vf", "target_kl",
-)
+#: the hyper-parameters the population engine takes as keyword arguments, with the defaults of the
+#: SB3 class's signature (SB3's PPO defaults, :data:`~adaptive_po.hyperparams.SB3_DEFAULTS`, and
+#: the SB3 class's own ``None``/``False``/``-1``; a test holds the two signatures equal)
+SHARED_DEFAULTS: dict[str, Any] = {
+    **{name: getattr(SB3_DEFAULTS, name) for name in (
+        "learning_rate", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda", "normalize_advantage", "ent_coef",
+        "vf_coef", "max_grad_norm",
+    )},
+    "use_sde": False, "sde_sample_freq": -1, "clip_range_vf": None, "target_kl": None,
+}
+SHARED_HYPERPARAMETERS: tuple[str, ...] = tuple(SHARED_DEFAULTS)
 
 
 def shared_hyperparameters(given: dict[str, Any]) -> dict[str, Any]:
     """``given`` over the SB3 class's defaults; ``TypeError`` for a name the SB3 class does not take."""
-    parameters = inspect.signature(BatchPolicyOptimization.__init__).parameters
     unknown = sorted(set(given) - set(SHARED_HYPERPARAMETERS))
     if unknown:
         raise TypeError(f"PopulationLearner got unexpected keyword argument(s) {unknown}; it takes {list(SHARED_HYPERPARAMETERS)}")
-    return {name: given.get(name, parameters[name].default) for name in SHARED_HYPERPARAMETERS}
+    return {name: given.get(name, default) for name, default in SHARED_DEFAULTS.items()}
 
 
 class PopulationLearner:
@@ -468,9 +471,9 @@ class PopulationLearner:
         self.replay = replay or self.objective_spec.replay  # P3O replays by design unless the run sets a depth
 
         # Parameters as the SB3 class makes them: seed everything, then build the policy.
-        if policy not in BatchPolicyOptimization.policy_aliases:
-            raise ValueError(f"unknown policy {policy!r}; the population engine builds {sorted(BatchPolicyOptimization.policy_aliases)}")
-        policy_class = BatchPolicyOptimization.policy_aliases[policy]
+        if policy not in POLICY_ALIASES:
+            raise ValueError(f"unknown policy {policy!r}; the population engine builds {sorted(POLICY_ALIASES)}")
+        policy_class = POLICY_ALIASES[policy]
         policies = []
         for m in self.members:
             set_random_seed(m.seed)

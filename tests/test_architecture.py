@@ -170,3 +170,14 @@ def test_the_bottom_imports_no_torch(module):
         elif isinstance(node, ast.ImportFrom) and not node.level:
             names.add((node.module or "").split(".")[0])
     assert not names & {"torch", "numpy", "pandas", "stable_baselines3", "gymnasium"}
+
+
+def test_the_two_learners_are_peers():
+    """The SB3 face and the population engine share what lies below them (adaptive_po.policy,
+    update, objectives) and neither imports the other; the bench builds policies from the shared
+    module too, not from the SB3 face's private helpers."""
+    graph = import_graph()
+    assert "adaptive_po.algorithms" not in graph["adaptive_po.population"]
+    assert "adaptive_po.population" not in graph["adaptive_po.algorithms"]
+    assert {"adaptive_po.policy", "adaptive_po.update"} <= graph["adaptive_po.population"] & graph["adaptive_po.algorithms"]
+    assert "adaptive_po.algorithms" not in graph["adaptive_po.bench.config"]

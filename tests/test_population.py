@@ -415,3 +415,18 @@ def test_tensorboard_events_hold_each_updates_statistics(tmp_path):
         assert [e.step for e in logged] == progress["timesteps"].tolist()
         np.testing.assert_allclose([e.value for e in logged], progress[name].to_numpy(dtype=np.float32), rtol=1e-6, equal_nan=True)
     assert [e.step for e in events.Scalars("eval/mean_reward")] == pd.read_csv(spec.run_dir / contract.EVAL_FILE)["timesteps"].tolist()
+
+
+def test_the_population_engine_takes_the_sb3_classs_defaults():
+    """The engines share their defaults without importing each other: the population engine's
+    keyword defaults equal the SB3 class's signature defaults, name for name."""
+    import inspect
+
+    from adaptive_po.algorithms import BatchPolicyOptimization
+    from adaptive_po.population import SHARED_DEFAULTS, shared_hyperparameters
+
+    signature = inspect.signature(BatchPolicyOptimization.__init__).parameters
+    assert SHARED_DEFAULTS == {name: signature[name].default for name in SHARED_DEFAULTS}
+    assert shared_hyperparameters({"n_epochs": 3})["n_epochs"] == 3
+    with pytest.raises(TypeError, match="clip_range"):
+        shared_hyperparameters({"clip_range": 0.1})

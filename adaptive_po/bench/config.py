@@ -396,17 +396,17 @@ def check_policy(config: EnvConfig, backend: str = "auto") -> None:
     hp = config.hyperparams
     if not hp.policy_kwargs:
         return
-    from adaptive_po.algorithms import BatchPolicyOptimization, _with_fused_adam
     from adaptive_po.collector import validate_policy_settings
     from adaptive_po.environments import make_vec_env, resolve_backend
+    from adaptive_po.policy import POLICY_ALIASES, with_fused_adam
 
     where = f"{config.path}: key 'hyperparams.policy_kwargs'"
     backend_name, env_id = resolve_backend(config.ids, backend)
     env = make_vec_env(env_id, 1, 0, backend_name, training=False)
     try:
         validate_policy_settings(hp.use_sde, "fp32", hp.policy_kwargs)
-        policy_class = BatchPolicyOptimization.policy_aliases[hp.policy]
-        policy_class(env.observation_space, env.action_space, lambda _: 1e-3, use_sde=hp.use_sde, **_with_fused_adam(hp.policy_kwargs))
+        policy_class = POLICY_ALIASES[hp.policy]
+        policy_class(env.observation_space, env.action_space, lambda _: 1e-3, use_sde=hp.use_sde, **with_fused_adam(hp.policy_kwargs))
     except Exception as err:  # noqa: BLE001 - whatever the policy raises, the config is at fault
         raise ConfigError(f"{where} does not build a {hp.policy} for {config.name}: {type(err).__name__}: {err}") from None
     finally:
