@@ -271,6 +271,38 @@ def check_no_links(root: str | os.PathLike, path: str | os.PathLike) -> None:
 
 
 # -- atomic files ---------------------------------------------------------------------------------
+# -- processes: the owners that lock, staging and attempt names record ---------------------------------
+def process_stat(pid: int | str) -> tuple[str, int, int] | None:
+    """``(state, parent pid, start time in clock ticks since boot)`` of a process, from
+    ``/proc/<pid>/stat`` (the start time, with the pid, names one process even after the pid is
+    reused); None where the process or /proc is not there."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[1]), int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pid_alive(pid: int, proc_start: int | None = None) -> bool:
+    """Whether process ``pid`` runs: another user's process does, a zombie does not; with
+    ``proc_start`` (:func:`process_stat`'s start time) it must also be that same process, not a
+    later one that reuses the pid. The one liveness check of the bench's locks and attempt
+    folders, the report's staging folders and the Ray reaper."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    stat = process_stat(pid)
+    if stat is None:
+        return proc_start is None or not os.path.isdir("/proc")  # gone meanwhile, or no /proc to ask
+    return stat[0] != "Z" and (proc_start is None or stat[2] == proc_start)
+
+
 def _read_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

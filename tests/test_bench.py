@@ -324,3 +324,20 @@ def test_train_cli_one_run(tmp_path):
     assert config["objective_kwargs"] == {"regularizer": False} and config["action_noise"] == 0.3
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert again.returncode == 0 and "already complete" in again.stdout
+
+
+def test_a_run_reads_its_environment_file_once(tmp_path, monkeypatch):
+    """One run, on either engine, reads its environment file once (a population once for all its
+    members): the configuration it records and the learner it trains come from the same read."""
+    from adaptive_po.bench import config as config_module
+    from adaptive_po.bench.population_engine import execute_population
+
+    reads = []
+    load = config_module.load_env_config
+    monkeypatch.setattr(config_module, "load_env_config", lambda path: reads.append(path) or load(path))
+    assert execute_run(tiny_spec(tmp_path / "process", total_timesteps=256))["status"] == "complete"
+    assert len(reads) == 1
+    reads.clear()
+    specs = [tiny_spec(tmp_path / "population", total_timesteps=256, seed=seed) for seed in (0, 1, 2)]
+    assert [r["status"] for r in execute_population(specs)] == ["complete"] * 3
+    assert len(reads) == 1

@@ -215,3 +215,36 @@ def test_real_runs_load_in_analysis(tmp_path):
     assert ess.notna().all() and (ess > 0).all() and (ess <= 1 + 1e-9).all()
     assert ((runs.finals["ess"] > 0) & (runs.finals["ess"] <= 1 + 1e-9)).all()
     assert all(math.isfinite(v) for v in runs.finals["final_eval_return_mean"])
+
+
+def test_one_liveness_check_for_every_owner(tmp_path):
+    """``contract.pid_alive`` is the one check of the bench's locks and attempt folders, the
+    report's staging folders and the Ray reaper: a running process is alive; a zombie, a reaped
+    pid and a reused pid (another start time) are not. No other module probes processes itself."""
+    import re
+    import subprocess
+    import sys
+    import time
+
+    from adaptive_po import contract
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        start = contract.process_stat(child.pid)[2]
+        assert contract.pid_alive(child.pid) and contract.pid_alive(child.pid, start)
+        assert not contract.pid_alive(child.pid, start + 1)  # the pid, but a later process
+        child.kill()
+        deadline = time.time() + 10
+        while contract.process_stat(child.pid)[0] != "Z" and time.time() < deadline:
+            time.sleep(0.01)
+        assert not contract.pid_alive(child.pid)  # killed, not yet reaped: a zombie
+    finally:
+        child.kill()
+        child.wait()
+    assert not contract.pid_alive(child.pid, start) and not contract.pid_alive(0)
+    package = Path(contract.__file__).parent
+    probing = sorted(
+        str(path.relative_to(package)) for path in package.rglob("*.py")
+        if re.search(r"os\.kill\(\w+, 0\)", path.read_text())
+    )
+    assert probing == ["contract.py"]

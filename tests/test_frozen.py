@@ -305,3 +305,37 @@ def test_the_dry_run_counts_each_population_once_and_calibrates_on_the_runs_done
     left = frozen._modeled_seconds("Acrobot-v1", 50_000, plan.search_runs(), plan.score_runs())
     assert rows[1]["core_hours"] == pytest.approx(sum(left) / 3600)
     assert rows[1]["calibrated_core_hours"] == pytest.approx((left[0] * rows[0]["search_ratio"] + left[1] * rows[0]["score_ratio"]) / 3600)
+
+
+def test_a_stopped_slices_finished_runs_reach_the_table(tmp_path):
+    """A slice stopped in the middle of a batch (Ctrl-C, the session's end) loses no finished run:
+    the runs it completed are recorded as it stops, and a slice whose time is already over records
+    what an earlier, killed slice left complete (with today's configuration only) before it stops."""
+    from adaptive_po.bench.process_engine import execute_run
+
+    out, table = tmp_path / "runs", tmp_path / "results" / frozen.TABLE_FILE
+    specs = frozen.specs_for("CartPole-v1", "ppo", [""], [0], [0, 1, 2], 256, frozen.SCORE_FOLDER, str(out))
+
+    def interrupted(todo, max_members=None):
+        assert execute_run(todo[0])["status"] == "complete"
+        raise KeyboardInterrupt  # the batch's other runs never finish
+
+    runner = TableRunner(table, interrupted, log=lambda line: None)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(specs)
+    assert set(read_table(table)) == {spec_key(specs[0])} and runner.trained == 1
+
+    # a killed slice left run 1 complete; the next slice's time is over before it starts a batch
+    assert execute_run(specs[1])["status"] == "complete"
+    (specs[2].run_dir).mkdir(parents=True)  # run 2 never finished
+    over = TableRunner(table, interrupted, deadline=0.0, log=lambda line: None)
+    with pytest.raises(frozen.SliceOver):
+        over.run(specs)
+    assert set(read_table(table)) == {spec_key(s) for s in specs[:2]}
+
+    # a complete folder of another configuration is not taken for the run
+    other = frozen.specs_for("CartPole-v1", "ppo", [""], [0], [2], 512, frozen.SCORE_FOLDER, str(out))[0]
+    assert other.run_dir == specs[2].run_dir and execute_run(other)["status"] == "complete"
+    with pytest.raises(frozen.SliceOver):
+        TableRunner(table, interrupted, deadline=0.0, log=lambda line: None).run(specs)
+    assert spec_key(specs[2]) not in read_table(table)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from adaptive_po.contract import atomic_write
+from adaptive_po.contract import atomic_write, pid_alive
 
 __all__ = ["save_figure", "save_csv"]
 
@@ -58,18 +58,6 @@ def _exchange(a: Path, b: Path) -> bool:
 def _remove_dead_stagings(final: Path) -> None:
     """Staging folders of ``final`` left by a report process that was killed (SIGKILL)."""
     import shutil
-
-    def pid_alive(pid: int) -> bool:  # (analysis imports only the contract: no bench.locks here)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        try:  # a zombie is dead
-            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except (OSError, IndexError):
-            return True
 
     prefix = f".{final.name}{STAGING_MARK}"
     if not final.parent.is_dir():

@@ -309,22 +309,39 @@ class TableRunner:
         """The rows of ``specs`` (in order); runs the ones the table lacks first."""
         unique = list({spec_key(s): s for s in specs}.values())
         todo = [s for s in unique if spec_key(s) not in self.rows]
-        if todo:
-            if self.deadline is not None and time.monotonic() >= self.deadline:
+        if todo and self.deadline is not None and time.monotonic() >= self.deadline:
+            # the slice is over: runs a stopped slice finished (their folders complete) still count
+            todo = self.harvest(todo)
+            if todo:
                 raise SliceOver()
-            self.train(todo, max_members)
-            for spec in todo:
-                row = finished_row(spec)
-                if row is not None:
-                    self.rows[spec_key(spec)] = row
-                    self.trained += 1
-            write_table(self.table_path, self.rows)
-            missing = [s for s in todo if spec_key(s) not in self.rows]
-            if missing:
+        if todo:
+            try:
+                self.train(todo, max_members)
+            finally:  # interrupted or not, every run that finished is recorded
+                todo = self.harvest(todo)
+            if todo:
                 raise RuntimeError(
-                    f"{len(missing)} runs did not finish (first: {missing[0].run_dir}); the table keeps the others: rerun to continue"
+                    f"{len(todo)} runs did not finish (first: {todo[0].run_dir}); the table keeps the others: rerun to continue"
                 )
         return [self.rows[spec_key(s)] for s in specs]
+
+    def harvest(self, specs: Sequence[RunSpec]) -> list[RunSpec]:
+        """Record the runs of ``specs`` whose folders hold their finished run, with the configuration
+        the study trains now (the table written once, if any); return the others."""
+        from adaptive_po.bench.run_folder import RUN_CHANGED, RUN_DAMAGED, run_folder_state
+
+        left = []
+        for spec in specs:
+            # a folder trained with another configuration, or damaged, is not this run's (the sweep redoes it)
+            row = None if run_folder_state(spec).kind in (RUN_CHANGED, RUN_DAMAGED) else finished_row(spec)
+            if row is None:
+                left.append(spec)
+            else:
+                self.rows[spec_key(spec)] = row
+                self.trained += 1
+        if len(left) < len(specs):
+            write_table(self.table_path, self.rows)
+        return left
 
 
 # ----------------------------------------------------------------------------------------------

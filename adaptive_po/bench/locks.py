@@ -40,6 +40,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from adaptive_po.contract import pid_alive, process_stat  # noqa: F401 - pid_alive: the bench's name for it
+
 #: the lock file of a sweep folder (``<out>/<suite>/``); hidden, so analysis ignores it
 LOCK_FILE = ".sweep.lock"
 #: a run folder's owner while a process trains into it; removed when the run ends
@@ -63,40 +65,9 @@ class RunFolderBusy(RuntimeError):
 
 # -- processes ------------------------------------------------------------------------------------
 def _proc_start(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22): with
-    the pid it identifies a process even after its pid is reused. None where there is no /proc."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def pid_alive(pid: int, proc_start: int | None = None) -> bool:
-    """Whether process ``pid`` runs (a zombie does not; with ``proc_start``, it must also be the
-    same process, not a later one that reuses the pid)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's process: it exists
-    if _zombie(pid):
-        return False
-    if proc_start is not None:
-        now = _proc_start(pid)
-        if now is not None and now != proc_start:
-            return False
-    return True
+    """The process's start time in clock ticks since boot (None where there is no /proc)."""
+    stat = process_stat(pid)
+    return None if stat is None else stat[2]
 
 
 def process_identity() -> dict[str, Any]:

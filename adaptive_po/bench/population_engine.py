@@ -32,12 +32,13 @@ from adaptive_po.environments import resolve_backend, resolve_device
 from adaptive_po.bench.jobs import population_key
 from adaptive_po.bench.variants import learner_precision
 from adaptive_po.bench.run_folder import (
+    RunSettings,
     RunSpec,
     completed_summary,
     config_for,
     fail_run_folder,
     finish_run_folder,
-    run_settings,
+    read_settings,
     start_run_folder,
 )
 
@@ -141,11 +142,10 @@ class PopulationObserver:
 class _Population:
     """The training loop of one population: collection, updates, evaluation, files."""
 
-    def __init__(self, runs: list[_MemberRun], observer: PopulationObserver | None = None) -> None:
+    def __init__(self, runs: list[_MemberRun], settings: RunSettings, observer: PopulationObserver | None = None) -> None:
         import torch
 
         from adaptive_po.environments import make_vec_env
-        from adaptive_po.bench.config import get_env_config
         from adaptive_po.population import Member, PopulationLearner, compile_wanted
 
         first = runs[0].spec
@@ -155,8 +155,8 @@ class _Population:
         self.device = resolve_device(first.device)
         if self.device == "cpu":
             torch.set_num_threads(1)
-        self.env_cfg = env_cfg = get_env_config(first.env, first.envs_dir)
-        hp, objective_kwargs = run_settings(first, env_cfg.hyperparams)
+        self.env_cfg = env_cfg = settings.env_cfg
+        hp, objective_kwargs = settings.hp, settings.objective_kwargs
         self.hp = hp
         self.total = first.total_timesteps
         self.backend, self.env_id = resolve_backend(env_cfg.ids, first.backend)
@@ -440,8 +440,9 @@ def execute_population(specs: Sequence[RunSpec | dict[str, Any]], observer: Popu
         keys = {population_key(s) for s in specs}
         if len(keys) > 1:
             raise ValueError(f"these runs cannot share a population (they differ in more than seed and data dials): {sorted(map(str, keys))}")
+        settings = read_settings(specs[0])  # one environment file and variant for every member
         for i, spec in enumerate(specs):
-            config = config_for(spec)
+            config = config_for(spec, settings)
             summary = completed_summary(spec, config)
             if summary is not None:
                 results[i] = {**results[i], "status": "skipped", "final_return": summary.get("final_eval_return_mean"), "wall_time_s": 0.0}
@@ -451,7 +452,7 @@ def execute_population(specs: Sequence[RunSpec | dict[str, Any]], observer: Popu
         for run in runs:
             start_run_folder(run.spec, run.config)
         if runs:
-            population = _Population(runs, observer)
+            population = _Population(runs, settings, observer)
             population.train()
         for run in runs:
             if run.failed is None:

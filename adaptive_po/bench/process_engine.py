@@ -19,12 +19,13 @@ from adaptive_po.bench.divergence import check_finite, compact_traceback, error_
 from adaptive_po.bench.recorder import RunRecorder, nonfinite_reason
 from adaptive_po.environments import resolve_backend, resolve_device
 from adaptive_po.bench.run_folder import (
+    RunSettings,
     RunSpec,
     completed_summary,
     config_for,
     fail_run_folder,
     finish_run_folder,
-    run_settings,
+    read_settings,
     start_run_folder,
 )
 
@@ -77,16 +78,16 @@ def _make_callback(model, recorder: RunRecorder, evaluate):  # type: ignore[no-u
     return callback
 
 
-def build_training(spec: RunSpec) -> tuple[Any, Any, Any, Any, str, str]:
+def build_training(spec: RunSpec, settings: RunSettings | None = None) -> tuple[Any, Any, Any, Any, str, str]:
     """``(model, train_env, eval_env, env_cfg, backend, env_id)`` of one run on the process engine:
-    the SB3 class with the run's settings and data dials, its training and evaluation environments
-    (normalized where the environment's config says so). The caller closes the environments."""
+    the SB3 class with the run's settings (``settings``, or read here) and data dials, its training
+    and evaluation environments (normalized where the environment's config says so). The caller
+    closes the environments."""
     import torch
     from stable_baselines3.common.vec_env import VecNormalize
 
     from adaptive_po.algorithms import BatchPolicyOptimization
     from adaptive_po.environments import make_vec_env
-    from adaptive_po.bench.config import get_env_config
     from adaptive_po.bench.variants import DEFAULT_PRECISION, learner_precision
 
     if learner_precision(spec.algo, spec.variant) != DEFAULT_PRECISION:  # the sweep refuses it when planning
@@ -94,9 +95,9 @@ def build_training(spec: RunSpec) -> tuple[Any, Any, Any, Any, str, str]:
     device = resolve_device(spec.device)
     if device == "cpu":
         torch.set_num_threads(1)
-    env_cfg = get_env_config(spec.env, spec.envs_dir)
+    settings = settings if settings is not None else read_settings(spec)
+    env_cfg, hp, objective_kwargs = settings.env_cfg, settings.hp, settings.objective_kwargs
     backend, env_id = resolve_backend(env_cfg.ids, spec.backend)
-    hp, objective_kwargs = run_settings(spec, env_cfg.hyperparams)
     n_envs = hp.n_envs
 
     train_env = make_vec_env(env_id, n_envs, spec.seed, backend, training=True)
@@ -124,12 +125,12 @@ def build_training(spec: RunSpec) -> tuple[Any, Any, Any, Any, str, str]:
     return model, train_env, eval_env, env_cfg, backend, env_id
 
 
-def _train(spec: RunSpec, run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
+def _train(spec: RunSpec, run_dir: Path, settings: RunSettings) -> dict[str, Any]:
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.vec_env import sync_envs_normalization
 
-    model, train_env, eval_env, env_cfg, backend, env_id = build_training(spec)
+    model, train_env, eval_env, env_cfg, backend, env_id = build_training(spec, settings)
     recorder = RunRecorder(run_dir, spec.total_timesteps, env_cfg.eval_every)
 
     try:
@@ -190,12 +191,13 @@ def execute_run(spec: RunSpec | dict[str, Any]) -> dict[str, Any]:
     started = time.time()
     result: dict[str, Any] = {"run_dir": str(run_dir), "relative_dir": str(spec.relative_dir), "status": "failed"}
     try:
-        config = config_for(spec)
+        settings = read_settings(spec)  # the environment file, read once for the whole run
+        config = config_for(spec, settings)
         summary = completed_summary(spec, config)
         if summary is not None:
             return {**result, "status": "skipped", "final_return": summary.get("final_eval_return_mean"), "wall_time_s": 0.0}
         start_run_folder(spec, config)
-        summary = finish_run_folder(spec, _train(spec, run_dir, config), time.time() - started)
+        summary = finish_run_folder(spec, _train(spec, run_dir, settings), time.time() - started)
         return {
             **result,
             "status": "complete",

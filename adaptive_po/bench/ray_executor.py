@@ -48,7 +48,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from adaptive_po.contract import FAILED, atomic_write_text, is_complete
+from adaptive_po.contract import FAILED, atomic_write_text, is_complete, pid_alive
 from adaptive_po.bench.jobs import Job, ResultCallback, TickCallback, check_jobs, job_specs
 from adaptive_po.bench.run_folder import RunSpec
 
@@ -149,20 +149,6 @@ def _stop_at_once_on_sigterm() -> Iterator[None]:
 
 
 # -- the worker side ------------------------------------------------------------------------------
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    try:  # a zombie is dead for our purposes
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state != "Z"
-
-
 def _remove_stale_attempts(root: Path) -> None:
     """Remove attempt folders left by worker processes that died (a killed attempt's)."""
     try:
@@ -173,7 +159,7 @@ def _remove_stale_attempts(root: Path) -> None:
         if not entry.name.startswith(ATTEMPT_PREFIX):
             continue
         pid_text = entry.name[len(ATTEMPT_PREFIX) :].split("-", 1)[0]
-        if pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text)):
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and not pid_alive(int(pid_text)):
             shutil.rmtree(entry, ignore_errors=True)
 
 

@@ -32,6 +32,8 @@ import signal
 import sys
 import time
 
+from adaptive_po.contract import pid_alive, process_stat
+
 #: the environment variable that names the Ray session to the reaper
 SESSION_ENV = "ADAPTIVE_PO_RAY_SESSION"
 #: the environment variable with the driver's pid (the reaper's parent when it starts)
@@ -44,20 +46,9 @@ GRACE_S = 3.0
 POLL_S = 1.0
 
 
-def _stat(pid: int | str) -> tuple[str, int, int] | None:
-    """(state, parent pid, start time in clock ticks since boot) of a process, or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        return fields[0].decode(), int(fields[1]), int(fields[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def _alive(pid: int, start: int) -> bool:
     """Whether ``pid`` is still the process that started at ``start`` (and not a zombie)."""
-    stat = _stat(pid)
-    return stat is not None and stat[0] != "Z" and stat[2] == start
+    return pid_alive(pid, start)
 
 
 def session_processes(session: str, driver: int | None = None) -> dict[int, int]:
@@ -84,7 +75,7 @@ def session_processes(session: str, driver: int | None = None) -> dict[int, int]
                 cmdline = fh.read()
         except OSError:
             continue
-        stat = _stat(entry.name)
+        stat = process_stat(entry.name)
         if stat is None or stat[0] == "Z":
             continue
         pid = int(entry.name)

@@ -90,15 +90,35 @@ def _versions() -> dict[str, str]:
 
 
 # -- the run --------------------------------------------------------------------------------------
-def config_for(spec: RunSpec) -> dict[str, Any]:
-    """The resolved configuration written to ``config.json`` (and compared on resume)."""
+@dataclass(frozen=True)
+class RunSettings:
+    """A run's environment file and its settings, read once per run (or once per population: its
+    members differ in seed and data dials only) and handed to everything that needs them: the
+    configuration written to ``config.json``, the learner and its environments."""
+
+    env_cfg: Any  #: the environment's :class:`~adaptive_po.bench.config.EnvConfig`
+    hp: Any  #: the run's :class:`~adaptive_po.hyperparams.Hyperparams`, the variant's values in place
+    objective_kwargs: dict[str, Any]  #: the objective's keyword arguments the variant sets
+
+
+def read_settings(spec: RunSpec) -> RunSettings:
+    """Read ``spec``'s environment file and apply its variant (:func:`run_settings`)."""
     from adaptive_po.bench.config import get_env_config
+
+    env_cfg = get_env_config(spec.env, spec.envs_dir)
+    hp, objective_kwargs = run_settings(spec, env_cfg.hyperparams)
+    return RunSettings(env_cfg, hp, objective_kwargs)
+
+
+def config_for(spec: RunSpec, settings: RunSettings | None = None) -> dict[str, Any]:
+    """The resolved configuration written to ``config.json`` (and compared on resume); ``settings``
+    (:func:`read_settings`) where the caller has read them already."""
     from adaptive_po.objectives import get_objective
 
     from adaptive_po.bench.variants import DEFAULT_PRECISION, learner_precision
 
-    env_cfg = get_env_config(spec.env, spec.envs_dir)
-    hp, objective_kwargs = run_settings(spec, env_cfg.hyperparams)
+    settings = settings if settings is not None else read_settings(spec)
+    env_cfg, hp, objective_kwargs = settings.env_cfg, settings.hp, settings.objective_kwargs
     objective = get_objective(spec.algo)
     precision = learner_precision(spec.algo, spec.variant)
     # recorded where a variant chooses it (float32 runs' configurations stay as they were)
