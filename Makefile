@@ -39,7 +39,7 @@ help:
 	@echo "make frozen-from-table  the frozen-tuning study's verdicts and figure from its committed tables"
 	@echo "make bench-frozen-schedule one slice (HOURS=2) of the frozen study's extension under the ESS objective's own update (whole-rollout steps, k3 KL) with decoupled-ppo as a comparator; resumes from docs/results/frozen-schedule/per_run.csv, then its verdicts"
 	@echo "make frozen-schedule-from-table  the extension's verdicts and figure from its committed tables (and the published study's)"
-	@echo "make mutations          32 one-line bugs planted in update, objectives and distributions, each run against the fast tests; the table into docs/results/mutations.md"
+	@echo "make mutations          62 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid) and the analysis (Welch, Holm, TOST, normalization), each run against its own fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
 	@echo "make clean-runs         delete the folders the bench targets write under runs/"

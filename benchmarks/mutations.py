@@ -1,22 +1,28 @@
-"""The mutation table: do the fast tests catch a wrong training step?
+"""The mutation table: do the fast tests catch a wrong line where it matters?
 
-Each mutation is one single-line bug planted in the training step (``adaptive_po/update.py``,
-``adaptive_po/objectives.py``, ``adaptive_po/distributions.py``): a flipped sign, an off-by-one, a
-wrong operator, a dropped term, swapped arguments, a wrong reduction. One at a time, in a copy of
-the repository (this checkout is never written to), the script plants it and runs a fixed
-selection of fast tests (``-m "not slow"``, stopping at the first failure); a mutation is *caught*
-when a test fails, and *survives* when they all pass. It prints a Markdown table (file, the line as
+Each mutation is one single-line bug: a flipped sign, an off-by-one, a wrong operator, a dropped
+term, swapped arguments, a wrong reduction, a wrong index. They are planted in the training step
+(``adaptive_po/update.py``, ``objectives.py``, ``distributions.py``), and beyond it: in how data is
+produced (the collector, the sampler, the rollout buffers, the staleness queue, the population
+engine), in the bench (resume, the integrity records of complete runs, the grid's expansion) and
+in the analysis (Welch's t, Holm's adjustment, the equivalence test, the score normalization).
+One at a time, in a copy of the repository (this checkout is never written to), the script plants
+it and runs that mutation's own selection of fast tests (``-m "not slow"``, stopping at the first
+failure): the tests that guard that part of the code, a file or a few test ids, so a collector bug
+runs the collector's tests and an analysis bug the analysis tests. A mutation is *caught* when a
+test fails, and *survives* when they all pass. It prints a Markdown table (file, the line as
 written, the mutation, caught?, the first failing test) and exits 1 if any mutation survives.
 
-A mutation is ``(path, exact original text, replacement)``: the text must occur exactly once in
-the file, or the script stops and says which one moved (the files are refactored as the project
-goes; fix the anchor, keep the bug). Before the mutants, the unmutated copy must pass the same
-tests, and must be the copy that the tests import (the project is installed in editable mode,
-pointing at this checkout).
+A mutation is ``(path, exact original text, replacement, description, tests)``: the text must
+occur exactly once in the file, or the script stops and says which one moved (the files are
+refactored as the project goes; fix the anchor, keep the bug). Before the mutants, the unmutated
+copy must pass the union of the selected tests (run once), and must be the copy that the tests
+import (the project is installed in editable mode, pointing at this checkout). ``--tests``
+replaces every mutation's selection with the one given.
 
 Usage::
 
-    python benchmarks/mutations.py                       # every mutation, the default tests
+    python benchmarks/mutations.py                       # every mutation, each with its own tests
     python benchmarks/mutations.py --only 3              # the third mutation only
     python benchmarks/mutations.py --list                # the mutations, without running anything
     python benchmarks/mutations.py --out docs/mutations.md --tests tests/test_sb3_oracle.py
@@ -37,8 +43,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: fast test files (no ``slow`` marker needed), cheapest first: with ``-x`` a mutant stops at its
-#: first failure, so the unit tests of the pure functions run before the end-to-end oracles
+#: the training step's fast test files (no ``slow`` marker needed), cheapest first: with ``-x`` a
+#: mutant stops at its first failure, so the unit tests of the pure functions run before the
+#: end-to-end oracles
 DEFAULT_TESTS: tuple[str, ...] = (
     "tests/test_objectives.py",
     "tests/test_objectives_cited.py",
@@ -56,9 +63,52 @@ class Mutation:
     original: str  #: exact text, found exactly once in the file
     replacement: str
     description: str  #: what bug this is, in words
+    #: the fast tests (files, or ids ``file::test``) that guard this line, run on the mutant
+    tests: tuple[str, ...] = DEFAULT_TESTS
 
 
 UPDATE, OBJECTIVES, DISTRIBUTIONS = "adaptive_po/update.py", "adaptive_po/objectives.py", "adaptive_po/distributions.py"
+COLLECTOR, SAMPLER, BUFFERS, STALENESS = "adaptive_po/collector.py", "adaptive_po/sampler.py", "adaptive_po/buffers.py", "adaptive_po/staleness.py"
+POPULATION, POPULATION_ENGINE = "adaptive_po/population.py", "adaptive_po/bench/population_engine.py"
+RESUME, CONTRACT, GRID = "adaptive_po/bench/resume.py", "adaptive_po/contract.py", "adaptive_po/bench/grid.py"
+HYPOTHESIS, STATS = "adaptive_po/analysis/hypothesis.py", "adaptive_po/analysis/stats.py"
+
+#: each part's guards, cheapest first (a file, or the few test ids that exercise the line)
+COLLECTOR_TESTS = ("tests/test_collector.py", "tests/test_sampler.py::test_collector_records_the_sampler_or_the_learner")
+SAMPLER_TESTS = ("tests/test_sampler.py",)
+BUFFER_TESTS = (
+    "tests/test_objectives_cited.py::test_vtrace_three_steps_with_a_terminal_in_the_middle",
+    "tests/test_objectives_cited.py::test_vtrace_truncation_levels_and_last_done",
+    "tests/test_update.py", "tests/test_collector.py",
+)
+STALENESS_TESTS = (
+    "tests/test_population.py::test_the_replay_dial_trains_on_the_m_previous_rollouts_and_no_more",
+    "tests/test_lag_path.py::test_the_stale_queue_is_the_one_both_engines_keep", "tests/test_collector.py",
+)
+POPULATION_TESTS = (
+    "tests/test_population.py::test_the_lag_dial_gives_each_member_its_own_k_old_parameters",
+    "tests/test_population.py::test_the_noise_dial_gives_each_member_its_own_noise_and_recording",
+    "tests/test_population.py::test_population_run_folders_are_the_runners",
+)
+RESUME_TESTS = ("tests/test_bench.py::test_the_resume_plan_skips_complete_runs_and_redoes_damaged_ones",)
+INTEGRITY_TESTS = (
+    "tests/test_integrity.py::test_completion_records_every_file_a_result_depends_on",
+    "tests/test_integrity.py::test_one_changed_byte_in_any_file_is_named",
+    "tests/test_integrity.py::test_a_missing_or_edited_record_is_damage_not_a_pass",
+)
+GRID_TESTS = (
+    "tests/test_bench.py::test_grid_expansion_and_folders", "tests/test_bench.py::test_bad_grid_is_rejected_before_compute",
+    "tests/test_bench.py::test_seeds_parsing",
+)
+HYPOTHESIS_TESTS = (
+    "tests/test_calibration.py::test_welch_matches_scipy",
+    "tests/test_calibration.py::test_a_mean_over_tasks_of_one_task_is_welch_and_a_paired_sample_is_a_one_sample_t",
+    "tests/test_calibration.py::test_holm_against_a_worked_example_and_nan_left_out",
+    "tests/test_calibration.py::test_equivalence_needs_a_tight_interval_inside_the_margin",
+    "tests/test_calibration.py::test_equivalence_is_refused_outside_the_margin_on_either_side",
+    "tests/test_calibration.py::test_the_detectable_difference_is_found_with_80_percent_power",
+)
+NORMALIZATION_TESTS = ("tests/test_analysis.py::test_normalized_score",)
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- the minibatch loss (update.py) ------------------------------------------------------------
@@ -139,6 +189,89 @@ MUTATIONS: tuple[Mutation, ...] = (
              "Gaussian KL's mean term scaled by p's std, not q's (swapped)"),
     Mutation(DISTRIBUTIONS, "- 1.0) - (log_std_p - log_std_q)).sum(-1)", "- 1.0) + (log_std_p - log_std_q)).sum(-1)",
              "Gaussian KL's log-std term with the wrong sign"),
+    # -- the staleness queue (staleness.py, both engines) ---------------------------------------------
+    Mutation(STALENESS, "self.replayed: deque[Rollout] = deque(maxlen=max(self.replay, 1))",
+             "self.replayed: deque[Rollout] = deque(maxlen=self.replay + 1)",
+             "replay keeps m + 1 old rollouts, not m", STALENESS_TESTS),
+    Mutation(STALENESS, "self.snapshots: deque[Snapshot] = deque(maxlen=max(self.lags) + 1)",
+             "self.snapshots: deque[Snapshot] = deque(maxlen=max(self.lags))",
+             "the snapshot queue one short of the longest lag (off by one)", STALENESS_TESTS),
+    Mutation(STALENESS, "return [max(0, self.updates - lag) for lag in self.lags]",
+             "return [max(0, self.updates - lag - 1) for lag in self.lags]",
+             "every actor one update staler than its lag (off by one)", STALENESS_TESTS),
+    # -- the collector (collector.py) ------------------------------------------------------------------
+    Mutation(COLLECTOR, "return ActorStep(actions, sampler.log_prob(actions), sampler.logits)",
+             "return ActorStep(actions, distribution.log_prob(actions), sampler.logits)",
+             "the actual recording stores the clean policy's log-prob beside the sampler's logits", COLLECTOR_TESTS),
+    Mutation(COLLECTOR, "return ActorStep(actions, sampler.log_prob(actions).sum(-1), perturbed)",
+             "return ActorStep(actions, sampler.log_prob(actions).sum(-1), clean_params)",
+             "Box actions: the noisy log-prob recorded with the clean Gaussian's parameters", COLLECTOR_TESTS),
+    Mutation(COLLECTOR, "self._actor.load_state_dict(self._stale.snapshots[self._stale.acting_slots()[0]])",
+             "self._actor.load_state_dict(self._stale.snapshots[-1])",
+             "the lagged actor loads the newest parameters (the lag ignored)", COLLECTOR_TESTS),
+    Mutation(COLLECTOR, "if self.dials.action_noise == 0.0 and self.dials.sampler_temperature == 1.0 and self._sampler is None:",
+             "if self.dials.action_noise == 0.0 and self._sampler is None:",
+             "the sampling temperature ignored when there is no noise and no low-precision sampler", COLLECTOR_TESTS),
+    Mutation(COLLECTOR, "source = dict(self.acting_policy.named_parameters())", "source = dict(self._learner.named_parameters())",
+             "the low-precision sampler copies the learner, not the lagged acting parameters",
+             ("tests/test_sampler.py::test_sampler_precision_follows_the_lagged_acting_parameters", *COLLECTOR_TESTS)),
+    # -- the sampler (sampler.py) ------------------------------------------------------------------------
+    Mutation(SAMPLER, "scale = torch.where(amax > 0, amax / finfo_max, torch.ones_like(amax))",
+             "scale = torch.where(amax > 0, finfo_max / amax, torch.ones_like(amax))",
+             "fp8 scale inverted: max_representable / amax", SAMPLER_TESTS),
+    Mutation(SAMPLER, "reduce_dims = tuple(range(batch_dims, w.dim()))", "reduce_dims = tuple(range(w.dim()))",
+             "one fp8 scale over every member, not one per member", SAMPLER_TESTS),
+    Mutation(SAMPLER, "params[..., d:] + torch.log(t)], dim=-1)", "params[..., d:] - torch.log(t)], dim=-1)",
+             "Gaussian temperature divides the std instead of multiplying it", SAMPLER_TESTS),
+    Mutation(SAMPLER, "return params / temperature", "return params * temperature",
+             "logits multiplied by the temperature, not divided", SAMPLER_TESTS),
+    # -- the rollout buffers (buffers.py) -------------------------------------------------------------------
+    Mutation(BUFFERS, "next_non_terminal = 1.0 - episode_starts[step + 1]", "next_non_terminal = 1.0 - episode_starts[step]",
+             "GAE cuts at the episode start of this step, not the next (off by one)", BUFFER_TESTS),
+    Mutation(BUFFERS, "cs = np.exp(np.minimum(log_rhos64, math.log(c_bar)))", "cs = np.exp(np.minimum(log_rhos64, math.log(rho_bar)))",
+             "V-trace's traces truncated at rho_bar, not c_bar", BUFFER_TESTS),
+    Mutation(BUFFERS, "advantages[step] = rewards64[step] + gamma * next_non_terminal * next_vs - values64[step]",
+             "advantages[step] = rewards64[step] + gamma * next_non_terminal * next_values - values64[step]",
+             "V-trace advantage bootstraps on V(s_t+1), not the target v_t+1", BUFFER_TESTS),
+    Mutation(BUFFERS, "return 2 * int(np.prod(action_space.shape))", "return int(np.prod(action_space.shape))",
+             "a Box behaviour distribution stored with room for its mean only, not mean and log-std", BUFFER_TESTS),
+    # -- the population engine (population.py, bench/population_engine.py) ------------------------------
+    Mutation(POPULATION_ENGINE, "[Member(r.spec.seed, **r.spec.dials.to_dict()) for r in runs]",
+             "[Member(r.spec.seed, **runs[0].spec.dials.to_dict()) for r in runs]",
+             "every member gets the first run's dials", POPULATION_TESTS),
+    Mutation(POPULATION, "name: torch.stack([history[slot][name][m] for m, slot in enumerate(slots)]) for name in self.params",
+             "name: torch.stack([history[slots[0]][name][m] for m, slot in enumerate(slots)]) for name in self.params",
+             "every member acts with the first member's lag", POPULATION_TESTS),
+    Mutation(POPULATION, "recorded = torch.where(record_actual, sampler, clean)", "recorded = torch.where(record_actual, clean, sampler)",
+             "the recording dial inverted: the clean policy recorded where the sampler's is asked for", POPULATION_TESTS),
+    # -- the bench: resume, integrity, the grid -------------------------------------------------------------
+    Mutation(RESUME, "kinds = {RUN_NEW, RUN_DAMAGED} | ({RUN_CHANGED} if redo_changed else set())",
+             "kinds = {RUN_NEW} | ({RUN_CHANGED} if redo_changed else set())",
+             "a damaged complete run is skipped, not redone", RESUME_TESTS),
+    Mutation(RESUME, "if not changed or redo_changed:", "if not changed:",
+             "--redo-changed still refused: changed runs are never replaced", RESUME_TESTS),
+    Mutation(CONTRACT, "for name in CHECKED_FILES:", "for name in CHECKED_FILES[1:]:",
+             "the integrity check skips the first recorded file (config.json)", INTEGRITY_TESTS),
+    Mutation(CONTRACT, 'if actual["bytes"] != expected.get("bytes"):', 'if actual["bytes"] < expected.get("bytes"):',
+             "a file grown since completion passes the size check", INTEGRITY_TESTS),
+    Mutation(GRID, "for a in grid.algos for v in variants[a] for c in conditions for s in grid.seeds)",
+             "for a in grid.algos for v in variants[a] for c, s in zip(conditions, grid.seeds))",
+             "the grid zips conditions with seeds instead of crossing them", GRID_TESTS),
+    Mutation(GRID, "        return list(range(n))", "        return list(range(1, n + 1))",
+             "--seeds N counts from 1, not 0", GRID_TESTS),
+    # -- the analysis: Welch, Holm, the equivalence test, normalization --------------------------------------
+    Mutation(HYPOTHESIS, "return float(2 * _stats.t.sf(abs(self.estimate) / self.se, self.df))",
+             "return float(_stats.t.sf(abs(self.estimate) / self.se, self.df))",
+             "Welch's p one-sided, not two-sided", HYPOTHESIS_TESTS),
+    Mutation(HYPOTHESIS, "terms.append((mean, float(np.sqrt(var)), float(n - 1), sign / k))",
+             "terms.append((mean, float(np.sqrt(var)), float(n), sign / k))",
+             "Welch's degrees of freedom from n, not n - 1 (off by one)", HYPOTHESIS_TESTS),
+    Mutation(HYPOTHESIS, "running = max(running, min(1.0, (m - rank) * p[i]))", "running = min(1.0, (m - rank) * p[i])",
+             "Holm's adjusted p-values not kept monotone (the step-down's running max dropped)", HYPOTHESIS_TESTS),
+    Mutation(HYPOTHESIS, "return float(max(lower, upper))", "return float(min(lower, upper))",
+             "equivalence (TOST) shown by either one-sided test, not both", HYPOTHESIS_TESTS),
+    Mutation(STATS, "span = ref - r", "span = ref",
+             "normalization divides by the reference, not reference - random", NORMALIZATION_TESTS),
 )
 
 
@@ -266,6 +399,16 @@ def markdown_table(rows: list[dict[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def selected_tests(mutation: Mutation, override: list[str] | None) -> list[str]:
+    """The tests run on ``mutation``'s mutant: ``--tests`` where given, else its own selection."""
+    return list(override) if override else list(mutation.tests)
+
+
+def union_of_tests(mutations: list[tuple[int, Mutation]], override: list[str] | None) -> list[str]:
+    """Every test the mutants run, each once, in first-use order (what the unmutated copy must pass)."""
+    return list(dict.fromkeys(test for _, mutation in mutations for test in selected_tests(mutation, override)))
+
+
 def write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -281,7 +424,7 @@ def write_atomically(path: Path, text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tests", nargs="+", default=list(DEFAULT_TESTS), help="test files (or ids) to run on each mutant")
+    parser.add_argument("--tests", nargs="+", help="test files (or ids) to run on every mutant, instead of each mutation's own")
     parser.add_argument("--only", type=int, action="append", metavar="N", help="run mutation N only (1-based; repeatable)")
     parser.add_argument("--out", type=Path, help="also write the Markdown table to this file (atomically)")
     parser.add_argument("--list", action="store_true", help="list the mutations and check their anchors; run nothing")
@@ -298,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for n, mutation in numbered:
             number, line, _ = line_as_written(mutation, (ROOT / mutation.path).read_text())
-            print(f"{n:2d}. {mutation.path}:{number}: {line}\n    -> {mutation.description}")
+            print(f"{n:2d}. {mutation.path}:{number}: {line}\n    -> {mutation.description}\n    tests: {' '.join(selected_tests(mutation, args.tests))}")
         return 0
 
     started = time.monotonic()
@@ -308,8 +451,9 @@ def main(argv: list[str] | None = None) -> int:
         copy_repository(ROOT, copy)
         check_anchors(copy, numbered)  # the copy is what is mutated (the files may have moved since)
         check_imports_the_copy(copy)
-        print(f"copy of {ROOT} in {copy}; tests: {' '.join(args.tests)}", file=sys.stderr)
-        passed, failing, output = run_tests(copy, args.tests)
+        baseline = union_of_tests(numbered, args.tests)
+        print(f"copy of {ROOT} in {copy}; the unmutated copy runs {' '.join(baseline)}", file=sys.stderr)
+        passed, failing, output = run_tests(copy, baseline)
         if not passed:
             print(output[-4000:], file=sys.stderr)
             raise RuntimeError(f"the unmutated copy fails the selected tests ({failing}): fix that first")
@@ -323,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(original_text.replace(mutation.original, mutation.replacement, 1))
             mutant_started = time.monotonic()
             try:
-                passed, failing, _ = run_tests(copy, args.tests)
+                passed, failing, _ = run_tests(copy, selected_tests(mutation, args.tests))
             finally:
                 path.write_text(original_text)
             verdict = "survived" if passed else "caught"
@@ -342,8 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     survivors = [row for row in rows if row["caught"] != "yes"]
     table = markdown_table(rows)
     summary = (
-        f"\n{len(rows) - len(survivors)} of {len(rows)} mutations caught by `{' '.join(args.tests)}` "
-        f"(fast tests only; {time.monotonic() - started:.0f} s).\n"
+        f"\n{len(rows) - len(survivors)} of {len(rows)} mutations caught by "
+        + (f"`{' '.join(args.tests)}`" if args.tests else "each mutation's own selection of tests")
+        + f" (fast tests only; {time.monotonic() - started:.0f} s).\n"
     )
     print(table + summary)
     if args.out:

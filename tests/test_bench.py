@@ -188,6 +188,22 @@ def test_run_writes_the_contract_and_resumes(tmp_path):
     assert pd.read_csv(run_dir / "progress.csv")["timesteps"].iloc[-1] == 768
 
 
+def test_the_resume_plan_skips_complete_runs_and_redoes_damaged_ones(tmp_path):
+    from adaptive_po.bench.resume import ChangedRuns, ResumePlan
+    from adaptive_po.bench.run_folder import RUN_CHANGED, RUN_DAMAGED, RUN_NEW, RUN_SAME, RunFolderState
+
+    kinds = [RUN_SAME, RUN_NEW, RUN_DAMAGED, RUN_CHANGED, RUN_SAME]
+    specs = [tiny_spec(tmp_path, seed=seed) for seed in range(len(kinds))]
+    reasons = {RUN_DAMAGED: ("eval.csv is missing",), RUN_CHANGED: ("total_timesteps 1024 -> 768",)}
+    plan = ResumePlan([(spec, RunFolderState(kind, reasons=reasons.get(kind, ()))) for spec, kind in zip(specs, kinds)])
+    assert plan.todo() == [specs[1], specs[2]]  # new and damaged, in order; complete and changed ones kept
+    assert plan.todo(redo_changed=True) == [specs[1], specs[2], specs[3]]
+    assert plan.redo_lines() == [f"{specs[2].relative_dir}: eval.csv is missing"]
+    with pytest.raises(ChangedRuns, match="1 complete run"):
+        plan.check_changed(redo_changed=False)
+    plan.check_changed(redo_changed=True)  # asked for: nothing refused
+
+
 def test_same_seed_same_curve(tmp_path):
     a = execute_run(tiny_spec(tmp_path / "a"))
     b = execute_run(tiny_spec(tmp_path / "b"))

@@ -73,6 +73,15 @@ def test_equivalence_needs_a_tight_interval_inside_the_margin():
     assert hypothesis.verdict(-0.5, 0.001, 1.0) == "loss"
 
 
+def test_equivalence_is_refused_outside_the_margin_on_either_side():
+    # a tight interval around +-0.5 is far outside +-0.1: one one-sided test rejects, the other
+    # cannot, and equivalence needs both (the larger p)
+    for estimate in (0.5, -0.5):
+        far = hypothesis.Difference(estimate, 0.02, 20)
+        assert far.p_equivalence(0.1) > 0.99
+        assert hypothesis.verdict(estimate, 0.2, far.p_equivalence(0.1)) == "inconclusive"
+
+
 def test_the_detectable_difference_is_found_with_80_percent_power():
     rng = np.random.default_rng(2)
     n, sd = 10, 1.0

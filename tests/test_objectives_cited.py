@@ -425,15 +425,15 @@ def test_vtrace_truncation_levels_and_last_done():
     # rho_bar = 2, c_bar = 0.5, and the rollout ending on a terminal
     gamma = 0.5
     rewards = np.array([[1.0], [1.0]], dtype=np.float32)
-    values = np.array([[0.0], [1.0]], dtype=np.float32)
+    values = np.array([[0.0], [0.5]], dtype=np.float32)
     starts = np.zeros((2, 1), dtype=np.float32)
     log_rhos = np.array([[math.log(3.0)], [math.log(1.5)]], dtype=np.float32)
     adv, ret = compute_vtrace(rewards, values, starts, np.array([10.0], np.float32), np.array([1.0], np.float32),
                               log_rhos, gamma, rho_bar=2.0, c_bar=0.5)
-    v1 = 1.0 + 1.5 * (1.0 + 0.0 - 1.0)  # terminal after the last step: last_values ignored
-    v0 = 0.0 + 2.0 * (1.0 + gamma * 1.0 - 0.0) + gamma * 0.5 * (v1 - 1.0)  # min(2, 3), min(0.5, 3)
+    v1 = 0.5 + 1.5 * (1.0 + 0.0 - 0.5)  # terminal after the last step: last_values ignored
+    v0 = 0.0 + 2.0 * (1.0 + gamma * 0.5 - 0.0) + gamma * 0.5 * (v1 - 0.5)  # min(2, 3), min(0.5, 3): the trace is c_bar's
     assert ret[:, 0].tolist() == pytest.approx([v0, v1], abs=1e-6)
-    assert adv[:, 0].tolist() == pytest.approx([1.0 + gamma * v1 - 0.0, 1.0 - 1.0], abs=1e-6)
+    assert adv[:, 0].tolist() == pytest.approx([1.0 + gamma * v1 - 0.0, 1.0 - 0.5], abs=1e-6)
     with pytest.raises(ValueError, match="rho_bar"):
         compute_vtrace(rewards, values, starts, values[0], starts[0], log_rhos, gamma, rho_bar=0.0)
 

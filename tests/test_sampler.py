@@ -152,6 +152,18 @@ def test_sampler_precision_follows_the_acting_parameters_after_updates():
         torch.testing.assert_close(dict(sampler.policy.named_parameters())[name], p.detach().to(torch.float16))
 
 
+def test_sampler_precision_follows_the_lagged_acting_parameters():
+    """At lag 1 the sampler's copy holds the acting (one update old) parameters, not the learner's."""
+    model = _model("CartPole-v1", sampler_precision="fp16", policy_lag=1)
+    model.learn(64)  # 4 updates of 16 steps
+    sampler = dict(model.collector._sampler.policy.named_parameters())
+    acting = dict(model.collector.acting_policy.named_parameters())
+    assert model.collector.acting_snapshot_update == model.collector.updates_seen - 1 > 0
+    for name, p in model.policy.named_parameters():
+        torch.testing.assert_close(sampler[name], acting[name].detach().to(torch.float16))
+    assert any(not torch.equal(sampler[name], p.detach().to(torch.float16)) for name, p in model.policy.named_parameters())
+
+
 def test_every_precision_trains():
     for precision in PRECISIONS:
         model = _model("CartPole-v1", sampler_precision=precision, sampler_temperature=0.8)
