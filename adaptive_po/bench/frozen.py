@@ -16,7 +16,9 @@ task, arm, configuration, lag, seed, budget, final return); a run in the table i
 and the search is told the table's scores (not the run folders'), so a study continued on a fresh
 machine from the committed table alone asks the same trials and trains only what is missing. The
 study runs in slices (``hours``): no new batch starts once a slice's time is over, and the table is
-written after every batch, atomically.
+written after every batch, atomically. The table, its rows and the runner are every study's
+(:mod:`adaptive_po.bench.study_table`); this module holds what is this study's own: the pilot, the
+plan, the search and sweep, the cost model and the cut order.
 """
 
 from __future__ import annotations
@@ -35,10 +37,8 @@ import numpy as np
 
 from adaptive_po import contract
 from adaptive_po.bench.config import check_budget, get_env_config
-from adaptive_po.bench.grid import Grid, expand_grid
 from adaptive_po.bench.run_folder import RunSpec, schedule_named
 from adaptive_po.bench.tuning import ask_new, make_study
-from adaptive_po.dials import DataDials
 
 #: the pilot's candidates (task, budgets in the order tried), as pre-registered
 CANDIDATES: tuple[tuple[str, tuple[int, ...]], ...] = (
@@ -86,264 +86,14 @@ PILOT_FOLDERS: tuple[str, ...] = ("frozen-pilot", "frozen-pilot-2")
 from adaptive_po.contract import (  # noqa: E402
     FROZEN_PILOT_SELECTION_FILE as PILOT_SELECTION_FILE, FROZEN_SCORE_FOLDER as SCORE_FOLDER,
     FROZEN_CONFIG_COLUMN as CONFIG_COLUMN, FROZEN_SEARCH_FOLDER as SEARCH_FOLDER, FROZEN_SELECTION_FILE as SELECTION_FILE, FROZEN_TABLE_COLUMNS as TABLE_COLUMNS,
-    FROZEN_TABLE_FILE as TABLE_FILE, FROZEN_TRIALS_FILE as TRIALS_FILE, FrozenKey as Key, frozen_row_key,
-    read_frozen_table as read_table,
+    FROZEN_TABLE_FILE as TABLE_FILE, FROZEN_TRIALS_FILE as TRIALS_FILE, FrozenKey as Key, read_frozen_table as read_table,
 )
 
-row_key = frozen_row_key
-
-#: the suite whose grid checks the runs (every run's budget is given, so no YAML budget is read)
-GRID_SUITE = "tuning"
-
-
-def condition(lag: int) -> DataDials:
-    return DataDials.from_condition({"policy_lag": lag} if lag else {})
-
-
-def specs_for(
-    env: str, algo: str, variants: Sequence[str], lags: Sequence[int], seeds: Sequence[int], budget: int, folder: str,
-    out: str = "runs", envs_dir: str | None = None, device: str = "cpu",
-) -> list[RunSpec]:
-    """The runs of ``variants`` x ``lags`` x ``seeds`` of one task and arm, checked like every grid."""
-    grid = Grid(
-        suite=GRID_SUITE, envs=[env], algos=[algo], seeds=list(seeds), conditions=[condition(lag) for lag in lags],
-        variants={algo: list(dict.fromkeys(variants))}, timesteps=budget, device=device, out=out, suite_name=folder,
-        envs_dir=envs_dir, tensorboard=False,
-    )
-    return expand_grid(grid)
-
-
-def spec_key(spec: RunSpec) -> Key:
-    return (spec.suite, spec.env, spec.algo, spec.variant, int(spec.dials.policy_lag), int(spec.seed), int(spec.total_timesteps))
-
-
-def normalized(value: float, random_score: float, reference: float) -> float:
-    return (value - random_score) / (reference - random_score)
-
-
-# ----------------------------------------------------------------------------------------------
-# the table
-
-
-def write_table(path: str | Path, rows: Mapping[Key, Mapping[str, Any]]) -> None:
-    """All rows, in key order, written atomically (floats in full precision: the search is told
-    exactly these numbers, on this machine and on the next)."""
-    buf = io.StringIO()
-    columns = (*TABLE_COLUMNS, CONFIG_COLUMN)
-    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
-    writer.writeheader()
-    for key in sorted(rows):
-        row = rows[key]
-        writer.writerow({c: (repr(float(row[c])) if isinstance(row.get(c), float) else row.get(c, "")) for c in columns})
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    contract.atomic_write_text(path, buf.getvalue())
-
-
-def config_checksum(spec: RunSpec, config: Mapping[str, Any] | None = None) -> str:
-    """What decides the run ``spec``, as :data:`~adaptive_po.contract.FROZEN_CONFIG_DIGITS` hex
-    digits: the resolved configuration the bench writes to ``config.json`` and compares on resume
-    (the environment's file after the variant, the dials, the budget, the device and backend; not
-    the format version, the folder or the objective's prose), and ``$ADAPTIVE_PO_COMPILE`` (a
-    compiled step gives another run than an eager one of the same seed)."""
-    import hashlib
-
-    from adaptive_po.bench.run_folder import comparable_config, config_for
-    from adaptive_po.population import COMPILE_ENV
-
-    config = comparable_config(config if config is not None else config_for(spec), spec.algo)
-    decides = {k: v for k, v in config.items() if k not in ("run_format", "suite")}
-    decides["step_mode"] = os.environ.get(COMPILE_ENV, "auto").strip().lower() or "auto"
-    text = json.dumps(decides, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[: contract.FROZEN_CONFIG_DIGITS]
-
-
-def row_spec(row: Mapping[str, Any], out: str = "runs", envs_dir: str | None = None) -> RunSpec:
-    """The run a table row records, as the study would train it now."""
-    return specs_for(
-        str(row["env"]), str(row["algo"]), [str(row["variant"] or "")], [int(row["policy_lag"])], [int(row["seed"])],
-        int(row["total_timesteps"]), str(row["folder"]), out, envs_dir,
-    )[0]
-
-
-@dataclass
-class ConfigCheck:
-    """The table's rows against the configuration the study would train now (:func:`check_configs`)."""
-
-    #: rows whose checksum differs from today's: ``key -> "recorded -> now"``
-    changed: dict[Key, str] = field(default_factory=dict)
-    #: rows written before checksums whose run folder shows today's configuration: ``key -> checksum``
-    stamped: dict[Key, str] = field(default_factory=dict)
-    #: rows written before checksums with no run folder to check them by (taken as committed)
-    unchecked: int = 0
-
-    def lines(self) -> list[str]:
-        out = []
-        if self.stamped:
-            out.append(f"  {len(self.stamped)} rows written before checksums match their run folders' config.json: stamped")
-        if self.unchecked:
-            out.append(f"  {self.unchecked} rows written before checksums have no run folder here: taken as committed")
-        if self.changed:
-            out.append(f"  {len(self.changed)} rows were trained with another configuration: trained again (--redo-changed)")
-        return out
-
-
-def check_configs(rows: Mapping[Key, Mapping[str, Any]], out: str = "runs", envs_dir: str | None = None) -> ConfigCheck:
-    """Each row against the run the study would train now: a row with a checksum is compared with
-    :func:`config_checksum` of its run; a row written before checksums (empty cell) is compared,
-    where its run folder is here, with the folder's ``config.json`` (the bench's own resume check),
-    and stamped when they agree, else left as committed."""
-    from adaptive_po.bench.run_folder import RUN_CHANGED, RUN_NEW, config_for, run_folder_state
-
-    check = ConfigCheck()
-    for key, row in rows.items():
-        spec = row_spec(row, out, envs_dir)
-        config = config_for(spec)
-        now = config_checksum(spec, config)
-        recorded = str(row.get(CONFIG_COLUMN) or "")
-        if recorded:
-            if recorded != now:
-                check.changed[key] = f"{recorded} -> {now}"
-            continue
-        state = run_folder_state(spec, config)
-        if state.kind == RUN_CHANGED:
-            check.changed[key] = "; ".join(state.reasons[:3])
-        elif state.kind == RUN_NEW or row.get("status") != "complete":
-            check.unchecked += 1
-        else:  # the same configuration (or a damaged folder of a complete run: its row stands as committed)
-            check.stamped[key] = now
-    return check
-
-
-def apply_config_check(check: ConfigCheck, runner: TableRunner, redo_changed: bool) -> None:
-    """Refuse a table with changed rows in one line naming the first (a ``ValueError``), or with
-    ``redo_changed`` drop them so that they are trained again; stamp the rows checked by their
-    folders. Called before anything trains."""
-    if check.changed and not redo_changed:
-        key, why = next(iter(sorted(check.changed.items())))
-        folder, env, algo, variant, lag, seed, budget = key
-        raise ValueError(
-            f"{runner.table_path}: {len(check.changed)} runs were trained with another configuration than the study's now "
-            f"(first: {folder} {env} {algo} {variant or '(defaults)'} lag {lag} seed {seed} at {budget:,} steps: {why}); "
-            "restore the configuration, or rerun with --redo-changed to train them again"
-        )
-    for key in check.changed:
-        runner.rows.pop(key, None)
-    for key, checksum in check.stamped.items():
-        if key in runner.rows:
-            runner.rows[key] = {**runner.rows[key], CONFIG_COLUMN: checksum}
-
-
-#: the causes of a run's failure that are the algorithm's own doing (it diverged): the engines'
-#: check of the parameters and the loss after each update (``FloatingPointError``), and a policy
-#: distribution built from non-finite parameters (torch's constraint check, a ``ValueError``)
-DIVERGED_CAUSES: tuple[str, ...] = ("FloatingPointError", "to satisfy the constraint")
-
-
-def scored_failure(text: str) -> bool:
-    """Whether a ``FAILED`` file's ``text`` is a failure of the run itself (a divergence, scored at
-    the random score as registered) rather than of what ran it (a killed or crashed worker, an
-    invalid setting, a full disk): those are not results, and the run is trained again."""
-    from adaptive_po.bench.divergence import error_line
-
-    cause = error_line(text) if text.strip() else ""
-    return any(marker in cause for marker in DIVERGED_CAUSES)
-
-
-def finished_row(spec: RunSpec) -> dict[str, Any] | None:
-    """The table row of a finished run (complete, or failed by diverging); None for a run that did
-    not finish, or whose failure was not its own (:func:`scored_failure`): it is run again."""
-    env_cfg = get_env_config(spec.env, spec.envs_dir)
-    random_score, reference = float(env_cfg.random_score), float(env_cfg.solved_threshold)
-    run_dir = spec.run_dir
-    base = {
-        "folder": spec.suite, "env": spec.env, "algo": spec.algo, "variant": spec.variant,
-        "policy_lag": int(spec.dials.policy_lag), "seed": int(spec.seed), "total_timesteps": int(spec.total_timesteps),
-        "random_score": random_score, "reference": reference, CONFIG_COLUMN: config_checksum(spec),
-    }
-    if contract.is_complete(run_dir):
-        try:
-            summary = json.loads(contract.read_regular_text(run_dir / contract.SUMMARY_FILE))
-            value = float(summary["final_eval_return_mean"])
-        except (OSError, ValueError, KeyError, TypeError):
-            summary, value = {}, math.nan
-        if math.isfinite(value):
-            return {
-                **base, "status": "complete", "final_eval_return": value, "score": normalized(value, random_score, reference),
-                "step": str(summary.get("step", "")), "wall_time_s": float(summary.get("wall_time_s", math.nan)),
-            }
-    elif not (run_dir / contract.FAILED).is_file():
-        return None
-    else:
-        try:
-            text = contract.read_regular_text(run_dir / contract.FAILED, errors="replace")
-        except (OSError, ValueError):
-            return None
-        if not scored_failure(text):
-            return None
-    # failed (or complete without a finite return): the task's random score, as registered
-    return {**base, "status": "failed", "final_eval_return": random_score, "score": 0.0, "step": "", "wall_time_s": math.nan}
-
-
-class SliceOver(Exception):
-    """The slice's time is over: the table holds every finished run; rerun to continue."""
-
-
-@dataclass
-class TableRunner:
-    """Runs what the table lacks, then records it. ``train(specs, max_members)`` trains runs (the
-    sweep; it skips complete run folders and must not raise for failed runs)."""
-
-    table_path: Path
-    train: Callable[..., Any]
-    deadline: float | None = None
-    log: Callable[[str], None] = print
-    rows: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    #: runs this runner trained (not taken from the table)
-    trained: int = 0
-
-    def __post_init__(self) -> None:
-        self.table_path = Path(self.table_path)
-        self.rows = read_table(self.table_path)
-
-    def run(self, specs: Sequence[RunSpec], max_members: int | None = None) -> list[dict[str, Any]]:
-        """The rows of ``specs`` (in order); runs the ones the table lacks first."""
-        unique = list({spec_key(s): s for s in specs}.values())
-        todo = [s for s in unique if spec_key(s) not in self.rows]
-        if todo and self.deadline is not None and time.monotonic() >= self.deadline:
-            # the slice is over: runs a stopped slice finished (their folders complete) still count
-            todo = self.harvest(todo)
-            if todo:
-                raise SliceOver()
-        if todo:
-            try:
-                self.train(todo, max_members)
-            finally:  # interrupted or not, every run that finished is recorded
-                todo = self.harvest(todo)
-            if todo:
-                raise RuntimeError(
-                    f"{len(todo)} runs did not finish (first: {todo[0].run_dir}); the table keeps the others: rerun to continue"
-                )
-        return [self.rows[spec_key(s)] for s in specs]
-
-    def harvest(self, specs: Sequence[RunSpec]) -> list[RunSpec]:
-        """Record the runs of ``specs`` whose folders hold their finished run, with the configuration
-        the study trains now (the table written once, if any); return the others."""
-        from adaptive_po.bench.run_folder import RUN_CHANGED, RUN_DAMAGED, run_folder_state
-
-        left = []
-        for spec in specs:
-            # a folder trained with another configuration, or damaged, is not this run's (the sweep redoes it)
-            row = None if run_folder_state(spec).kind in (RUN_CHANGED, RUN_DAMAGED) else finished_row(spec)
-            if row is None:
-                left.append(spec)
-            else:
-                self.rows[spec_key(spec)] = row
-                self.trained += 1
-        if len(left) < len(specs):
-            write_table(self.table_path, self.rows)
-        return left
-
-
+from adaptive_po.bench.study_table import (  # noqa: F401 - the study's table and runner, re-exported for its callers
+    DIVERGED_CAUSES, GRID_SUITE, ConfigCheck, SliceOver, TableRunner, apply_config_check, check_configs, checked_runner,
+    condition, config_checksum, finished_row, normalized, preflight, results_lock, row_key, row_spec, scored_failure,
+    spec_key, specs_for, write_table,
+)
 # ----------------------------------------------------------------------------------------------
 # the pilot
 
@@ -471,41 +221,6 @@ def _main(argv: Sequence[str] | None = None) -> int:
                 log(f"  failed (scored at the random score): {line}")
             return write_selection(results, log)
     return run_study_command(args, results, train, failed, log)
-
-
-def checked_runner(
-    table_path: Path, train: Callable[..., Any], args: Any, log: Callable[[str], None], deadline: float | None = None, dry: bool = False,
-) -> TableRunner:
-    """The table's runner, its rows checked against the configuration the study would train now
-    (:func:`check_configs`; ``args``: ``out``, ``envs_dir``, ``redo_changed``): a changed row is
-    refused in one line, or dropped to be trained again with ``--redo-changed``. ``dry``: say what
-    the check found (the dry run, before the lock)."""
-    runner = TableRunner(table_path, train, deadline=deadline, log=log)
-    check = check_configs(runner.rows, args.out, args.envs_dir)
-    apply_config_check(check, runner, args.redo_changed)
-    if dry:
-        for line in check.lines():
-            log(line)
-    elif check.stamped or check.changed:  # under the lock: the stamps and the drops are kept at once
-        write_table(table_path, runner.rows)
-    return runner
-
-
-def results_lock(results: Path) -> Any:
-    """One writer per study results folder: the bench's sweep lock on it, held while the table,
-    the trials and the selection are written; a second study on the same folder is refused
-    (:class:`~adaptive_po.bench.locks.SweepLocked`, one line, exit 2) before it trains anything."""
-    from adaptive_po.bench.locks import sweep_lock
-
-    return sweep_lock([results])
-
-
-def preflight() -> None:
-    """Settings that would make every run fail, refused before any run (``--dry-run`` included):
-    ``$ADAPTIVE_PO_COMPILE`` must be 1, 0 or auto."""
-    from adaptive_po.population import compile_wanted
-
-    compile_wanted()
 
 
 def seconds_per_million(env: str) -> float:
