@@ -295,6 +295,10 @@ class TableRunner:
         return left
 
 
+#: the configuration checks of this process, by the table's rows and what the check depends on
+_CHECKED: dict[tuple[str, ...], ConfigCheck] = {}
+
+
 def checked_runner(
     table_path: Path, train: Callable[..., Any], args: Any, log: Callable[[str], None], deadline: float | None = None, dry: bool = False,
 ) -> TableRunner:
@@ -303,7 +307,15 @@ def checked_runner(
     refused in one line, or dropped to be trained again with ``--redo-changed``. ``dry``: say what
     the check found (the dry run, before the lock)."""
     runner = TableRunner(table_path, train, deadline=deadline, log=log)
-    check = check_configs(runner.rows, args.out, args.envs_dir)
+    # the dry check before the lock and the check under it see the same table unless another
+    # writer changed it meanwhile: the second check is then the first's (checking costs seconds per
+    # thousand rows), else it is done again
+    from adaptive_po.population import COMPILE_ENV
+
+    seen = (repr(sorted(runner.rows.items())), str(args.out), str(args.envs_dir), os.environ.get(COMPILE_ENV, ""))
+    check = _CHECKED.get(seen)
+    if check is None:
+        check = _CHECKED[seen] = check_configs(runner.rows, args.out, args.envs_dir)
     apply_config_check(check, runner, args.redo_changed)
     if dry:
         for line in check.lines():
