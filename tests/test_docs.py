@@ -340,7 +340,8 @@ def _slug(title: str) -> str:
 def test_links_and_named_paths_resolve(page):
     text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
     broken = []
-    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+    # inline links and reference definitions (the quotes' links to their reports)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text) + re.findall(r"^\[[^\]\n]+\]:[ \t]+(\S+)", text, re.M):
         if target.startswith(("http://", "https://", "mailto:")):
             continue
         path, _, anchor = target.partition("#")

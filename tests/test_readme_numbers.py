@@ -7,17 +7,19 @@ Two pages state results: the project README (``README.md``, the headline) and th
 run table alone: ``verdicts.md``, ``per_run.csv`` and the results page's generated blocks.
 (b) Every number and verdict word of the results prose (``README.md``'s "Results" section and every
 "## Results" section of ``docs/results/README.md``, outside generated blocks, tables and code) is a
-*quote* (:mod:`adaptive_po.analysis.quotes`): it names its report, row and column, and must equal
-that cell with its sign and digits. A number or verdict word outside a quote fails, except the
+*quote* (:mod:`adaptive_po.analysis.quotes`): a reference link ``[text][key]`` whose definition
+names its report, row and column, and its text must equal that cell with its sign and digits. A number or verdict word outside a quote fails, except the
 set-up facts :data:`adaptive_po.analysis.quotes.SETUP` allows (budgets, seeds, lags, dates). The
 check is shown to fail on edited numbers and words (signs flipped, digits nudged, win and loss
-swapped, a quote's markup dropped).
+swapped, a quote's markup dropped), and on keys in error: defined twice, used but not defined,
+defined but never used; a renamed report column is named once, by its definition's key.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -77,32 +79,18 @@ def test_a_run_missing_from_the_table_is_counted_failed_and_scored_at_random():
 
 
 # -- (b) numbers and verdicts in the results prose of both pages ------------------------------------
-def _results_sections(text: str, prefix: str = "Results") -> dict[str, str]:
-    """The ``## `` sections whose title starts with ``prefix``."""
-    sections, title, body = {}, None, []
-    for line in text.splitlines():
-        if line.startswith("## "):
-            if title is not None:
-                sections[title] = "\n".join(body)
-            title, body = (line[3:].strip(), []) if line[3:].startswith(prefix) else (None, [])
-        elif title is not None:
-            body.append(line)
-    if title is not None:
-        sections[title] = "\n".join(body)
-    return sections
+_results_sections = quotes.results_sections
 
 
-def _problems(text: str, where: str) -> list[str]:
-    """Every wrong quote of ``text`` and every result of its results prose stated outside a quote."""
-    problems = quotes.check_text(text, RESULTS, where)
-    for title, body in _results_sections(text).items():
-        problems += [f"{where}, '## {title}': {item!r} is not a quote" for item in quotes.bare_results(quotes.strip_for_prose(body))]
-    return problems
+def _problems(text: str, where: str, base: Path = RESULTS) -> list[str]:
+    """Every wrong quote, key or definition of ``text`` and every result of its results prose stated
+    outside a quote (``base``: the folder of the page, which its definitions' targets are relative to)."""
+    return quotes.problems(text, base, where)
 
 
 @pytest.mark.parametrize("page", [README, RESULTS_README], ids=["README.md", "docs/results/README.md"])
 def test_every_number_and_verdict_of_the_results_prose_is_its_reports_cell(page):
-    problems = _problems(page.read_text(), str(page.relative_to(ROOT)))
+    problems = _problems(page.read_text(), str(page.relative_to(ROOT)), page.parent)
     assert not problems, "\n".join(problems)
 
 
@@ -140,19 +128,20 @@ def _edits(value: str) -> list[str]:
 @pytest.mark.parametrize("page", [README, RESULTS_README], ids=["README.md", "docs/results/README.md"])
 def test_the_check_fails_on_every_edited_number_and_word(page):
     text = page.read_text()
-    assert not _problems(text, "page")
+    assert not _problems(text, "page", page.parent)
     found = list(quotes.QUOTE.finditer(text))
     sample = found if page == README else found[::3]
     tried = 0
     for m in sample:
         for wrong in _edits(m["value"]):
             edited = text[:m.start("value")] + wrong + text[m.end("value"):]
-            assert _problems(edited, "page"), f"the check misses {m['value']!r} -> {wrong!r} ({m['locator']})"
+            problems = _problems(edited, "page", page.parent)
+            assert any(f"quote [{m['key']}] says {wrong!r}" in p for p in problems), f"the check misses {m['value']!r} -> {wrong!r} ([{m['key']}])"
             tried += 1
         # the same number with its quote's markup dropped: stated outside a quote
         bare = text[:m.start()] + m["value"] + text[m.end():]
         if quotes.bare_results(quotes.strip_for_prose(m["value"])):
-            assert _problems(bare, "page"), f"the check misses an unquoted {m['value']!r}"
+            assert any("is not a quote" in p for p in _problems(bare, "page", page.parent)), f"the check misses an unquoted {m['value']!r}"
     assert tried >= 30
 
 
@@ -164,11 +153,73 @@ def test_a_verdict_word_or_a_number_outside_a_quote_fails():
         assert _problems(edited, "page"), planted
 
 
-def test_a_quote_naming_a_missing_row_or_two_cells_fails():
-    assert quotes.check_text("<!--q staleness/verdicts.md | lag 3 | esspo | verdict @ word-->win<!--/q-->", RESULTS)
-    two = quotes.check_text("<!--q staleness/verdicts.md | lag 16 | esspo | verdict @ word-->win<!--/q-->", RESULTS)
+def _page(*lines: str, definitions: tuple[str, ...] = ()) -> str:
+    return "\n".join(lines) + "\n\n" + "\n".join(definitions) + "\n"
+
+
+def test_a_quote_naming_a_missing_row_or_column_or_part_or_two_cells_fails():
+    def check(title: str, text: str = "[win][k]") -> list[str]:
+        return quotes.check_text(_page(text, definitions=(f'[k]: staleness/verdicts.md "{title}"',)), RESULTS)
+
+    assert check("lag 3 | esspo | verdict @ word")  # no row
+    assert check("#Primary endpoints | lag 16 | esspo | no such column @ word")
+    assert check("#No such section | lag 16 | esspo | verdict @ word")
+    assert "unknown part" in check("#Primary endpoints | lag 16 | esspo | verdict @ verdict")[0]
+    two = check("lag 16 | esspo | verdict @ word")
     assert two and "different cells" in two[0]
-    assert not quotes.check_text("<!--q staleness/verdicts.md#Primary endpoints | lag 16 | esspo | verdict @ word-->win<!--/q-->", RESULTS)
+    assert not check("#Primary endpoints | lag 16 | esspo | verdict @ word")
+    assert check("#Primary endpoints | lag 16 | esspo | verdict @ word", "[loss][k]")
+    missing = quotes.check_text(_page("[win][k]", definitions=('[k]: nowhere/verdicts.md "lag 16 | esspo | verdict @ word"',)), RESULTS)
+    assert missing and "no report" in missing[0]
+
+
+def test_a_key_defined_twice_used_undefined_or_defined_unused_is_named():
+    good = '[lag16-verdict]: staleness/verdicts.md "#Primary endpoints | lag 16 | esspo | verdict @ word"'
+    assert not quotes.check_text(_page("a [win][lag16-verdict], again [win][lag16-verdict]", definitions=(good,)), RESULTS)
+    twice = quotes.check_text(_page("a [win][lag16-verdict]", definitions=(good, good)), RESULTS)
+    assert twice == [": quote key [lag16-verdict] is defined 2 times"]
+    undefined = quotes.check_text(_page("a [win][lag16-verdict], a [win][lag4-verdict]", definitions=(good,)), RESULTS)
+    assert undefined == [": quote key [lag4-verdict] is used but not defined"]
+    unused = quotes.check_text(_page("a [win][lag16-verdict]", definitions=(good, good.replace("[lag16-verdict]", "[spare]"))), RESULTS)
+    assert unused == [": quote key [spare] is defined but never used"]
+    untitled = quotes.check_text(_page("a [win][lag16-verdict]", definitions=("[lag16-verdict]: staleness/verdicts.md",)), RESULTS)
+    assert untitled and "[lag16-verdict] has no locator" in untitled[0]
+
+
+def test_the_modules_example_is_a_page_that_passes_and_a_foreign_definition_fails():
+    example = textwrap.dedent(quotes.__doc__.split("::\n", 1)[1].split("\n\nThe link text", 1)[0])
+    assert len(quotes.QUOTE.findall(example)) == 2 and not quotes.check_text(example, RESULTS)
+    foreign = quotes.check_text(example + "[Project Page]: https://example.org\n", RESULTS)
+    assert foreign and "is not a quote's definition" in foreign[0]
+
+
+def test_link_text_with_inner_brackets_is_one_quote_and_renders_as_one_link():
+    text = _page("esspo - ppo: [+0.350 [+0.228, +0.473]][lag16] at lag 16.",
+                 definitions=('[lag16]: staleness/verdicts.md "#Primary endpoints | lag 16 | esspo | mean of per-task means"',))
+    assert [(m["value"], m["key"]) for m in quotes.QUOTE.finditer(text)] == [("+0.350 [+0.228, +0.473]", "lag16")]
+    assert not quotes.check_text(text, RESULTS)
+    markdown = pytest.importorskip("markdown")
+    html = markdown.markdown(text)
+    assert '<a href="staleness/verdicts.md" title="#Primary endpoints | lag 16 | esspo | mean of per-task means">+0.350 [+0.228, +0.473]</a>' in html, html
+
+
+def test_renaming_a_report_column_is_one_definitions_edit(tmp_path):
+    """A column renamed in a report: the check names each definition of that column once, however
+    many uses it has, and no use; editing those definitions alone mends the page."""
+    shutil.copytree(RESULTS, tmp_path, ignore=lambda folder, names: [n for n in names if "." in n and not n.endswith(".md")], dirs_exist_ok=True)
+    report = tmp_path / "quick" / "results.md"
+    report.write_text(report.read_text().replace("| verdict (Holm p) |", "| decision (Holm p) |"))
+    text = RESULTS_README.read_text()
+    keys = {d.key for d in quotes.definitions(text)[0].values() if d.target == "quick/results.md" and " | verdict" in d.title}
+    uses = [m for m in quotes.QUOTE.finditer(text) if m["key"] in keys]
+    assert keys and len(uses) > len(keys), "a key of that column is used more than once"
+    problems = quotes.check_text(text, tmp_path, "page")
+    named = [re.search(r"quote key \[([^\]]+)\]", p)[1] for p in problems]
+    assert sorted(named) == sorted(keys), problems  # each definition once, no use
+    assert all("no row with" in p and "a column 'verdict'" in p for p in problems), problems
+    edited = re.sub(r'(?m)^(\[[^\]]+\]: quick/results\.md ".*) \| verdict', r"\1 | decision", text)
+    assert edited.count("| decision") == len(keys)
+    assert not quotes.check_text(edited, tmp_path, "page")
 
 
 @pytest.mark.parametrize("title", ["Results: four objectives under staleness", "Results: the paper's conditions"])

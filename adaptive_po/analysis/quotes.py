@@ -1,23 +1,35 @@
 """Numbers and verdicts in prose, quoted from a named cell of a committed report.
 
-A result in the README's or the results page's prose is written as a *quote*::
+A result in the README's or the results page's prose is written as a *quote*: a Markdown
+reference link whose text is the result and whose definition names the cell it quotes::
 
-    <!--q staleness/verdicts.md | lag 16 | esspo | mean of per-task means @ estimate-->+0.350<!--/q-->
+    ESS over PPO at lag 16: [+0.350 [+0.228, +0.473]][staleness-lag16], a [win][staleness-lag16-verdict].
 
-The comment is invisible on a rendered page; the text between the two markers is what a reader
-sees. Its fields: the report (a path under ``docs/results/``), then the row's keys (each equal to a
-whole cell of one table row of that report, backticks ignored), then the column (the start of its
-header), optionally followed by ``@ part``: ``all`` (the whole cell, the default), ``estimate`` /
-``low`` / ``high`` (the first, second, third number of the cell) or ``word`` (its first word: a
-verdict). The quoted text must equal that part of the cell exactly (sign and digits), so a number
-cannot silently flip sign, drift or move to another cell, and a verdict word cannot change.
+    [staleness-lag16]: staleness/verdicts.md "#Primary endpoints | lag 16 | esspo | mean of per-task means"
+    [staleness-lag16-verdict]: staleness/verdicts.md "#Primary endpoints | lag 16 | esspo | verdict @ word"
 
-A report path may name a section: ``tuned/verdicts.md#Tuned against tuned`` reads only the tables
-under the heading that starts with that text (``#A#B``: section B inside section A).
+The link text is what a reader sees (linked to the report); the definitions, one per key, stand at
+the end of the file and do not render. A definition's target is the report, a path relative to the
+Markdown file that holds it (so the link works on GitHub); its title is the *locator*: optionally
+``#Section`` first (the tables under the heading that starts with that text; ``#A#B``: section B
+inside section A), then the row's keys (each equal to a whole cell of one table row of that report,
+backticks ignored), then the column (the start of its header), optionally followed by ``@ part``:
+``all`` (the whole cell, the default), ``estimate`` / ``low`` / ``high`` (the first, second, third
+number of the cell) or ``word`` (its first word: a verdict). Each use's text must equal that part
+of the cell exactly (sign and digits), so a number cannot silently flip sign, drift or move to
+another cell, and a verdict word cannot change. Keys are short and say what the cell is; a key may
+be used many times, each use checked, and is defined once: a key defined twice, a key used but not
+defined and a definition never used are errors naming the key, as is a definition whose cell is
+missing (named once, however many uses it has: renaming a report's column is one definition's edit).
+Every ``[text][key]`` and ``[key]: ...`` of a checked file is a quote.
+
+Written out, target and title make the locator ``report#Section | key ... | column @ part``
+(:func:`quoted` reads that form too).
 
 ``python -m adaptive_po.analysis.quotes FILE...`` checks every quote of the files and, outside
-quotes, the results prose (:func:`bare_results`); ``--fill`` rewrites each quote's text from its
-cell (after a report is rebuilt). ``tests/test_readme_numbers.py`` runs the check.
+quotes, the prose of their "## Results" sections (:func:`bare_results`); ``--fill`` rewrites each
+quote's text from its cell (after a report is rebuilt). ``tests/test_readme_numbers.py`` runs the
+check.
 """
 
 from __future__ import annotations
@@ -29,7 +41,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
-QUOTE = re.compile(r"<!--q (?P<locator>[^>]*?)-->(?P<value>.*?)<!--/q-->", re.S)
+#: a quote's use: ``[text][key]``, the text on one line, its brackets balanced (one level deep)
+KEY = r"[a-z0-9][a-z0-9.-]*"
+QUOTE = re.compile(rf"\[(?P<value>(?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\[(?P<key>{KEY})\]")
+#: a quote's definition: ``[key]: report "locator"`` on a line of its own
+DEFINITION = re.compile(rf'^\[(?P<key>{KEY})\]:[ \t]+(?P<target>\S+)(?:[ \t]+"(?P<title>[^"\n]*)")?[ \t]*$', re.M)
+#: any reference definition, quote or not: each must be a quote
+ANY_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:", re.M)
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?%?")
 PARTS = ("all", "estimate", "low", "high", "word")
 #: verdict words a results sentence may only state through a quote
@@ -136,26 +154,83 @@ def part_of(text: str, part: str) -> str:
 
 
 def quoted(results: Path, locator_text: str) -> str:
+    """The quoted text of ``locator_text`` (``report#Section | key ... | column @ part``, the
+    report under ``results``)."""
     locator = Locator.parse(locator_text)
     return part_of(cell(results, locator), locator.part)
 
 
-def check_text(text: str, results: Path, where: str = "") -> list[str]:
-    """Every quote of ``text`` whose value is not its cell's, named."""
+@dataclass(frozen=True)
+class Definition:
+    key: str
+    target: str
+    title: str
+
+    @property
+    def locator(self) -> str:
+        """Target and title as one locator: ``report#Section | key ... | column @ part``."""
+        return self.target + (self.title if self.title.startswith("#") else " | " + self.title)
+
+
+def definitions(text: str, where: str = "") -> tuple[dict[str, Definition], list[str]]:
+    """The quotes' definitions of ``text`` by key, and the problems: a key defined twice, a
+    definition without a locator, a reference definition that is not a quote's."""
+    found: dict[str, list[Definition]] = {}
     problems = []
-    for m in QUOTE.finditer(text):
-        try:
-            want = quoted(results, m["locator"])
-        except QuoteError as error:
-            problems.append(f"{where}: {error}")
+    for m in DEFINITION.finditer(text):
+        if m["title"] is None:
+            problems.append(f"{where}: quote key [{m['key']}] has no locator (its definition wants a \"title\")")
             continue
-        if m["value"] != want:
-            problems.append(f"{where}: quote {m['locator']!r} says {m['value']!r}, the report says {want!r}")
+        found.setdefault(m["key"], []).append(Definition(m["key"], m["target"], m["title"]))
+    defined = {m.start() for m in DEFINITION.finditer(text)}
+    for m in ANY_DEFINITION.finditer(text):
+        if m.start() not in defined:
+            line = text[m.start():].split("\n", 1)[0]
+            problems.append(f"{where}: {line!r} is not a quote's definition ([key]: report \"locator\")")
+    for key, defs in found.items():
+        if len(defs) > 1:
+            problems.append(f"{where}: quote key [{key}] is defined {len(defs)} times")
+    return {key: defs[0] for key, defs in found.items()}, problems
+
+
+def _resolved(text: str, base: Path, where: str) -> tuple[dict[str, str], list[str]]:
+    """Each used and defined key's quoted text, and the problems of the definitions and keys (each
+    named once, not once per use)."""
+    defs, problems = definitions(text, where)
+    used = {m["key"] for m in QUOTE.finditer(text)}
+    problems += [f"{where}: quote key [{key}] is used but not defined" for key in sorted(used - set(defs))]
+    problems += [f"{where}: quote key [{key}] is defined but never used" for key in sorted(set(defs) - used)]
+    wants = {}
+    for key in sorted(used & set(defs)):
+        try:
+            wants[key] = quoted(base, defs[key].locator)
+        except QuoteError as error:
+            problems.append(f"{where}: quote key [{key}]: {error}")
+    return wants, problems
+
+
+def check_text(text: str, base: Path, where: str = "") -> list[str]:
+    """Every quote of ``text`` whose text is not its cell's, and every key or definition in error,
+    named; ``base`` is the folder of the Markdown file (its definitions' targets are relative to it)."""
+    wants, problems = _resolved(text, base, where)
+    for m in QUOTE.finditer(text):
+        want = wants.get(m["key"])
+        if want is not None and m["value"] != want:
+            line = text.count("\n", 0, m.start()) + 1
+            problems.append(f"{where}:{line}: quote [{m['key']}] says {m['value']!r}, the report says {want!r}")
     return problems
 
 
-def fill_text(text: str, results: Path) -> str:
-    return QUOTE.sub(lambda m: f"<!--q {m['locator']}-->{quoted(results, m['locator'])}<!--/q-->", text)
+def fill_text(text: str, base: Path) -> str:
+    """``text`` with each quote's text rewritten from its cell; ``QuoteError`` naming every key or
+    definition in error."""
+    wants, problems = _resolved(text, base, "")
+    if problems:
+        raise QuoteError("; ".join(p.lstrip(": ") for p in problems))
+    for key, want in wants.items():
+        if not QUOTE.fullmatch(f"[{want}][{key}]"):
+            raise QuoteError(f"quote key [{key}]: the cell {want!r} cannot be a link's text (a line, brackets balanced one deep)")
+    return QUOTE.sub(lambda m: f"[{wants[m['key']]}][{m['key']}]", text)
 
 
 # -- what results prose may say outside quotes ------------------------------------------------------
@@ -184,10 +259,11 @@ def bare_results(prose: str) -> list[str]:
 
 
 def strip_for_prose(section: str) -> str:
-    """A section without generated blocks, HTML comments, quotes, fenced code, tables, inline code,
-    images and link targets: the hand-written prose."""
+    """A section without generated blocks, HTML comments, quotes and their definitions, fenced code,
+    tables, inline code, images and link targets: the hand-written prose."""
     text = re.sub(r"<!-- (\S*?)begin.*?-->.*?<!-- \1end -->", "", section, flags=re.S)
     text = QUOTE.sub(" ", text)
+    text = DEFINITION.sub("", text)
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
     text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
     text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("|"))
@@ -196,14 +272,36 @@ def strip_for_prose(section: str) -> str:
     return re.sub(r"\]\([^)]*\)", "]", text)
 
 
+def results_sections(text: str, prefix: str = "Results") -> dict[str, str]:
+    """The ``## `` sections of a page whose title starts with ``prefix``: title -> body."""
+    sections, title, body = {}, None, []
+    for line in text.splitlines():
+        if line.startswith("## "):
+            if title is not None:
+                sections[title] = "\n".join(body)
+            title, body = (line[3:].strip(), []) if line[3:].startswith(prefix) else (None, [])
+        elif title is not None:
+            body.append(line)
+    if title is not None:
+        sections[title] = "\n".join(body)
+    return sections
+
+
+def problems(text: str, base: Path, where: str = "") -> list[str]:
+    """Every wrong quote, key or definition of a page and every result of its "## Results"
+    sections stated outside a quote."""
+    found = check_text(text, base, where)
+    for title, body in results_sections(text).items():
+        found += [f"{where}, '## {title}': {item!r} is not a quote" for item in bare_results(strip_for_prose(body))]
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.quotes", description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+")
-    parser.add_argument("--results", default="docs/results", help="the folder the locators' report paths are under")
     parser.add_argument("--fill", action="store_true", help="rewrite each quote's text from its cell")
     args = parser.parse_args(argv)
-    results = Path(args.results)
-    problems = []
+    found = []
     for name in args.files:
         path = Path(name)
         text = path.read_text()
@@ -211,15 +309,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ..contract import atomic_write_text
 
             try:
-                atomic_write_text(path, fill_text(text, results))
+                atomic_write_text(path, fill_text(text, path.parent))
             except QuoteError as error:
-                problems.append(f"{name}: {error}")
+                found.append(f"{name}: {error}")
         else:
-            problems += check_text(text, results, name)
-    for p in problems:
+            found += problems(text, path.parent, name)
+    for p in found:
         print(p)
-    print(f"{len(problems)} problem(s) in {len(args.files)} file(s)")
-    return 1 if problems else 0
+    print(f"{len(found)} problem(s) in {len(args.files)} file(s)")
+    return 1 if found else 0
 
 
 if __name__ == "__main__":
