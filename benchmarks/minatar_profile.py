@@ -1,5 +1,5 @@
 """Where a MinAtar population run's time goes: acting, environment stepping, the rest of collection,
-the update, and evaluation (issue 44, step 1: measure first).
+the update, and evaluation, measured before making any part cheaper.
 
 One population of ``--members`` runs of one configuration (the game's shipped settings: the MinAtar
 CNN, gymnax-blines' PPO hyper-parameters; ``--algo`` esspo by default) trains ``--steps``
