@@ -72,8 +72,8 @@ class PolicyBatch:
     :param replay_ess: 0-dim float64, the normalized ESS of pi_prox/pi_b over the *replayed*
         transitions of the whole update (1 when nothing is replayed); with ``fresh``.
     :param batch_ess: 0-dim float64, the normalized ESS of pi_theta/pi_b over *all* of the update's
-        transitions at the current parameters (no gradient); filled for objectives that declare
-        ``needs_batch_ess``.
+        transitions at the current parameters, recomputed before every minibatch step (no
+        gradient); filled for objectives that declare ``needs_batch_ess``.
 
     ``ess`` is not given but computed here, once: the normalized ESS of this batch's ratios
     pi_theta/pi_b (0-dim float64, no gradient), for the statistics and the ESS objective alike.
@@ -547,13 +547,12 @@ class ObjectiveSpec:
     :param kwargs: fixed keyword arguments (ablation switches such as ``regularizer=False``).
     :param needs_kl: the loss uses ``batch.kl_behaviour``, so it is computed *with* gradient (the
         loop always computes it, detached, for the ``kl_behaviour`` statistic).
-    :param needs_proximal: the loss uses ``batch.proximal_log_prob`` (the learner at the start of
-        the update); the loop fills it only for objectives that declare it.
+    :param needs_proximal, needs_reverse_kl, needs_replay_info, needs_batch_ess: the loss uses the
+        :class:`PolicyBatch` fields so documented (``proximal_log_prob``; ``kl_reverse``; ``fresh``
+        and ``replay_ess``; ``batch_ess``), which the loop fills only for objectives that declare them.
     :param tuned: names of environment-tuned hyper-parameters (fields of
         :class:`adaptive_po.hyperparams.Hyperparams`, e.g. ``clip_range``) that the bench passes
         to the loss as keyword arguments, from each environment's config.
-    :param needs_reverse_kl: the loss uses ``batch.kl_reverse`` (KL(pi_b || pi_theta), with gradient).
-    :param needs_replay_info: the loss uses ``batch.fresh`` and ``batch.replay_ess``.
     :param state: per-run state the objective carries across updates, with its initial values
         (e.g. the adaptive KL coefficient); passed to the loss as keyword arguments, one value
         per run (a 0-dim tensor), so the population engine keeps one per member.
@@ -567,8 +566,6 @@ class ObjectiveSpec:
         advantages and the critic's targets for this objective (:mod:`adaptive_po.buffers`).
     :param replay: older rollouts the algorithm itself replays at each update (P3O), used when
         the run's own ``replay`` dial is 0.
-    :param needs_batch_ess: the loss uses ``batch.batch_ess`` (the ESS of the whole update's data
-        at the current parameters, recomputed before every minibatch step).
     """
 
     loss: Objective

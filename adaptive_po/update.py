@@ -243,11 +243,8 @@ EpochListener = Callable[[int, "list[dict[str, Tensor]]", "dict[str, Any]"], Non
 
 class UpdateFace(Protocol):
     """What a face of the algorithm supplies to :func:`run_update`: only what differs between one
-    run with SB3's optimizer and a stacked population (the leading member dimension, if any, is
-    the face's business; every tensor below may carry it).
-
-    The SB3 class (:class:`adaptive_po.algorithms.BatchPolicyOptimization`) and the population
-    engine (:class:`adaptive_po.population.PopulationLearner`) each implement it in a few lines.
+    run with SB3's optimizer (``algorithms._SB3Face``) and a stacked population
+    (``population._StackedFace``), whose leading member dimension every tensor below may carry.
     """
 
     def advantages(self, batch: Any) -> tuple[Any, Any, Any]:

@@ -44,7 +44,6 @@ PATH: tuple[tuple[str, str], ...] = (
     ("adaptive_po/algorithms.py", "_n_rows"),
     ("adaptive_po/update.py", "advantages_and_returns"),
     ("adaptive_po/buffers.py", "compute_gae"),
-    ("adaptive_po/update.py", "compute_gae"),
     ("adaptive_po/algorithms.py", "BatchPolicyOptimization._flat_actions"),
     ("adaptive_po/algorithms.py", "BatchPolicyOptimization._dist_params"),
     ("adaptive_po/update.py", "replay_information"),
