@@ -56,7 +56,7 @@ from adaptive_po.hyperparams import SB3_DEFAULTS as _D
 from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
 from adaptive_po.objectives import KL_FORMS, get_objective, initial_state
 from adaptive_po.policy import POLICY_ALIASES, objective_arguments, objective_schedules, policy_heads, with_fused_adam
-from adaptive_po.update import MINIBATCH_KEYS, advantages_and_returns, check_update_settings, minibatch_loss, run_update, selected_epoch
+from adaptive_po.update import MINIBATCH_KEYS, advantages_and_returns, check_update_settings, minibatch_loss, run_update
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
 
@@ -511,16 +511,11 @@ class _SB3Face:
     def dist_params(self, data: dict[str, Any]) -> th.Tensor:
         return self.model._dist_params(data)
 
-    def minibatches(self, n_samples: int) -> Iterator[th.Tensor]:
+    def epoch(self, data: dict[str, Any], n_samples: int) -> Iterator[dict[str, Any]]:
         permutation = th.as_tensor(np.random.permutation(n_samples), device=self.model.device)
         for start in range(0, n_samples, self.model.batch_size):
-            yield permutation[start : start + self.model.batch_size]
-
-    def select(self, data: dict[str, Any], index: th.Tensor) -> dict[str, Any]:
-        return {"observations": _rows(data["observations"], index), **{name: data[name][index] for name in MINIBATCH_KEYS}}
-
-    def epoch(self, data: dict[str, Any], n_samples: int) -> Iterator[dict[str, Any]]:
-        return selected_epoch(self, data, n_samples)
+            index = permutation[start : start + self.model.batch_size]
+            yield {"observations": _rows(data["observations"], index), **{name: data[name][index] for name in MINIBATCH_KEYS}}
 
     def step(self, minibatch: dict[str, Any], arguments: dict[str, Any], clip_range_vf: float | None) -> tuple[dict[str, th.Tensor], bool]:
         model = self.model
@@ -555,18 +550,6 @@ _PPO_ONLY_ARGUMENTS = {
 }
 
 
-def _refuse_ppo_only_arguments(arguments: dict[str, Any]) -> None:
-    """``TypeError`` for PPO-only (or unknown) keyword arguments given to :class:`ESSPO`."""
-    for name in arguments:
-        if name in _PPO_ONLY_ARGUMENTS:
-            raise TypeError(
-                f"ESSPO does not take {name!r} (SB3 PPO's argument): {_PPO_ONLY_ARGUMENTS[name]}. "
-                "Drop it, or use adaptive_po.PPO for PPO's clipped objective on the same data"
-            )
-    if arguments:
-        raise TypeError(f"ESSPO got unexpected keyword argument(s) {sorted(arguments)}")
-
-
 class ESSPO(BatchPolicyOptimization):
     """ESS policy optimization: the batch-adaptive objective of arXiv 2605.12380.
 
@@ -576,7 +559,9 @@ class ESSPO(BatchPolicyOptimization):
     ``sde_sample_freq`` included) minus PPO's trust-region knobs ``clip_range``,
     ``clip_range_vf`` and ``target_kl``, which raise a ``TypeError`` saying so: the ESS objective
     has no clip, its step size adapts to the batch through e_B instead, so these knobs have
-    nothing to act on here, and quietly ignoring one would mislead. Plus:
+    nothing to act on here, and quietly ignoring one would mislead. Every other argument is
+    :class:`BatchPolicyOptimization`'s (the data dials included), by keyword or in its positional
+    order up to ``max_grad_norm``; the objective is this class's. Plus:
 
     :param kl: ``"analytic"`` (default; exact KL over the action distribution, from the behaviour
         logits / mean and std stored with each transition), ``"sampled"`` (the reference code's
@@ -587,82 +572,25 @@ class ESSPO(BatchPolicyOptimization):
     """
 
     def __init__(
-        self,
-        policy: str | type[ActorCriticPolicy],
-        env: GymEnv | str,
-        learning_rate: float | Schedule = _D.learning_rate,
-        n_steps: int = _D.n_steps,
-        batch_size: int = _D.batch_size,
-        n_epochs: int = _D.n_epochs,
-        gamma: float = _D.gamma,
-        gae_lambda: float = _D.gae_lambda,
-        normalize_advantage: bool = _D.normalize_advantage,
-        ent_coef: float = _D.ent_coef,
-        vf_coef: float = _D.vf_coef,
-        max_grad_norm: float = _D.max_grad_norm,
-        use_sde: bool = False,
-        sde_sample_freq: int = -1,
-        kl: str = "analytic",
-        ess_cap: bool = True,
-        ess_regularizer: bool = True,
-        policy_lag: int = DIAL_DEFAULTS["policy_lag"],
-        replay: int = DIAL_DEFAULTS["replay"],
-        action_noise: float = DIAL_DEFAULTS["action_noise"],
-        behaviour_log_prob: BehaviourRecording = DIAL_DEFAULTS["behaviour_log_prob"],
-        sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"],
-        sampler_precision: str = DIAL_DEFAULTS["sampler_precision"],
-        dials: DataDials | None = None,
-        stats_window_size: int = 100,
-        tensorboard_log: str | None = None,
-        policy_kwargs: dict[str, Any] | None = None,
-        verbose: int = 0,
-        seed: int | None = None,
-        device: th.device | str = "auto",
-        _init_setup_model: bool = True,
-        **ppo_only: Any,
+        self, policy: str | type[ActorCriticPolicy], env: GymEnv | str, *args: Any, kl: str = "analytic",
+        ess_cap: bool = True, ess_regularizer: bool = True, **kwargs: Any,
     ) -> None:
-        _refuse_ppo_only_arguments(ppo_only)
+        refused = next((name for name in kwargs if name in _PPO_ONLY_ARGUMENTS), None)
+        if refused is not None:
+            raise TypeError(
+                f"ESSPO does not take {refused!r} (SB3 PPO's argument): {_PPO_ONLY_ARGUMENTS[refused]}. "
+                "Drop it, or use adaptive_po.PPO for PPO's clipped objective on the same data"
+            )
         if kl not in KL_FORMS:
             raise ValueError(f"kl must be one of {KL_FORMS}, got {kl!r}")
         for name, flag in (("ess_cap", ess_cap), ("ess_regularizer", ess_regularizer)):
             if not isinstance(flag, bool):
                 raise ValueError(f"{name} must be True or False, got {flag!r}")
-        self.kl = kl
-        self.ess_cap = ess_cap
-        self.ess_regularizer = ess_regularizer
-        super().__init__(
-            policy,
-            env,
-            learning_rate=learning_rate,
-            n_steps=n_steps,
-            batch_size=batch_size,
-            n_epochs=n_epochs,
-            gamma=gamma,
-            gae_lambda=gae_lambda,
-            normalize_advantage=normalize_advantage,
-            ent_coef=ent_coef,
-            vf_coef=vf_coef,
-            max_grad_norm=max_grad_norm,
-            use_sde=use_sde,
-            sde_sample_freq=sde_sample_freq,
-            # kl="forward" pulls with KL(pi_b || pi_theta): the registry entry that declares it
-            objective="esspo-forward-kl" if kl == "forward" else "esspo",
-            objective_kwargs={"kl": kl, "cap": ess_cap, "regularizer": ess_regularizer},
-            policy_lag=policy_lag,
-            replay=replay,
-            action_noise=action_noise,
-            behaviour_log_prob=behaviour_log_prob,
-            sampler_temperature=sampler_temperature,
-            sampler_precision=sampler_precision,
-            dials=dials,
-            stats_window_size=stats_window_size,
-            tensorboard_log=tensorboard_log,
-            policy_kwargs=policy_kwargs,
-            verbose=verbose,
-            seed=seed,
-            device=device,
-            _init_setup_model=_init_setup_model,
-        )
+        self.kl, self.ess_cap, self.ess_regularizer = kl, ess_cap, ess_regularizer
+        # kl="forward" pulls with KL(pi_b || pi_theta): the registry entry that declares it
+        objective = "esspo-forward-kl" if kl == "forward" else "esspo"
+        objective_kwargs = {"kl": kl, "cap": ess_cap, "regularizer": ess_regularizer}
+        super().__init__(policy, env, *args, objective=objective, objective_kwargs=objective_kwargs, **kwargs)
 
 
 class _ClippedBase(BatchPolicyOptimization):

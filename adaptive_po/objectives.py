@@ -72,8 +72,11 @@ class PolicyBatch:
     :param replay_ess: 0-dim float64, the normalized ESS of pi_prox/pi_b over the *replayed*
         transitions of the whole update (1 when nothing is replayed); with ``fresh``.
     :param batch_ess: 0-dim float64, the normalized ESS of pi_theta/pi_b over *all* of the update's
-        transitions at the current parameters (no gradient); filled for objectives that declare
-        ``needs_batch_ess``.
+        transitions at the current parameters, recomputed before every minibatch step (no
+        gradient); filled for objectives that declare ``needs_batch_ess``.
+
+    ``ess`` is not given but computed here, once: the normalized ESS of this batch's ratios
+    pi_theta/pi_b (0-dim float64, no gradient), for the statistics and the ESS objective alike.
     """
 
     log_prob: Tensor
@@ -85,6 +88,10 @@ class PolicyBatch:
     fresh: Tensor | None = None
     replay_ess: Tensor | None = None
     batch_ess: Tensor | None = None
+    ess: Tensor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ess = effective_sample_size_from_log_ratios(self.log_prob - self.behaviour_log_prob)
 
 
 @dataclass
@@ -152,37 +159,27 @@ def sampled_kl(log_prob: Tensor, behaviour_log_prob: Tensor) -> Tensor:
 # ----------------------------------------------------------------------------------------------
 # Shared statistics
 # ----------------------------------------------------------------------------------------------
-def ratio_statistics(log_ratio: Tensor, ess: Tensor | None = None) -> dict[str, Tensor]:
-    """Detached statistics of pi_theta/pi_b that every objective reports."""
-    with torch.no_grad():
-        lr = log_ratio.detach()
-        ratio = torch.exp(lr.to(torch.float64))
-        if ess is None:
-            ess = effective_sample_size_from_log_ratios(lr)
-        return {
-            "ess": ess,
-            "ratio_max": ratio.max() if ratio.numel() else ratio.new_ones(()),
-            "ratio_mean": ratio.mean() if ratio.numel() else ratio.new_ones(()),
-            "ratio_above_2": (ratio > 2.0).to(torch.float64).mean() if ratio.numel() else ratio.new_zeros(()),
-        }
-
-
 def batch_statistics(batch: PolicyBatch) -> dict[str, Tensor]:
     """Detached float64 statistics of a minibatch that every algorithm reports, whatever its loss.
 
-    ``ess``, ``ratio_max``, ``ratio_mean``, ``ratio_above_2`` of pi_theta/pi_b; ``kl_behaviour``, the
-    analytic KL(pi_theta || pi_b) (needs ``batch.kl_behaviour``); ``kl_behaviour_sampled``, the
-    sampled estimator :func:`sampled_kl` at the taken actions (biased off-policy: the actions come
-    from pi_b, not pi_theta).
+    ``ess`` (``batch.ess``), ``ratio_max``, ``ratio_mean``, ``ratio_above_2`` of pi_theta/pi_b;
+    ``kl_behaviour``, the analytic KL(pi_theta || pi_b) (needs ``batch.kl_behaviour``);
+    ``kl_behaviour_sampled``, the sampled estimator :func:`sampled_kl` at the taken actions
+    (biased off-policy: the actions come from pi_b, not pi_theta).
     """
     if batch.kl_behaviour is None:
         raise ValueError("batch_statistics needs batch.kl_behaviour (the analytic KL to the behaviour policy)")
     with torch.no_grad():
         log_prob = batch.log_prob.detach()
-        stats = ratio_statistics(log_prob - batch.behaviour_log_prob)
-        stats["kl_behaviour"] = batch.kl_behaviour.detach().mean().to(torch.float64)
-        stats["kl_behaviour_sampled"] = sampled_kl(log_prob, batch.behaviour_log_prob).mean().to(torch.float64)
-    return stats
+        ratio = torch.exp((log_prob - batch.behaviour_log_prob).to(torch.float64))
+        return {
+            "ess": batch.ess,
+            "ratio_max": ratio.max() if ratio.numel() else ratio.new_ones(()),
+            "ratio_mean": ratio.mean() if ratio.numel() else ratio.new_ones(()),
+            "ratio_above_2": (ratio > 2.0).to(torch.float64).mean() if ratio.numel() else ratio.new_zeros(()),
+            "kl_behaviour": batch.kl_behaviour.detach().mean().to(torch.float64),
+            "kl_behaviour_sampled": sampled_kl(log_prob, batch.behaviour_log_prob).mean().to(torch.float64),
+        }
 
 
 def _detached(value: Tensor) -> Tensor:
@@ -222,30 +219,26 @@ def ess_policy_loss(
     ``e_B`` the normalized ESS of the minibatch ratios and ``w_i = min(rho_i, e_B)`` detached.
 
     :param kl: ``"analytic"`` (default; exact KL over the whole action distribution per state,
-        needs ``batch.kl_behaviour``) or ``"sampled"`` (the reference code's estimator at the
-        taken action, see :func:`sampled_kl`).
+        needs ``batch.kl_behaviour``), ``"sampled"`` (the reference code's estimator at the taken
+        action, see :func:`sampled_kl`) or ``"forward"`` (KL(pi_b || pi_theta), ``batch.kl_reverse``:
+        a variant pre-registered by the fresh-data diagnosis).
     :param cap: ablation switch. ``True``: weight ``min(rho, e_B)``. ``False``: the uncapped
         importance weight ``rho`` (plain off-policy score-function gradient).
     :param regularizer: ablation switch. ``False`` drops the ``(1 - e_B) * KL`` term.
-    :param ess: ``"minibatch"`` (the paper's: e of the minibatch's ratios) or ``"batch"`` (e of the
-        whole update's ratios at the current parameters, ``batch.batch_ess``: a variant pre-registered
-        by the fresh-data diagnosis, for small minibatches, whose e is biased towards 1 when the
-        ratios are heavy-tailed). Also
-        ``kl="forward"``: the pull in the direction KL(pi_b || pi_theta) (the diagnosis's other variant).
+    :param ess: ``"minibatch"`` (the paper's: e of the minibatch's ratios, ``batch.ess``) or
+        ``"batch"`` (e of the whole update's ratios at the current parameters, ``batch.batch_ess``:
+        a variant pre-registered by the fresh-data diagnosis, for small minibatches, whose e is
+        biased towards 1 when the ratios are heavy-tailed).
     """
     if kl not in KL_FORMS:
         raise ValueError(f"kl must be one of {KL_FORMS}, got {kl!r}")
     if ess not in ESS_SOURCES:
         raise ValueError(f"ess must be one of {ESS_SOURCES}, got {ess!r}")
-    log_ratio = batch.log_prob - batch.behaviour_log_prob
-    if ess == "batch":
-        if batch.batch_ess is None:
-            raise ValueError("ess='batch' needs batch.batch_ess (declare needs_batch_ess)")
-        e = batch.batch_ess.detach().to(torch.float64)
-    else:
-        e = effective_sample_size_from_log_ratios(log_ratio)
+    if ess == "batch" and batch.batch_ess is None:
+        raise ValueError("ess='batch' needs batch.batch_ess (declare needs_batch_ess)")
+    e = batch.batch_ess.detach().to(torch.float64) if ess == "batch" else batch.ess
     with torch.no_grad():
-        ratio = torch.exp(log_ratio.detach().to(torch.float64))
+        ratio = torch.exp((batch.log_prob.detach() - batch.behaviour_log_prob).to(torch.float64))
         weight64 = torch.minimum(ratio, e) if cap else ratio
         capped = (ratio > e).to(torch.float64).mean() if cap else ratio.new_zeros(())
         weight = weight64.to(batch.log_prob.dtype)
@@ -554,13 +547,12 @@ class ObjectiveSpec:
     :param kwargs: fixed keyword arguments (ablation switches such as ``regularizer=False``).
     :param needs_kl: the loss uses ``batch.kl_behaviour``, so it is computed *with* gradient (the
         loop always computes it, detached, for the ``kl_behaviour`` statistic).
-    :param needs_proximal: the loss uses ``batch.proximal_log_prob`` (the learner at the start of
-        the update); the loop fills it only for objectives that declare it.
+    :param needs_proximal, needs_reverse_kl, needs_replay_info, needs_batch_ess: the loss uses the
+        :class:`PolicyBatch` fields so documented (``proximal_log_prob``; ``kl_reverse``; ``fresh``
+        and ``replay_ess``; ``batch_ess``), which the loop fills only for objectives that declare them.
     :param tuned: names of environment-tuned hyper-parameters (fields of
         :class:`adaptive_po.hyperparams.Hyperparams`, e.g. ``clip_range``) that the bench passes
         to the loss as keyword arguments, from each environment's config.
-    :param needs_reverse_kl: the loss uses ``batch.kl_reverse`` (KL(pi_b || pi_theta), with gradient).
-    :param needs_replay_info: the loss uses ``batch.fresh`` and ``batch.replay_ess``.
     :param state: per-run state the objective carries across updates, with its initial values
         (e.g. the adaptive KL coefficient); passed to the loss as keyword arguments, one value
         per run (a 0-dim tensor), so the population engine keeps one per member.
@@ -574,8 +566,6 @@ class ObjectiveSpec:
         advantages and the critic's targets for this objective (:mod:`adaptive_po.buffers`).
     :param replay: older rollouts the algorithm itself replays at each update (P3O), used when
         the run's own ``replay`` dial is 0.
-    :param needs_batch_ess: the loss uses ``batch.batch_ess`` (the ESS of the whole update's data
-        at the current parameters, recomputed before every minibatch step).
     """
 
     loss: Objective

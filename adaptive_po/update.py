@@ -28,7 +28,7 @@ runs them per member under :func:`torch.func.vmap`.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -44,7 +44,8 @@ from adaptive_po.objectives import (
     objective_statistics,
 )
 
-#: the minibatch statistics :func:`minibatch_loss` returns (detached float64 0-dim tensors)
+#: the minibatch statistics :func:`minibatch_loss` returns (detached float64 0-dim tensors); each
+#: gives the update's statistic of that name (:func:`reduce_statistics`)
 MINIBATCH_STATISTICS: tuple[str, ...] = (
     "ess", "ratio_max", "ratio_mean", "ratio_above_2", "kl_behaviour", "kl_behaviour_sampled",
     "cap_fraction", "kl_weight", "policy_loss", "value_loss", "entropy", "loss", "approx_kl",
@@ -242,11 +243,8 @@ EpochListener = Callable[[int, "list[dict[str, Tensor]]", "dict[str, Any]"], Non
 
 class UpdateFace(Protocol):
     """What a face of the algorithm supplies to :func:`run_update`: only what differs between one
-    run with SB3's optimizer and a stacked population (the leading member dimension, if any, is
-    the face's business; every tensor below may carry it).
-
-    The SB3 class (:class:`adaptive_po.algorithms.BatchPolicyOptimization`) and the population
-    engine (:class:`adaptive_po.population.PopulationLearner`) each implement it in a few lines.
+    run with SB3's optimizer (``algorithms._SB3Face``) and a stacked population
+    (``population._StackedFace``), whose leading member dimension every tensor below may carry.
     """
 
     def advantages(self, batch: Any) -> tuple[Any, Any, Any]:
@@ -261,15 +259,9 @@ class UpdateFace(Protocol):
     def dist_params(self, data: Mapping[str, Any]) -> Tensor:
         """``(..., N, P)`` distribution parameters of every transition under the current parameters."""
 
-    def minibatches(self, n_samples: int) -> Iterable[Any]:
-        """One epoch's minibatch indices, in the face's order."""
-
-    def select(self, data: Mapping[str, Any], index: Any) -> dict[str, Any]:
-        """The minibatch's observations and :data:`MINIBATCH_KEYS` columns at ``index``."""
-
     def epoch(self, data: Mapping[str, Any], n_samples: int) -> Iterable[dict[str, Any]]:
-        """One epoch's minibatches (:meth:`select` at each of :meth:`minibatches`' indices, in that
-        order); :func:`selected_epoch` does it so, a face may gather the epoch's order at once."""
+        """One epoch's minibatches in the face's order: each the observations and the
+        :data:`MINIBATCH_KEYS` columns of its transitions."""
 
     def step(self, minibatch: Mapping[str, Any], arguments: Mapping[str, Any], clip_range_vf: float | None) -> tuple[dict[str, Tensor], bool]:
         """Forward, :func:`minibatch_loss`, gradient and optimizer step on one minibatch; returns
@@ -291,12 +283,6 @@ def training_data(face: UpdateFace, batches: Sequence[Any]) -> dict[str, Any]:
         for name in TRAINING_COLUMNS:
             columns[name].append(face.flatten(name, computed[name] if name in computed else getattr(batch, name)))
     return {name: face.concatenate(parts) for name, parts in columns.items()}
-
-
-def selected_epoch(face: UpdateFace, data: Mapping[str, Any], n_samples: int) -> Iterator[dict[str, Any]]:
-    """One epoch's minibatches, one :meth:`UpdateFace.select` per index of :meth:`UpdateFace.minibatches`."""
-    for index in face.minibatches(n_samples):
-        yield face.select(data, index)
 
 
 def run_update(
@@ -396,10 +382,10 @@ def explained_variance(values: Tensor, returns: Tensor) -> Tensor:
     return torch.where(var_y == 0, torch.full_like(var_y, float("nan")), 1.0 - ratio)
 
 
-#: how each minibatch statistic becomes the update's: mean over minibatches unless named here
+#: how a minibatch statistic becomes the update's: the mean over the minibatches unless named here
 _REDUCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
-    "ess_min": lambda column: column.amin(-1),
     "ratio_max": lambda column: column.amax(-1),
+    "loss": lambda column: column[..., -1],  # the last minibatch's
 }
 
 
@@ -412,30 +398,19 @@ def reduce_statistics(
     learning_rate: float,
 ) -> dict[str, Tensor]:
     """The update's statistics, keyed by the run-folder contract's progress columns (plus
-    ``loss``, the last minibatch's), from the minibatch rows of :func:`minibatch_loss`.
+    ``loss``), from the minibatch rows of :func:`minibatch_loss`: each of
+    :data:`MINIBATCH_STATISTICS` reduced over the minibatches (:data:`_REDUCTIONS`), ``approx_kl``
+    the whole update's (given), ``ess_min``, ``explained_variance`` and ``learning_rate``.
 
     Shapes: each row's statistics are ``()`` (one run) or ``(K,)`` (a population); ``approx_kl``
     has that shape too; ``values`` and ``returns`` are the fresh rollout's ``(..., N)`` start
     values and targets. Every result has the row shape, float64.
     """
-    column = {name: torch.stack([row[name] for row in rows], dim=-1) for name in rows[0]}
-    like = column["ess"][..., 0]
-    mean = lambda name: column[name].mean(-1)  # noqa: E731
-    return {
-        "ess": mean("ess"),
-        "ess_min": _REDUCTIONS["ess_min"](column["ess"]),
-        "cap_fraction": mean("cap_fraction"),
-        "kl_behaviour": mean("kl_behaviour"),
-        "kl_behaviour_sampled": mean("kl_behaviour_sampled"),
-        "kl_weight": mean("kl_weight"),
-        "approx_kl": approx_kl.to(torch.float64),
-        "ratio_max": _REDUCTIONS["ratio_max"](column["ratio_max"]),
-        "ratio_mean": mean("ratio_mean"),
-        "ratio_above_2": mean("ratio_above_2"),
-        "policy_loss": mean("policy_loss"),
-        "value_loss": mean("value_loss"),
-        "entropy": mean("entropy"),
-        "explained_variance": explained_variance(values, returns),
-        "learning_rate": torch.full_like(like, float(learning_rate)),
-        "loss": column["loss"][..., -1],
-    }
+    column = {name: torch.stack([row[name] for row in rows], dim=-1) for name in MINIBATCH_STATISTICS}
+    mean = lambda column: column.mean(-1)  # noqa: E731
+    stats = {name: _REDUCTIONS.get(name, mean)(column[name]) for name in MINIBATCH_STATISTICS}
+    stats["approx_kl"] = approx_kl.to(torch.float64)
+    stats["ess_min"] = column["ess"].amin(-1)
+    stats["explained_variance"] = explained_variance(values, returns)
+    stats["learning_rate"] = torch.full_like(stats["ess"], float(learning_rate))
+    return stats

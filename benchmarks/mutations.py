@@ -139,7 +139,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "GAE with gamma and gae_lambda swapped"),
     Mutation(UPDATE, "rewards = rewards + gamma * truncation_values", "rewards = rewards + truncation_values",
              "time-limit bootstrap not discounted by gamma"),
-    Mutation(UPDATE, '"loss": column["loss"][..., -1]', '"loss": column["loss"][..., 0]',
+    Mutation(UPDATE, '"loss": lambda column: column[..., -1]', '"loss": lambda column: column[..., 0]',
              "logged loss of the first minibatch, not the last (off by one)"),
     Mutation(UPDATE, 'torch.full_like(var_y, float("nan")), 1.0 - ratio)', 'torch.full_like(var_y, float("nan")), ratio)',
              "explained variance without the 1 - (reports the unexplained fraction)"),
