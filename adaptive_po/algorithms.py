@@ -21,8 +21,9 @@ surrogate against the behaviour policy), :class:`DecoupledPPO` and :class:`Trunc
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import warnings
-from typing import Any, Callable, ClassVar, Iterator, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence, TypeVar
 
 import numpy as np
 import torch as th
@@ -591,6 +592,23 @@ class ESSPO(BatchPolicyOptimization):
         objective = "esspo-forward-kl" if kl == "forward" else "esspo"
         objective_kwargs = {"kl": kl, "cap": ess_cap, "regularizer": ess_regularizer}
         super().__init__(policy, env, *args, objective=objective, objective_kwargs=objective_kwargs, **kwargs)
+
+
+def _shown_signature(cls: type, own: Sequence[str], dropped: Iterable[str]) -> inspect.Signature:
+    """The signature ``help()`` and editors show for ``cls``, whose ``__init__`` forwards
+    ``*args, **kwargs`` to :class:`BatchPolicyOptimization`: the base's parameters (positional up
+    to ``max_grad_norm``, as forwarded; the rest by keyword) without ``dropped``, then ``cls``'s
+    own keyword-only ones."""
+    base = list(inspect.signature(BatchPolicyOptimization.__init__).parameters.values())
+    cut = [p.name for p in base].index("max_grad_norm") + 1
+    shown = base[:cut] + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in base[cut:]]
+    mine = inspect.signature(cls.__init__).parameters
+    return inspect.Signature([p for p in shown if p.name not in set(dropped)] + [mine[name] for name in own])
+
+
+ESSPO.__init__.__signature__ = _shown_signature(  # type: ignore[attr-defined]
+    ESSPO, ("kl", "ess_cap", "ess_regularizer"), ("objective", "objective_kwargs", *_PPO_ONLY_ARGUMENTS)
+)
 
 
 class _ClippedBase(BatchPolicyOptimization):

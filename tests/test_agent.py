@@ -163,3 +163,21 @@ def test_default_optimizer_is_sb3_adam_fused():
     assert defaults["fused"] is True and defaults["eps"] == 1e-5  # SB3's actor-critic Adam eps
     custom = ESSPO("MlpPolicy", env, device="cpu", policy_kwargs=dict(optimizer_kwargs={"eps": 1e-7})).policy.optimizer.defaults
     assert custom["eps"] == 1e-7 and not custom.get("fused")
+
+
+def test_esspo_shows_the_signature_it_takes():
+    """ESSPO forwards its arguments to the SB3 class without re-listing them, and still shows
+    help() and editors the whole signature: SB3's PPO arguments with their defaults, the data dials
+    by keyword, its ESS switches, and neither PPO's trust-region knobs nor an objective to choose."""
+    import inspect
+
+    from adaptive_po import ESSPO
+    from adaptive_po.hyperparams import SB3_DEFAULTS
+
+    parameters = inspect.signature(ESSPO).parameters
+    assert list(parameters)[:3] == ["policy", "env", "learning_rate"]
+    assert parameters["learning_rate"].default == SB3_DEFAULTS.learning_rate and parameters["n_epochs"].default == SB3_DEFAULTS.n_epochs
+    assert parameters["policy_lag"].kind is inspect.Parameter.KEYWORD_ONLY and parameters["kl"].default == "analytic"
+    assert not {"clip_range", "clip_range_vf", "target_kl", "objective", "objective_kwargs"} & set(parameters)
+    model = ESSPO("MlpPolicy", "CartPole-v1", 1e-3, 64, n_epochs=2, kl="sampled", policy_lag=1)
+    assert (model.learning_rate, model.n_steps, model.n_epochs, model.kl, model.dials.policy_lag) == (1e-3, 64, 2, "sampled", 1)
