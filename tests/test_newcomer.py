@@ -135,8 +135,8 @@ def test_a_run_recorded_with_the_old_clip_range_field_is_still_the_same_run(tmp_
     spec = RunSpec(suite="train", env=CARTPOLE, algo="esspo", seed=0, total_timesteps=2048, out=str(tmp_path), device="cpu", tensorboard=False)
     current = run_folder.config_for
 
-    def old_config_for(s: RunSpec) -> dict:  # config.json as runs made before this change have it
-        config = current(s)
+    def old_config_for(s: RunSpec, settings=None) -> dict:  # config.json as runs made before this change have it
+        config = current(s, settings)
         return {**config, "hyperparams": {**config["hyperparams"], "clip_range": "lin_0.2"},
                 "algo_description": "an older wording of the objective's description"}
 
