@@ -662,6 +662,29 @@ FROZEN_CONFIG_DIGITS = 16
 
 FrozenKey = tuple[str, str, str, str, int, int, int]
 
+#: the optional column of a study that records each run's learning curve: ``step:return`` pairs
+#: (the deterministic evaluations of ``eval.csv``, in step order) separated by spaces; empty for a
+#: failed run. A table without the column (the frozen studies') is written without it.
+FROZEN_CURVE_COLUMN = "eval_curve"
+
+
+def parse_curve(text: str) -> list[tuple[int, float]]:
+    """The ``(step, return)`` pairs of an :data:`FROZEN_CURVE_COLUMN` cell; a ``ValueError`` naming
+    the pair that is not a whole step and a finite return, or steps that do not increase."""
+    points: list[tuple[int, float]] = []
+    for pair in text.split():
+        step, sep, value = pair.partition(":")
+        try:
+            point = (int(step), float(value))
+        except ValueError:
+            point = None
+        if not sep or point is None or not math.isfinite(point[1]) or point[0] < 0:
+            raise ValueError(f"{FROZEN_CURVE_COLUMN} pair {pair!r} is not step:return")
+        if points and point[0] <= points[-1][0]:
+            raise ValueError(f"{FROZEN_CURVE_COLUMN} steps do not increase at {pair!r}")
+        points.append(point)
+    return points
+
 
 def frozen_row_key(row: Mapping[str, Any]) -> FrozenKey:
     return (
@@ -728,7 +751,8 @@ def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]
     may be empty or nan), a status other than ``complete`` or ``failed``, a duplicate run, a ``score`` that
     is not the normalization (return - random) / (reference - random) of its return, or a failed
     run not scored 0 at the task's random return, or a configuration checksum
-    (:data:`FROZEN_CONFIG_COLUMN`, optional) that is not one. Nothing is trained or rewritten from a
+    (:data:`FROZEN_CONFIG_COLUMN`, optional) that is not one, or a learning curve
+    (:data:`FROZEN_CURVE_COLUMN`, optional) that does not parse (:func:`parse_curve`). Nothing is trained or rewritten from a
     table that fails, since every study reads it first."""
     path = Path(path)
     if not os.path.lexists(path):
@@ -767,6 +791,8 @@ def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]
             row[FROZEN_CONFIG_COLUMN] = checksum = checksum or ""
             if checksum and not (len(checksum) == FROZEN_CONFIG_DIGITS and all(c in "0123456789abcdef" for c in checksum)):
                 raise ValueError(f"{FROZEN_CONFIG_COLUMN} {checksum!r} is not {FROZEN_CONFIG_DIGITS} lower-case hex digits")
+            if FROZEN_CURVE_COLUMN in raw:
+                parse_curve(raw[FROZEN_CURVE_COLUMN])
             if row["status"] not in ("complete", "failed"):
                 raise ValueError(f"status {row['status']!r}")
             if row["reference"] == row["random_score"]:

@@ -90,7 +90,7 @@ from adaptive_po.contract import (  # noqa: E402
 )
 
 from adaptive_po.bench.study_table import (  # noqa: F401 - the study's table and runner, re-exported for its callers
-    DIVERGED_CAUSES, GRID_SUITE, ConfigCheck, SliceOver, TableRunner, apply_config_check, check_configs, checked_runner,
+    DIVERGED_CAUSES, GRID_SUITE, ConfigCheck, SliceOver, TableRunner, add_run_arguments, train_with_sweep, apply_config_check, check_configs, checked_runner,
     condition, config_checksum, finished_row, normalized, preflight, results_lock, row_key, row_spec, scored_failure,
     spec_key, specs_for, write_table,
 )
@@ -123,20 +123,28 @@ def pilot_rows(table: Mapping[Key, Mapping[str, Any]]) -> list[dict[str, Any]]:
             fresh, stale = scores[PILOT_LAGS[0]], scores[PILOT_LAGS[1]]
             row: dict[str, Any] = {"env": env, "budget": budget, "runs": sum(len(v) for v in scores.values()), "complete": complete}
             if complete:
-                hurt = float(fresh.mean() - stale.mean())
-                se = float(math.sqrt(fresh.var(ddof=1) / len(fresh) + stale.var(ddof=1) / len(stale)))
                 ceiling = MAX_RETURN.get(env)
                 saturated = ceiling is not None and bool(np.all(returns[PILOT_LAGS[0]] >= ceiling * (1 - SATURATION_FRACTION)))
-                learns = float(fresh.mean()) >= LEARNS_AT_LEAST
-                hurts = hurt >= HURT_AT_LEAST and hurt >= se
-                row.update({
-                    "lag0_mean": float(fresh.mean()), "lag0_sd": float(fresh.std(ddof=1)), "lag8_mean": float(stale.mean()),
-                    "lag8_sd": float(stale.std(ddof=1)), "hurt": hurt, "hurt_se": se,
-                    "lag0_return": float(returns[PILOT_LAGS[0]].mean()), "lag8_return": float(returns[PILOT_LAGS[1]].mean()),
-                    "learns": learns, "saturated": saturated, "hurts": hurts, "qualifies": learns and not saturated and hurts,
-                })
+                row.update(pilot_criteria(fresh, stale, returns[PILOT_LAGS[0]], returns[PILOT_LAGS[1]], saturated))
             out.append(row)
     return out
+
+
+def pilot_criteria(fresh: np.ndarray, stale: np.ndarray, fresh_returns: np.ndarray, stale_returns: np.ndarray, saturated: bool = False) -> dict[str, Any]:
+    """The registered rule on one candidate's normalized lag-0 (``fresh``) and lag-8 (``stale``)
+    scores: PPO *learns* (lag-0 mean at least :data:`LEARNS_AT_LEAST`), lag 8 *hurts* it (by at
+    least :data:`HURT_AT_LEAST` and one Welch standard error), and it qualifies where both hold and
+    it is not ``saturated``."""
+    hurt = float(fresh.mean() - stale.mean())
+    se = float(math.sqrt(fresh.var(ddof=1) / len(fresh) + stale.var(ddof=1) / len(stale)))
+    learns = float(fresh.mean()) >= LEARNS_AT_LEAST
+    hurts = hurt >= HURT_AT_LEAST and hurt >= se
+    return {
+        "lag0_mean": float(fresh.mean()), "lag0_sd": float(fresh.std(ddof=1)), "lag8_mean": float(stale.mean()),
+        "lag8_sd": float(stale.std(ddof=1)), "hurt": hurt, "hurt_se": se,
+        "lag0_return": float(fresh_returns.mean()), "lag8_return": float(stale_returns.mean()),
+        "learns": learns, "saturated": saturated, "hurts": hurts, "qualifies": learns and not saturated and hurts,
+    }
 
 
 def select_tasks(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int]]:
@@ -159,19 +167,6 @@ def select_tasks(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int]]:
 # the command line
 
 
-def _train_with_sweep(workers: int | None, show_progress: bool, redo_changed: bool) -> tuple[Callable[..., Any], list[str]]:
-    from adaptive_po.bench.sweep import iter_failed, run_sweep
-
-    failed: list[str] = []
-
-    def train(specs: Sequence[RunSpec], max_members: int | None = None) -> None:
-        result = run_sweep(list(specs), workers=workers, show_progress=show_progress, redo_changed=redo_changed,
-                           command="frozen", max_members=max_members)
-        failed.extend(iter_failed(result))
-
-    return train, failed
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; a bad input is one line on stderr with exit status 2."""
     return contract.one_line_errors("frozen", lambda: _main(argv))
@@ -189,14 +184,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
         p = sub.add_parser(name, help=text)
         p.add_argument("--results", default="docs/results/frozen", help="the study's committed folder (per_run.csv, selection.json, ...)")
         if name != "select":
-            p.add_argument("--out", default="runs", help="results root of the run folders")
-            p.add_argument("--workers", type=int, default=None, help="concurrent jobs (default: one per core)")
-            p.add_argument("--no-progress", action="store_true")
-            p.add_argument("--redo-changed", action="store_true", help="redo complete run folders made with another configuration")
+            add_run_arguments(p, hours=name == "study")
             p.add_argument("--dry-run", action="store_true", help="print the plan, its size and its time; run nothing")
             p.add_argument("--envs-dir", default=None)
-        if name == "study":
-            p.add_argument("--hours", type=float, default=None, help="this slice's wall-clock hours: no batch starts after them")
     args = parser.parse_args(argv)
     preflight()
     results = contract.report_folder(args.results, "the study's results folder")
@@ -206,7 +196,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return write_selection(results, log)
     if args.workers is not None and args.workers < 1:
         raise SystemExit(f"--workers must be >= 1, got {args.workers}")
-    train, failed = _train_with_sweep(args.workers, not args.no_progress, args.redo_changed)
+    train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed)
     if args.command == "pilot":
         specs = pilot_specs(args.out, args.envs_dir)
         runner = checked_runner(table_path, train, args, log, dry=True)

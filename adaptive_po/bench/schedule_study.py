@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
+from adaptive_po.bench.study_table import add_run_arguments
 from adaptive_po.bench.variants import apply_variant
 from adaptive_po.bench.frozen import (
     LIMIT_CORE_HOURS, SCORE_SEEDS, SEARCH_SEEDS, SliceOver, StudyPlan, TableRunner, check_cuts, check_grids, checked_runner, describe_picks,
@@ -246,12 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("study", help="search, sweep and tax, resuming from the table")
     p.add_argument("--results", default=RESULTS, help="the study's committed folder (per_run.csv, trials.csv, selected.json)")
     p.add_argument("--published", default=PUBLISHED, help="the published frozen study's folder (its tasks)")
-    p.add_argument("--out", default="runs", help="results root of the run folders")
-    p.add_argument("--workers", type=int, default=None, help="concurrent jobs (default: one per core)")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--redo-changed", action="store_true", help="redo complete run folders made with another configuration")
+    add_run_arguments(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan, its size and its time; run nothing")
-    p.add_argument("--hours", type=float, default=None, help="this slice's wall-clock hours: no batch starts after them")
     p.add_argument("--envs-dir", default=None)
     args = parser.parse_args(argv)
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
@@ -295,9 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"~{format_duration(calibrated / cores)} calibrated (on this study's runs done, else on the published study's)")
     if args.dry_run:
         return 0
-    from adaptive_po.bench.frozen import _train_with_sweep, results_lock
+    from adaptive_po.bench.frozen import results_lock, train_with_sweep
 
-    train, failed = _train_with_sweep(args.workers, not args.no_progress, args.redo_changed)
+    train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed)
     deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
     try:
         with results_lock(results):  # one writer per results folder: the cut, the plan, the table

@@ -37,7 +37,7 @@ from adaptive_po.bench.grid import Grid, expand_grid
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.dials import DataDials
 from adaptive_po.contract import (
-    FROZEN_CONFIG_COLUMN as CONFIG_COLUMN, FROZEN_TABLE_COLUMNS as TABLE_COLUMNS, FrozenKey as Key, frozen_row_key,
+    FROZEN_CONFIG_COLUMN as CONFIG_COLUMN, FROZEN_CURVE_COLUMN as CURVE_COLUMN, FROZEN_TABLE_COLUMNS as TABLE_COLUMNS, FrozenKey as Key, frozen_row_key,
     read_frozen_table as read_table,
 )
 
@@ -78,9 +78,11 @@ def normalized(value: float, random_score: float, reference: float) -> float:
 
 def write_table(path: str | Path, rows: Mapping[Key, Mapping[str, Any]]) -> None:
     """All rows, in key order, written atomically (floats in full precision: the search is told
-    exactly these numbers, on this machine and on the next)."""
+    exactly these numbers, on this machine and on the next); with the learning-curve column where
+    a row has one (:data:`~adaptive_po.contract.FROZEN_CURVE_COLUMN`)."""
     buf = io.StringIO()
-    columns = (*TABLE_COLUMNS, CONFIG_COLUMN)
+    curves = any(CURVE_COLUMN in row for row in rows.values())
+    columns = (*TABLE_COLUMNS, CONFIG_COLUMN, *((CURVE_COLUMN,) if curves else ()))
     writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for key in sorted(rows):
@@ -200,9 +202,16 @@ def scored_failure(text: str) -> bool:
     return any(marker in cause for marker in DIVERGED_CAUSES)
 
 
-def finished_row(spec: RunSpec) -> dict[str, Any] | None:
+def curve_text(run_dir: Path) -> str:
+    """A run's learning curve as the table records it: ``step:return`` of each row of ``eval.csv``."""
+    text = contract.read_regular_text(run_dir / contract.EVAL_FILE)
+    return " ".join(f"{int(r['timesteps'])}:{float(r['eval_return_mean'])!r}" for r in csv.DictReader(io.StringIO(text)))
+
+
+def finished_row(spec: RunSpec, curve: bool = False) -> dict[str, Any] | None:
     """The table row of a finished run (complete, or failed by diverging); None for a run that did
-    not finish, or whose failure was not its own (:func:`scored_failure`): it is run again."""
+    not finish, or whose failure was not its own (:func:`scored_failure`): it is run again.
+    ``curve``: with the run's learning curve (:func:`curve_text`; empty for a failed run)."""
     env_cfg = get_env_config(spec.env, spec.envs_dir)
     random_score, reference = float(env_cfg.random_score), float(env_cfg.solved_threshold)
     run_dir = spec.run_dir
@@ -218,10 +227,16 @@ def finished_row(spec: RunSpec) -> dict[str, Any] | None:
         except (OSError, ValueError, KeyError, TypeError):
             summary, value = {}, math.nan
         if math.isfinite(value):
-            return {
+            row = {
                 **base, "status": "complete", "final_eval_return": value, "score": normalized(value, random_score, reference),
                 "step": str(summary.get("step", "")), "wall_time_s": float(summary.get("wall_time_s", math.nan)),
             }
+            if curve:
+                try:
+                    row[CURVE_COLUMN] = curve_text(run_dir)
+                except (OSError, ValueError, KeyError, TypeError):
+                    return None  # a complete run whose evaluations cannot be read is not taken: it is run again
+            return row
     elif not (run_dir / contract.FAILED).is_file():
         return None
     else:
@@ -232,7 +247,8 @@ def finished_row(spec: RunSpec) -> dict[str, Any] | None:
         if not scored_failure(text):
             return None
     # failed (or complete without a finite return): the task's random score, as registered
-    return {**base, "status": "failed", "final_eval_return": random_score, "score": 0.0, "step": "", "wall_time_s": math.nan}
+    failed = {**base, "status": "failed", "final_eval_return": random_score, "score": 0.0, "step": "", "wall_time_s": math.nan}
+    return {**failed, CURVE_COLUMN: ""} if curve else failed
 
 
 class SliceOver(Exception):
@@ -251,6 +267,8 @@ class TableRunner:
     rows: dict[Key, dict[str, Any]] = field(default_factory=dict)
     #: runs this runner trained (not taken from the table)
     trained: int = 0
+    #: record each run's learning curve (:data:`~adaptive_po.contract.FROZEN_CURVE_COLUMN`)
+    curves: bool = False
 
     def __post_init__(self) -> None:
         self.table_path = Path(self.table_path)
@@ -284,7 +302,7 @@ class TableRunner:
         left = []
         for spec in specs:
             # a folder trained with another configuration, or damaged, is not this run's (the sweep redoes it)
-            row = None if run_folder_state(spec).kind in (RUN_CHANGED, RUN_DAMAGED) else finished_row(spec)
+            row = None if run_folder_state(spec).kind in (RUN_CHANGED, RUN_DAMAGED) else finished_row(spec, curve=self.curves)
             if row is None:
                 left.append(spec)
             else:
@@ -295,18 +313,45 @@ class TableRunner:
         return left
 
 
+def add_run_arguments(parser: Any, hours: bool = True) -> None:
+    """The options of a study command that trains: where the run folders go, how many workers,
+    progress, redoing changed folders, and (``hours``) the slice's length."""
+    parser.add_argument("--out", default="runs", help="results root of the run folders")
+    parser.add_argument("--workers", type=int, default=None, help="concurrent jobs (default: one per core)")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--redo-changed", action="store_true", help="redo complete run folders made with another configuration")
+    if hours:
+        parser.add_argument("--hours", type=float, default=None, help="this slice's wall-clock hours: no batch starts after them")
+
+
+def train_with_sweep(workers: int | None, show_progress: bool, redo_changed: bool, command: str = "frozen") -> tuple[Callable[..., Any], list[str]]:
+    """A study's ``train(specs, max_members)``: the bench's sweep (populations on ``workers``
+    cores, complete run folders skipped), and the list the failed runs' lines are added to."""
+    from adaptive_po.bench.sweep import iter_failed, run_sweep
+
+    failed: list[str] = []
+
+    def train(specs: Sequence[RunSpec], max_members: int | None = None) -> None:
+        result = run_sweep(list(specs), workers=workers, show_progress=show_progress, redo_changed=redo_changed,
+                           command=command, max_members=max_members)
+        failed.extend(iter_failed(result))
+
+    return train, failed
+
+
 #: the configuration checks of this process, by the table's rows and what the check depends on
 _CHECKED: dict[tuple[str, ...], ConfigCheck] = {}
 
 
 def checked_runner(
     table_path: Path, train: Callable[..., Any], args: Any, log: Callable[[str], None], deadline: float | None = None, dry: bool = False,
+    curves: bool = False,
 ) -> TableRunner:
     """The table's runner, its rows checked against the configuration the study would train now
     (:func:`check_configs`; ``args``: ``out``, ``envs_dir``, ``redo_changed``): a changed row is
     refused in one line, or dropped to be trained again with ``--redo-changed``. ``dry``: say what
-    the check found (the dry run, before the lock)."""
-    runner = TableRunner(table_path, train, deadline=deadline, log=log)
+    the check found (the dry run, before the lock). ``curves``: the runner records learning curves."""
+    runner = TableRunner(table_path, train, deadline=deadline, log=log, curves=curves)
     # the dry check before the lock and the check under it see the same table unless another
     # writer changed it meanwhile: the second check is then the first's (checking costs seconds per
     # thousand rows), else it is done again

@@ -1,0 +1,204 @@
+"""MinAtar at learning budgets (docs/results/minatar-learning/preregistration.md): the pilot's two
+budgets read off one set of runs, its selection rule, the registered cut order, the table's
+learning curves, and the claim that lets the pilot read 1M off its 2M runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from adaptive_po.bench import minatar_learning as ml
+from adaptive_po.bench.study_table import TableRunner, finished_row, read_table, row_key, spec_key, specs_for, write_table
+
+
+def _row(game: str, lag: int, seed: int, at_1m: float, final: float, status: str = "complete", wall: float = 3600.0) -> dict:
+    """A pilot row of a game whose random score is 0 and reference 10 (scores = returns / 10)."""
+    failed = status == "failed"
+    curve = "" if failed else f"0:0.0 500032:{at_1m / 2!r} 1000000:{at_1m!r} 1500032:{final!r} 2007040:{final!r}"
+    return {"folder": ml.PILOT_FOLDER, "env": game, "algo": "ppo", "variant": "", "policy_lag": lag, "seed": seed,
+            "total_timesteps": ml.PILOT_BUDGET, "status": status, "final_eval_return": 0.0 if failed else final, "random_score": 0.0,
+            "reference": 10.0, "score": 0.0 if failed else final / 10.0, "step": "", "wall_time_s": float("nan") if failed else wall,
+            "config_sha256": "", ml.CURVE_COLUMN: curve}
+
+
+def _pilot_table(returns: dict[str, dict[int, tuple[list[float], list[float]]]]) -> dict:
+    """Per game: lag -> (returns at 1M, final returns) for seeds 200-202."""
+    rows = {}
+    for game in ml.GAMES:
+        for lag in ml.PILOT_LAGS:
+            at_1m, final = returns.get(game, {}).get(lag, ([1.0] * 3, [1.0] * 3))
+            for seed, a, f in zip(ml.PILOT_SEEDS, at_1m, final):
+                row = _row(game, lag, seed, a, f)
+                rows[row_key(row)] = row
+    return rows
+
+
+def test_the_pilot_is_ppo_at_lags_0_and_8_on_seeds_outside_the_scoring_set():
+    specs = ml.pilot_specs()
+    assert len(specs) == len(ml.GAMES) * 2 * 3 == 30
+    assert {s.algo for s in specs} == {"ppo"} and {s.variant for s in specs} == {""}
+    assert {s.dials.policy_lag for s in specs} == {0, 8} and {s.total_timesteps for s in specs} == {2_000_000}
+    assert {s.seed for s in specs} == {200, 201, 202} and not {s.seed for s in specs} & set(ml.SCORE_SEEDS)
+    assert {s.suite for s in specs} == {ml.PILOT_FOLDER} and {s.env for s in specs} == set(ml.GAMES)
+
+
+def test_each_game_is_kept_at_the_first_budget_where_ppo_learns_and_lag_8_hurts_it():
+    table = _pilot_table({
+        # learns at 1M (0.6) and lag 8 hurts it there: kept at 1M although 2M qualifies too
+        "Breakout-MinAtar": {0: ([6.0, 6.2, 5.8], [9.0] * 3), 8: ([2.0, 2.5, 1.5], [3.0, 3.1, 2.9])},
+        # at 1M it does not learn (0.3); at 2M it does and lag 8 hurts: kept at 2M
+        "Freeway-MinAtar": {0: ([3.0] * 3, [7.0, 7.5, 6.5]), 8: ([1.0] * 3, [4.0, 4.2, 3.8])},
+        # learns, but lag 8 costs less than 0.05 at both budgets
+        "Asterix-MinAtar": {0: ([8.0] * 3, [9.0] * 3), 8: ([7.8, 7.7, 7.9], [8.8, 8.9, 8.7])},
+        # learns, lag 8 costs 0.2 on average but less than one standard error (two seeds collapse)
+        "SpaceInvaders-MinAtar": {0: ([9.0, 1.0, 9.0], [9.0, 1.0, 9.0]), 8: ([5.0, 5.0, 3.0], [5.0, 5.0, 3.0])},
+    })
+    rows = ml.pilot_rows(table)
+    by = {(r["env"], r["budget"]): r for r in rows}
+    assert ml.select_games(rows) == [("Breakout-MinAtar", 1_000_000), ("Freeway-MinAtar", 2_000_000)]
+    assert by[("Breakout-MinAtar", 1_000_000)]["lag0_mean"] == pytest.approx(0.6)  # read at step 1,000,000, not the end
+    assert by[("Breakout-MinAtar", 2_000_000)]["lag0_mean"] == pytest.approx(0.9)
+    assert not by[("Freeway-MinAtar", 1_000_000)]["learns"] and by[("Freeway-MinAtar", 2_000_000)]["qualifies"]
+    assert by[("Asterix-MinAtar", 2_000_000)]["learns"] and not by[("Asterix-MinAtar", 2_000_000)]["hurts"]
+    assert by[("SpaceInvaders-MinAtar", 1_000_000)]["hurt"] > 0.05 and not by[("SpaceInvaders-MinAtar", 1_000_000)]["hurts"]
+    assert not by[("Seaquest-MinAtar", 1_000_000)]["learns"]  # 0.1 everywhere
+    text = ml.pilot_text(rows, ml.select_games(rows), ml.lag0_returns(table))
+    assert "- Freeway-MinAtar at 2,000,000 steps" in text and "Dropped (no budget qualifies): Asterix-MinAtar, Seaquest-MinAtar, SpaceInvaders-MinAtar" in text
+    assert "| Breakout-MinAtar | 6.0 | 16.6 | 9.0 | 15.4 |" in text and "| Seaquest-MinAtar | 1.0 | not published |" in text
+
+
+def test_a_diverged_run_scores_the_random_score_at_both_budgets_and_a_missing_evaluation_is_named():
+    table = _pilot_table({})
+    bad = _row("Breakout-MinAtar", 0, 200, 0.0, 0.0, status="failed")
+    table[row_key(bad)] = bad
+    rows = {(r["env"], r["budget"]): r for r in ml.pilot_rows(table)}
+    assert rows[("Breakout-MinAtar", 1_000_000)]["failed"] == 1
+    assert rows[("Breakout-MinAtar", 1_000_000)]["lag0_mean"] == pytest.approx((0.0 + 0.1 + 0.1) / 3)
+    short = _row("Freeway-MinAtar", 8, 201, 1.0, 1.0)
+    short[ml.CURVE_COLUMN] = "0:0.0 950016:1.0 2007040:1.0"
+    table[row_key(short)] = short
+    with pytest.raises(ValueError, match=r"Freeway-MinAtar.*no evaluation at step 1,000,000"):
+        ml.pilot_rows(table)
+
+
+def test_the_pilot_writes_no_selection_before_it_is_complete_and_then_orders_by_its_measured_cost(tmp_path):
+    table = _pilot_table({
+        "Breakout-MinAtar": {0: ([6.0, 6.2, 5.8], [9.0] * 3), 8: ([2.0, 2.5, 1.5], [3.0, 3.1, 2.9])},
+        "Freeway-MinAtar": {0: ([6.0, 6.2, 5.8], [9.0] * 3), 8: ([2.0, 2.5, 1.5], [3.0, 3.1, 2.9])},
+    })
+    for key, row in table.items():  # Breakout's populations took twice Freeway's time
+        row["wall_time_s"] = 7200.0 if key[1] == "Breakout-MinAtar" else 3600.0
+    partial = dict(table)
+    del partial[next(iter(partial))]
+    write_table(tmp_path / ml.TABLE_FILE, partial)
+    assert ml.write_selection(tmp_path, log=lambda line: None) is None and not (tmp_path / ml.SELECTION_FILE).exists()
+    write_table(tmp_path / ml.TABLE_FILE, table)
+    assert ml.write_selection(tmp_path, log=lambda line: None) == [("Freeway-MinAtar", 1_000_000), ("Breakout-MinAtar", 1_000_000)]
+    games, speeds = ml.read_selection(tmp_path)
+    # 3,600 s per population of 3 runs of 2,007,040 steps
+    assert speeds["Freeway-MinAtar"] == pytest.approx(3600 / 3 / 2.00704) and speeds["Breakout-MinAtar"] == pytest.approx(2 * speeds["Freeway-MinAtar"])
+    assert (tmp_path / ml.PILOT_FILE).read_text().startswith("# The pilot")
+
+
+def test_the_cut_order_is_lag_16_then_the_dearest_game_then_seeds_never_below_the_minimum():
+    games = [("Breakout-MinAtar", 1_000_000), ("Freeway-MinAtar", 2_000_000), ("Asterix-MinAtar", 2_000_000)]
+    speeds = {g: 100.0 for g in ml.GAMES} | {"Asterix-MinAtar": 150.0}
+    cuts, lines = ml.plan_cuts(games, speeds, limit=1000.0)
+    assert cuts == {"lags": [], "games": [], "seeds": []} and "nothing is cut" in lines[-1]
+    full = ml.apply_cuts(games, cuts).core_hours(speeds)
+    # 120 runs per game: Breakout 120 x 1M x 100 s, Freeway 120 x 2M x 100 s, Asterix 120 x 2M x 150 s
+    assert full == pytest.approx(120 * (100 + 200 + 300) / 3600)
+    cuts, lines = ml.plan_cuts(games, speeds, limit=14.0)  # 20 h; 15 without lag 16
+    assert cuts == {"lags": [16], "games": ["Asterix-MinAtar"], "seeds": []}
+    cuts, lines = ml.plan_cuts(games, speeds, limit=3.0)
+    assert cuts == {"lags": [16], "games": ["Asterix-MinAtar"], "seeds": [9, 8, 7, 6, 5]}
+    plan = ml.apply_cuts(games, cuts)
+    assert plan.lags == (0, 2, 8) and plan.seeds == (0, 1, 2, 3, 4) and len(plan.games) == 2 and plan.runs() == 90
+    assert "runs anyway" in lines[-1]
+
+
+def test_the_cuts_file_is_checked_before_the_study_trains(tmp_path):
+    path = tmp_path / ml.CUTS_FILE
+    path.write_text(json.dumps({"lags": [16], "games": [], "seeds": [9]}))
+    assert ml.read_cuts(path) == {"lags": [16], "games": [], "seeds": [9]}
+    for bad, named in (({"lags": [8], "games": [], "seeds": []}, r"lags \[8\] cannot be cut"),
+                       ({"lags": [], "games": [], "seeds": [3]}, r"seeds \[3\] cannot be cut"),
+                       ({"lags": []}, "expected the keys")):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=named):
+            ml.read_cuts(path)
+
+
+def test_the_study_refuses_to_run_without_a_pilot_or_with_fewer_than_two_games(tmp_path, capsys):
+    assert ml.main(["study", "--results", str(tmp_path), "--out", str(tmp_path / "runs")]) == 2
+    assert "no selection yet: run the pilot first" in capsys.readouterr().err
+    (tmp_path / ml.SELECTION_FILE).write_text(json.dumps({"games": [{"env": "Breakout-MinAtar", "budget": 1_000_000}],
+                                                          "seconds_per_million": {}}))
+    assert ml.main(["study", "--results", str(tmp_path), "--out", str(tmp_path / "runs")]) == 2
+    assert "fewer than 2: as registered, the study is not run" in capsys.readouterr().err
+    (tmp_path / ml.SELECTION_FILE).write_text(json.dumps({"games": [{"env": "Pong-MinAtar", "budget": 1_000_000}], "seconds_per_million": {}}))
+    assert ml.main(["study", "--results", str(tmp_path)]) == 2
+    assert "'Pong-MinAtar', 1000000) is not one of this study's games" in capsys.readouterr().err
+    assert ml.main(["pilot", "--results", str(tmp_path), "--hours", "0"]) == 2
+    assert "--hours must be in (0, 24], got 0.0" in capsys.readouterr().err
+
+
+def test_the_table_keeps_learning_curves_and_refuses_one_that_does_not_parse(tmp_path):
+    row = _row("Breakout-MinAtar", 0, 200, 6.0, 9.0)
+    path = tmp_path / ml.TABLE_FILE
+    write_table(path, {row_key(row): row})
+    assert "eval_curve" in path.read_text().splitlines()[0]
+    assert read_table(path)[row_key(row)][ml.CURVE_COLUMN] == row[ml.CURVE_COLUMN]
+    plain = {k: v for k, v in row.items() if k != ml.CURVE_COLUMN}
+    write_table(path, {row_key(plain): plain})  # the frozen studies' tables have no curve column
+    assert "eval_curve" not in path.read_text()
+    row[ml.CURVE_COLUMN] = "0:0.0 1000000:x"
+    write_table(path, {row_key(row): row})
+    with pytest.raises(ValueError, match=r"line 2: eval_curve pair '1000000:x' is not step:return"):
+        read_table(path)
+    row[ml.CURVE_COLUMN] = "0:0.0 1000000:1.0 500000:2.0"
+    write_table(path, {row_key(row): row})
+    with pytest.raises(ValueError, match="steps do not increase at '500000:2.0'"):
+        read_table(path)
+
+
+def test_every_game_runs_a_constant_learning_rate_and_clip_and_evaluates_at_one_million():
+    """What lets the pilot read 1M off its 2M runs: no schedule in the games' settings depends on
+    the budget, and the evaluation schedule has a point at step 1,000,000 exactly."""
+    from adaptive_po.bench.config import evaluation_timesteps, get_env_config
+
+    for game in ml.GAMES:
+        config = get_env_config(game)
+        assert isinstance(config.hyperparams.learning_rate, float) and isinstance(config.hyperparams.clip_range, float), game
+        assert 1_000_000 in evaluation_timesteps(config, ml.PILOT_BUDGET), game
+
+
+@pytest.mark.slow
+def test_a_longer_runs_curve_equals_a_shorter_runs_before_its_end(tmp_path):
+    """The pilot's 1M read-off, on a small task with constant settings: a population run of budget
+    2T evaluates, at every step before T, exactly what a run of budget T does (nothing before a
+    run's end depends on its budget), records an evaluation at T itself, and the table holds both
+    curves."""
+    from adaptive_po.bench.sweep import run_sweep
+
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    config = yaml.safe_load((ml.Path(__file__).parents[1] / "adaptive_po/env_configs/CartPole-v1.yaml").read_text())
+    config["hyperparams"].update(learning_rate=1e-3, clip_range=0.2, n_epochs=2)
+    config["evaluation"] = {"episodes": 2, "every": 256}
+    (envs / "CartPole-v1.yaml").write_text(yaml.safe_dump(config))
+    short = specs_for("CartPole-v1", "ppo", [""], [0, 2], [0, 1], 768, ml.PILOT_FOLDER, str(tmp_path / "runs"), str(envs))
+    long = specs_for("CartPole-v1", "ppo", [""], [0, 2], [0, 1], 1536, ml.PILOT_FOLDER, str(tmp_path / "runs2"), str(envs))
+    table = tmp_path / ml.TABLE_FILE
+    runner = TableRunner(table, lambda specs, max_members=None: run_sweep(list(specs), workers=1, show_progress=False, command="test"),
+                         log=lambda line: None, curves=True)
+    runner.run(short + long)
+    rows = read_table(table)
+    for s, l in zip(short, long):
+        a = dict(ml.parse_curve(rows[spec_key(s)][ml.CURVE_COLUMN]))
+        b = dict(ml.parse_curve(rows[spec_key(l)][ml.CURVE_COLUMN]))
+        before = {step: value for step, value in a.items() if step < 768}
+        assert sorted(before) == [0, 256, 512] and all(b[step] == value for step, value in before.items()), (a, b)
+        assert 768 in b and finished_row(l, curve=True)[ml.CURVE_COLUMN] == rows[spec_key(l)][ml.CURVE_COLUMN]
