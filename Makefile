@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table minatar-learning-pilot bench-minatar-learning clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table minatar-learning-pilot bench-minatar-learning minatar-learning-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -41,6 +41,7 @@ help:
 	@echo "make frozen-schedule-from-table  the extension's verdicts and figure from its committed tables (and the published study's)"
 	@echo "make minatar-learning-pilot  one slice (HOURS=2) of the MinAtar learning-budget pilot: ppo at lags 0 and 8 on the five games at 2M steps; then which games qualify (docs/results/minatar-learning)"
 	@echo "make bench-minatar-learning  one slice (HOURS=2) of the MinAtar learning-budget study on the games the pilot selected; resumes from its committed per_run.csv"
+	@echo "make minatar-learning-from-table  the MinAtar learning-budget study's verdicts and figures from its committed files"
 	@echo "make mutations          62 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid) and the analysis (Welch, Holm, TOST, normalization), each run against its own fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
@@ -226,14 +227,18 @@ frozen-schedule-from-table: $(STAMP)
 # MinAtar at learning budgets (docs/results/minatar-learning/preregistration.md): the pilot, then
 # the study, each in slices of HOURS resuming from the committed per-run table
 MINATAR_LEARNING := docs/results/minatar-learning
+MINATAR_LEARNING_REPORT = $(VPY) -m adaptive_po.analysis.reports.minatar_learning --results $(MINATAR_LEARNING)
 minatar-learning-pilot: $(STAMP)
-	$(VPY) -m adaptive_po.bench.minatar_learning pilot --results $(MINATAR_LEARNING) --hours $(HOURS) $(WORKERS_FLAG)
+	status=0; $(VPY) -m adaptive_po.bench.minatar_learning pilot --results $(MINATAR_LEARNING) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(MINATAR_LEARNING_REPORT) && exit $$status
 
 bench-minatar-learning: $(STAMP)
-	$(VPY) -m adaptive_po.bench.minatar_learning study --results $(MINATAR_LEARNING) --hours $(HOURS) $(WORKERS_FLAG)
+	status=0; $(VPY) -m adaptive_po.bench.minatar_learning study --results $(MINATAR_LEARNING) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(MINATAR_LEARNING_REPORT) && exit $$status
+
+minatar-learning-from-table: $(STAMP)
+	$(MINATAR_LEARNING_REPORT)
 
 # every published verdict from the committed tables alone, then the prose's quotes from them
-reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table calibration
+reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table minatar-learning-from-table calibration
 	$(VPY) -m adaptive_po.analysis.quotes --fill README.md $(RESULTS_README)
 
 # the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv)

@@ -202,3 +202,78 @@ def test_a_longer_runs_curve_equals_a_shorter_runs_before_its_end(tmp_path):
         before = {step: value for step, value in a.items() if step < 768}
         assert sorted(before) == [0, 256, 512] and all(b[step] == value for step, value in before.items()), (a, b)
         assert 768 in b and finished_row(l, curve=True)[ml.CURVE_COLUMN] == rows[spec_key(l)][ml.CURVE_COLUMN]
+
+
+def _study(results, slopes: dict[str, float], lag0: dict[str, float] | None = None, games=("Breakout-MinAtar", "Freeway-MinAtar"),
+           missing: int = 0, seed: int = 0) -> None:
+    """A study's committed files: its selection, and per game, arm, lag and seed a scoring run whose
+    normalized score is 0.8 + lag0[arm] + slopes[arm] x log2(1 + lag) + N(0, 0.03), with a curve;
+    the last ``missing`` runs left out (a study in progress)."""
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    results.mkdir(parents=True, exist_ok=True)
+    (results / ml.SELECTION_FILE).write_text(json.dumps({"games": [{"env": g, "budget": 1_000_000} for g in games], "seconds_per_million": {}}))
+    rows = {}
+    for game in games:
+        for arm in ml.ARMS:
+            for lag in ml.LAGS:
+                for s in ml.SCORE_SEEDS:
+                    score = 0.8 + (lag0 or {}).get(arm, 0.0) + slopes[arm] * math.log2(1 + lag) + float(rng.normal(0, 0.03))
+                    row = {"folder": ml.SCORE_FOLDER, "env": game, "algo": arm, "variant": "", "policy_lag": lag, "seed": s,
+                           "total_timesteps": 1_000_000, "status": "complete", "final_eval_return": score * 10.0, "random_score": 0.0,
+                           "reference": 10.0, "score": score, "step": "", "wall_time_s": 100.0, "config_sha256": "",
+                           ml.CURVE_COLUMN: f"0:0.0 500032:{score * 5.0!r} 1007616:{score * 10.0!r}"}
+                    rows[row_key(row)] = row
+    for key in sorted(rows)[len(rows) - missing:]:
+        del rows[key]
+    write_table(results / ml.TABLE_FILE, rows)
+
+
+def test_the_report_reads_the_registered_endpoints_and_both_answers(tmp_path):
+    from adaptive_po.analysis.reports import minatar_learning as report
+
+    _study(tmp_path / "a", {"esspo": -0.02, "ppo": -0.12, "decoupled-ppo": -0.02})
+    assert report.main(["--results", str(tmp_path / "a")]) == 0
+    text = (tmp_path / "a" / "verdicts.md").read_text()
+    assert "Against `ppo`, the claim (as robust to a stale actor, not worse on fresh data) is supported." in text
+    assert "Against `decoupled-ppo`, `esspo`'s slope is equivalent." in text and "Interim" not in text
+    table, plan = report.load(tmp_path / "a")
+    rows = report.primary(report.analyse(table, plan))
+    assert rows[0]["d"].estimate == pytest.approx(0.10, abs=0.01) and rows[0]["verdict"] == "win"
+    assert rows[1]["verdict"] == "non-inferior" and rows[2]["verdict"] == "equivalent"
+    assert (tmp_path / "a" / "curves.png").stat().st_size > 10_000 and (tmp_path / "a" / "staleness.png").stat().st_size > 10_000
+
+    # esspo worse on fresh data by 0.3, and losing more per doubling than decoupled-ppo: contradicted, behind
+    _study(tmp_path / "b", {"esspo": -0.12, "ppo": -0.12, "decoupled-ppo": -0.02}, lag0={"esspo": -0.3})
+    report.main(["--results", str(tmp_path / "b")])
+    text = (tmp_path / "b" / "verdicts.md").read_text()
+    assert "is contradicted. Against `decoupled-ppo`, `esspo`'s slope is behind." in text
+    assert "| 2. lag 0: esspo - ppo (non-inferiority at -0.1) | -0.3" in text and "| inferior |" in text
+
+
+def test_the_report_of_a_study_in_progress_says_so_and_before_the_pilot_says_that(tmp_path):
+    from adaptive_po.analysis.reports import minatar_learning as report
+
+    _study(tmp_path / "a", {"esspo": -0.02, "ppo": -0.12, "decoupled-ppo": -0.02}, missing=5)
+    report.main(["--results", str(tmp_path / "a")])
+    text = (tmp_path / "a" / "verdicts.md").read_text()
+    assert "**Interim, 1 of 2 games complete" in text and "235 of 240 runs" in text
+    (tmp_path / "b").mkdir()
+    report.main(["--results", str(tmp_path / "b")])
+    assert "**The pilot is not complete** (0 of its runs" in (tmp_path / "b" / "verdicts.md").read_text()
+    _study(tmp_path / "c", {"esspo": 0.0, "ppo": 0.0, "decoupled-ppo": 0.0}, games=("Breakout-MinAtar",))
+    report.main(["--results", str(tmp_path / "c")])
+    assert "1 game(s) qualify, fewer than 2: as registered, the study is not run." in (tmp_path / "c" / "verdicts.md").read_text()
+
+
+def test_the_pilots_figure_shows_every_game_from_the_table_alone(tmp_path):
+    from adaptive_po.analysis.reports import minatar_learning as report
+
+    write_table(tmp_path / ml.TABLE_FILE, _pilot_table({"Breakout-MinAtar": {0: ([6.0, 6.2, 5.8], [9.0] * 3), 8: ([2.0, 2.5, 1.5], [3.0] * 3)}}))
+    assert report.main(["--results", str(tmp_path)]) == 0
+    assert (tmp_path / "pilot.png").stat().st_size > 10_000 and not (tmp_path / "curves.png").exists()
+    steps, mean, half = report.curve_band([_row("Breakout-MinAtar", 0, s, a, 9.0) for s, a in zip(ml.PILOT_SEEDS, (6.0, 6.2, 5.8))])
+    assert list(steps) == [0, 500032, 1_000_000, 1_500_032, 2_007_040] and mean[2] == pytest.approx(6.0) and half[2] > 0

@@ -39,41 +39,38 @@ from adaptive_po.bench.study_table import (
 )
 from adaptive_po.contract import FROZEN_CURVE_COLUMN as CURVE_COLUMN, FrozenKey as Key, parse_curve
 
-GAMES: tuple[str, ...] = ("Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar", "SpaceInvaders-MinAtar")
+REGISTERED = contract.MINATAR_LEARNING_REGISTERED
+GAMES: tuple[str, ...] = REGISTERED["games"]
 
-PILOT_ALGO = "ppo"
-PILOT_LAGS: tuple[int, ...] = (0, 8)
-PILOT_SEEDS: tuple[int, ...] = (200, 201, 202)
-PILOT_BUDGET = 2_000_000
+PILOT_ALGO: str = REGISTERED["pilot_algo"]
+PILOT_LAGS: tuple[int, ...] = REGISTERED["pilot_lags"]
+PILOT_SEEDS: tuple[int, ...] = REGISTERED["pilot_seeds"]
+PILOT_BUDGET: int = REGISTERED["pilot_budget"]
 #: the budgets read off the pilot's runs, in the order tried: (budget, the evaluation step that
 #: scores it; None: the run's final evaluation)
-READ_BUDGETS: tuple[tuple[int, int | None], ...] = ((1_000_000, 1_000_000), (PILOT_BUDGET, None))
+READ_BUDGETS: tuple[tuple[int, int | None], ...] = REGISTERED["read_budgets"]
 #: the pilot's populations: one (game, lag)'s seeds
 PILOT_POPULATION = len(PILOT_SEEDS)
 
-ARMS: tuple[str, ...] = ("esspo", "ppo", "decoupled-ppo")
-LAGS: tuple[int, ...] = (0, 2, 8, 16)
+ARMS: tuple[str, ...] = REGISTERED["arms"]
+LAGS: tuple[int, ...] = REGISTERED["lags"]
 #: the lags no cut removes (the primary endpoints' slopes)
-KEPT_LAGS: tuple[int, ...] = (0, 2, 8)
-SCORE_SEEDS: tuple[int, ...] = tuple(range(10))
-MIN_SEEDS = 5
-MIN_GAMES = 2
+KEPT_LAGS: tuple[int, ...] = REGISTERED["kept_lags"]
+SCORE_SEEDS: tuple[int, ...] = REGISTERED["score_seeds"]
+MIN_SEEDS: int = REGISTERED["min_seeds"]
+MIN_GAMES: int = REGISTERED["min_games"]
 #: the registered limit: 6 hours of the 2 cores
-LIMIT_CORE_HOURS = 12.0
+LIMIT_CORE_HOURS: float = REGISTERED["limit_core_hours"]
 
-#: gymnax-blines' PPO on these games (no sticky actions, 1,000-step episodes: guides, not targets)
-#: at about 0.96M and 1.92M steps, beside our pilot's 1M and 2M
-PUBLISHED: dict[str, tuple[float, float]] = {
-    "Asterix-MinAtar": (1.8, 2.8), "Breakout-MinAtar": (16.6, 15.4), "Freeway-MinAtar": (29.0, 36.2),
-    "SpaceInvaders-MinAtar": (50.4, 84.3),
-}
+#: gymnax-blines' PPO at about 0.96M and 1.92M steps, beside the pilot's 1M and 2M
+PUBLISHED: dict[str, tuple[float, ...]] = {game: tuple(r for _, r in points) for game, points in contract.MINATAR_LEARNING_PUBLISHED.items()}
 
-RESULTS = "docs/results/minatar-learning"
-PILOT_FOLDER = "minatar-learning-pilot"
-SCORE_FOLDER = "minatar-learning-score"
+RESULTS = contract.MINATAR_LEARNING_RESULTS
+PILOT_FOLDER = contract.MINATAR_LEARNING_PILOT_FOLDER
+SCORE_FOLDER = contract.MINATAR_LEARNING_SCORE_FOLDER
 TABLE_FILE = contract.FROZEN_TABLE_FILE
-SELECTION_FILE = "selection.json"
-CUTS_FILE = "cuts.json"
+SELECTION_FILE = contract.MINATAR_LEARNING_SELECTION_FILE
+CUTS_FILE = contract.MINATAR_LEARNING_CUTS_FILE
 PILOT_FILE = "pilot.md"
 
 
