@@ -43,7 +43,7 @@ help:
 	@echo "make bench-minatar-learning  one slice (HOURS=2) of the MinAtar learning-budget study on the games the pilot selected; resumes from its committed per_run.csv"
 	@echo "make minatar-learning-from-table  the MinAtar learning-budget study's verdicts and figures from its committed files"
 	@echo "make mutations          62 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid) and the analysis (Welch, Holm, TOST, normalization), each run against its own fast tests; the table into docs/results/mutations.md"
-	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines)"
+	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines, and with the peers extra our engine beside pure-JAX PPO, rejax)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
 	@echo "make clean-runs         delete the folders the bench targets write under runs/"
 	@echo "WORKERS=n caps the concurrent jobs of a bench target (default: one per core)"
@@ -270,6 +270,7 @@ perf: $(STAMP)
 	$(VPY) benchmarks/learner.py
 	$(VPY) benchmarks/engines_speed.py
 	$(VPY) benchmarks/engines_speed.py --envs Breakout-MinAtar --members 16 --steps 49152 --process-runs 2
+	$(VPY) benchmarks/peers.py
 
 # Planted one-line bugs of the training step, each against the fast tests, in a copy of the tree (the
 # checkout is never modified); exits 1 if a bug survives

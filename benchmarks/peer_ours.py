@@ -1,0 +1,57 @@
+"""Our side of ``benchmarks/peers.py``: one population of K members through the bench's population
+engine (the compiled step, one torch thread), twice in one process, on the one core this process
+is pinned to; prints one JSON object on its last line.
+
+``cold``: the process's CPU and wall seconds from its start (imports included) to the end of the
+first population (compilation included); ``warm``: a second population of other seeds in the same
+process (the compiled step reused), the counterpart of the peer's second call.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import peer_clock  # first: the process's clock starts here
+
+
+def main() -> int:
+    import argparse
+    import json
+    import os
+    from pathlib import Path
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--env", default="CartPole-v1")
+    p.add_argument("--algo", default="ppo")
+    p.add_argument("--members", type=int, default=50)
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--envs-dir", required=True)
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    os.environ.setdefault("ADAPTIVE_PO_COMPILE", "1")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import torch
+
+    torch.set_num_threads(1)
+    from adaptive_po.bench.population_engine import execute_population
+    from adaptive_po.bench.run_folder import RunSpec
+
+    def population(name: str, seeds: range) -> list[float]:
+        specs = [RunSpec("peers", args.env, args.algo, seed, args.steps, out=str(Path(args.out) / name), envs_dir=args.envs_dir,
+                         tensorboard=False) for seed in seeds]
+        outcomes = execute_population(specs)
+        bad = [o for o in outcomes if o["status"] != "complete"]
+        if bad:
+            raise SystemExit(f"{len(bad)} members did not complete: {bad[0].get('error', bad[0])}")
+        return [json.loads((Path(o["run_dir"]) / "summary.json").read_text())["final_eval_return_mean"] for o in outcomes]
+
+    returns = population("cold", range(args.members))
+    cold = {"cpu_s": peer_clock.cpu(), "wall_s": peer_clock.wall()}
+    warm_returns, warm = peer_clock.measure(lambda: population("warm", range(args.members, 2 * args.members)))
+    print(json.dumps({"engine": "adaptive-po", "torch": torch.__version__, "members": args.members, "cold": cold, "warm": warm,
+                      "final_returns": returns, "warm_final_returns": warm_returns}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
