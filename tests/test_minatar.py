@@ -69,6 +69,36 @@ def test_the_time_limit_truncates_and_says_so():
     assert dones.all() and all(info["TimeLimit.truncated"] and info["episode"]["l"] == 5 for info in infos)
 
 
+def test_gymnax_configuration_plays_without_sticky_actions_and_cuts_episodes_at_1000_steps():
+    """``MinAtar/<Game>-gymnax-v1`` (the peer benchmark's cell): the same game, actions applied as
+    given (step for step what MinAtar's own Environment with sticky_action_prob 0 does on a recorded
+    action sequence), and a 1,000-step cap (Freeway's 2,500)."""
+    from minatar import Environment
+
+    env = make_vec_env("MinAtar/Breakout-gymnax-v1", 1, 3)
+    assert env.max_episode_steps == 1_000 and env._games[0].sticky_action_prob == 0.0
+    assert make_vec_env("MinAtar/Freeway-gymnax-v1", 1, 0).max_episode_steps == 2_500
+    assert make_vec_env("MinAtar/Breakout-v1", 1, 0).max_episode_steps == 10_000
+    reference = Environment("breakout", sticky_action_prob=0.0)
+    reference.seed(3)
+    reference.reset()
+    obs = env.reset()
+    actions = np.random.default_rng(1).integers(0, 3, 300)
+    for a in actions:
+        assert np.array_equal(obs[0], reference.state().transpose(2, 0, 1))
+        obs, rewards, dones, infos = env.step(np.array([a]))
+        reward, terminal = reference.act(int(env._action_set[a]))
+        assert rewards[0] == reward and dones[0] == terminal
+        if terminal:
+            reference.reset()
+            reference.last_action = 0
+    cap = minatar_backend.MinAtarVecEnv("MinAtar/Freeway-gymnax-v1", 1, 0, max_episode_steps=3)
+    cap.reset()
+    for _ in range(3):
+        _, _, dones, infos = cap.step(np.zeros(1, dtype=int))
+    assert dones[0] and infos[0]["TimeLimit.truncated"]
+
+
 def test_bad_ids_and_a_missing_extra_are_named_before_anything_is_built(monkeypatch):
     with pytest.raises(ValueError, match="MinAtar/Pong-v1"):
         minatar_backend.MinAtarVecEnv("MinAtar/Pong-v1", 1, 0)

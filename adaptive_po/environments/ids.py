@@ -13,7 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from adaptive_po.environments.minatar import MINATAR_GAMES, is_minatar, minatar_available
+from adaptive_po.environments.minatar import MINATAR_GAMES, MINATAR_GYMNAX_GAMES, is_minatar, minatar_available
 
 #: Backend names accepted by :func:`~adaptive_po.environments.make_vec_env` (besides
 #: ``"auto"``), in order of preference.
@@ -160,7 +160,7 @@ def _legacy_atari_hint(env_id: str) -> str | None:
 
 
 def _unknown_id_message(env_id: str) -> str:
-    candidates = set(ENVPOOL_CLASSIC_IDS) | set(atari_ids()) | set(MINATAR_GAMES)
+    candidates = set(ENVPOOL_CLASSIC_IDS) | set(atari_ids()) | set(MINATAR_GAMES) | set(MINATAR_GYMNAX_GAMES)
     candidates |= {k for k, s in gym.registry.items() if not _is_ale_entry(s)}
     close = difflib.get_close_matches(env_id, sorted(candidates), n=5, cutoff=0.6)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""

@@ -20,6 +20,9 @@ Settings, MinAtar's own defaults unless stated:
   which MinAtar itself does not have: only a deterministic policy that never loses would reach
   it, and it keeps an evaluation from running forever. Freeway ends by itself after 2,500 steps.
 
+The same games in gymnax's configuration (``MinAtar/<Game>-gymnax-v1``, :data:`MINATAR_GYMNAX_GAMES`:
+no sticky actions, 1,000-step episodes) exist for comparisons with JAX code that trains them so.
+
 Conventions are those of every backend here (:mod:`adaptive_po.environments`): same-step
 auto-reset with ``terminal_observation`` and ``TimeLimit.truncated`` in the infos, ``Monitor``-style
 ``episode`` statistics, env ``i`` seeded ``seed + i`` (its game's and its sticky actions' one
@@ -53,6 +56,23 @@ MINATAR_GAMES: dict[str, str] = {
 }
 MINATAR_STICKY_ACTION_PROBABILITY: float = 0.1
 MINATAR_MAX_EPISODE_STEPS: int = 10_000
+#: the games in gymnax's configuration (``MinAtar/<Game>-gymnax-v1``): no sticky actions, episodes
+#: cut at 1,000 steps (Freeway's at 2,500), as gymnax's MinAtar and the JAX baselines train them;
+#: for comparisons with those (``make perf``'s peer cell), never a shipped task
+MINATAR_GYMNAX_GAMES: dict[str, str] = {f"MinAtar/{name}-gymnax-v1": module for name, module in (
+    ("Asterix", "asterix"), ("Breakout", "breakout"), ("Freeway", "freeway"), ("Seaquest", "seaquest"), ("SpaceInvaders", "space_invaders"))}
+GYMNAX_MAX_EPISODE_STEPS: dict[str, int] = {"freeway": 2_500}
+GYMNAX_DEFAULT_MAX_EPISODE_STEPS = 1_000
+
+
+def minatar_settings(env_id: str) -> tuple[str, float, int]:
+    """(MinAtar's module name, sticky-action probability, episode cap) of one of our MinAtar ids."""
+    if env_id in MINATAR_GAMES:
+        return MINATAR_GAMES[env_id], MINATAR_STICKY_ACTION_PROBABILITY, MINATAR_MAX_EPISODE_STEPS
+    if env_id in MINATAR_GYMNAX_GAMES:
+        module = MINATAR_GYMNAX_GAMES[env_id]
+        return module, 0.0, GYMNAX_MAX_EPISODE_STEPS.get(module, GYMNAX_DEFAULT_MAX_EPISODE_STEPS)
+    raise ValueError(f"Unknown MinAtar id {env_id!r}; available: {sorted(MINATAR_GAMES)} (and in gymnax's configuration {sorted(MINATAR_GYMNAX_GAMES)})")
 MINATAR_INSTALL_HINT = "the MinAtar games need the optional extra: pip install 'adaptive-po[minatar]' (minatar, GPL-3.0)"
 
 
@@ -69,7 +89,7 @@ def minatar_available() -> str | None:
 
 
 def is_minatar(env_id: str) -> bool:
-    return isinstance(env_id, str) and env_id in MINATAR_GAMES
+    return isinstance(env_id, str) and (env_id in MINATAR_GAMES or env_id in MINATAR_GYMNAX_GAMES)
 
 
 class MinAtarVecEnv(VecEnv):
@@ -79,9 +99,8 @@ class MinAtarVecEnv(VecEnv):
     ``env_is_wrapped(Monitor)`` is True: the ``episode`` infos follow SB3's ``Monitor``.
     """
 
-    def __init__(self, env_id: str, num_envs: int, seed: int, *, max_episode_steps: int = MINATAR_MAX_EPISODE_STEPS) -> None:
-        if env_id not in MINATAR_GAMES:
-            raise ValueError(f"Unknown MinAtar id {env_id!r}; available: {sorted(MINATAR_GAMES)}")
+    def __init__(self, env_id: str, num_envs: int, seed: int, *, max_episode_steps: int | None = None) -> None:
+        module, sticky, cap = minatar_settings(env_id)
         reason = minatar_available()
         if reason is not None:
             raise ValueError(f"{env_id!r}: {reason}")
@@ -89,9 +108,9 @@ class MinAtarVecEnv(VecEnv):
 
         self.env_id = env_id
         self.render_mode = None
-        self.max_episode_steps = int(max_episode_steps)
+        self.max_episode_steps = int(cap if max_episode_steps is None else max_episode_steps)
         self._n = int(num_envs)
-        self._games = [Environment(MINATAR_GAMES[env_id], sticky_action_prob=MINATAR_STICKY_ACTION_PROBABILITY) for _ in range(self._n)]
+        self._games = [Environment(module, sticky_action_prob=sticky) for _ in range(self._n)]
         self._action_set = np.asarray(self._games[0].minimal_action_set(), dtype=np.int64)
         rows, cols, channels = self._games[0].state_shape()
         observation_space = gym.spaces.Box(0, 1, shape=(channels, rows, cols), dtype=np.uint8)
