@@ -270,7 +270,7 @@ perf: $(STAMP)
 	$(VPY) benchmarks/learner.py
 	$(VPY) benchmarks/engines_speed.py
 	$(VPY) benchmarks/engines_speed.py --envs Breakout-MinAtar --members 16 --steps 49152 --process-runs 2
-	$(VPY) benchmarks/peers.py
+	$(VPY) benchmarks/peers.py --out docs/results/perf.md
 
 # Planted one-line bugs of the training step, each against the fast tests, in a copy of the tree (the
 # checkout is never modified); exits 1 if a bug survives

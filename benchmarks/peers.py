@@ -100,6 +100,23 @@ BREAKOUT = Cell(
 )
 CELLS = {"cartpole": CARTPOLE, "breakout": BREAKOUT}
 ALGO = "ppo"
+#: the markers of this benchmark's section of docs/results/perf.md (benchmarks/roofline.py, which
+#: rewrites the rest of that file, keeps the section as it is)
+BEGIN, END = "<!-- peers: written by benchmarks/peers.py -->", "<!-- /peers -->"
+
+
+def write_section(path: Path, lines: list[str]) -> None:
+    """Put ``lines`` between :data:`BEGIN` and :data:`END` in ``path`` (appended where absent), atomically."""
+    text = path.read_text() if path.exists() else ""
+    block = "\n".join(lines).strip("\n")
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = f"{head}{BEGIN}\n{block}\n{END}{rest.split(END, 1)[1]}"
+    else:
+        text = f"{text.rstrip()}\n\n{BEGIN}\n{block}\n{END}\n"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def peer_python(given: str | None) -> str | None:
@@ -189,6 +206,7 @@ def main() -> int:
     p.add_argument("--members", type=int, default=None, help="K (default: the cell's, CartPole 50, Breakout 8)")
     p.add_argument("--steps", type=int, default=None, help="steps per member (default: the cell's, CartPole 50,000, Breakout 262,144)")
     p.add_argument("--peer-python", default=os.environ.get("ADAPTIVE_PO_PEER_PYTHON"), help="an interpreter with rejax, gymnax and jax")
+    p.add_argument("--out", type=Path, default=None, help="also write the tables into this file's peers section (make perf: docs/results/perf.md)")
     args = p.parse_args()
     cells = [c.strip() for c in args.cells.split(",") if c.strip()]
     unknown = [c for c in cells if c not in CELLS]
@@ -206,6 +224,18 @@ def main() -> int:
         cell = CELLS[key]
         lines += table(cell, run_cell(cell, python, args.members or cell.members, args.steps or cell.steps)) + [""]
     print("\n" + "\n".join(lines))
+    if args.out is not None:
+        import platform
+
+        import torch
+
+        write_section(args.out, [
+            "## Beside its peer: pure-JAX PPO (rejax) on the same core", "",
+            f"Written by `make perf` (`benchmarks/peers.py`) on {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores "
+            f"({platform.processor() or platform.machine()}), torch {torch.__version__}: each side one pinned core and one thread, "
+            "both at the same time; cold from process start (compilation included), warm a second call (rejax) or population "
+            "(ours) in the same process; returns are the final greedy evaluations (10 episodes) per seed.", "", *lines,
+        ])
     return 0
 
 

@@ -362,9 +362,13 @@ def main() -> None:
     text = table(rows, baseline, end_to_end)
     print(text)
     if not args.no_write:
+        from peers import BEGIN, END  # the peer benchmark's section of the same file is kept as it is
+
+        old = OUT.read_text() if OUT.exists() else ""
+        kept = BEGIN + old.split(BEGIN, 1)[1].split(END, 1)[0] + END + "\n" if BEGIN in old and END in old else ""
         write_atomically(OUT, "# The population engine against the core's arithmetic\n\n"
                          "Written by `make perf` (`benchmarks/roofline.py`); the numbers are one machine's, "
-                         "read the ratios.\n\n" + text)
+                         "read the ratios.\n\n" + text + ("\n" + kept if kept else ""))
 
 
 if __name__ == "__main__":
