@@ -290,8 +290,8 @@ def test_the_search_luck_line_sits_beside_a2_on_pendulum(tmp_path):
     text = report.report(results, published)
     line = next(line for line in text.splitlines() if line.startswith("**Search luck (Pendulum-v1, lag 0):**"))
     a2 = result["endpoints"]["A2"]["tasks"]["Pendulum-v1"]
-    assert f"minus the first's (`batch_size=rollout,kl=sampled,n_epochs=1,n_steps=x0.0625`, trial 0): {report._d(luck['d'])}" in line
-    assert f"beside A2's lag-0 gap there (arm 1 - ppo): {report._d(a2)}" in line
+    assert f"minus the first's (`batch_size=rollout,kl=sampled,n_epochs=1,n_steps=x0.0625`, trial 0): {report.format_difference(luck['d'])}" in line
+    assert f"beside A2's lag-0 gap there (arm 1 - ppo): {report.format_difference(a2)}" in line
     assert "| luck | 48 of 48 (`schedule-luck-search`) | 10 of 10 |" in text
     # the second search chose the first's configuration: the same runs, exactly 0
     results, published = _study(tmp_path / "b", luck=None)

@@ -22,6 +22,9 @@ from adaptive_po.contract import FROZEN_CUT_ORDER, FROZEN_REGISTERED as REGISTER
 from adaptive_po.contract import FROZEN_PILOT_SELECTION_FILE, FROZEN_SCORE_FOLDER, FROZEN_SEARCH_FOLDER, FROZEN_SELECTION_FILE, FROZEN_TABLE_FILE
 
 from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
+from ..endpoints import (
+    lag_name, SLOPE_LAGS, SLOPE_MARGIN, log_lag, slope, non_inferiority_p, inferiority_p, check_pick, frozen_scores, fresh_scores, tested, non_inferiority, non_inferiority_word, head_to_head, format_difference, format_p, row_cells,
+)
 
 
 class _Plan:
@@ -44,52 +47,17 @@ class _Plan:
         self.score_runs = (len(self.arms) * len(self.lags) + len(self.tax_arms)) * len(self.score_seeds)
 
 
-def lag_name(lag: int) -> str:
-    return "fresh" if lag == 0 else f"lag{lag}"
 
 
-#: the primary endpoint's lags (pre-registered: fresh data and the realistic range)
-SLOPE_LAGS: tuple[int, ...] = (0, 1, 2, 4, 8)
-
-#: the slope endpoint's equivalence margin: MARGIN over the whole range of x = log2(1 + lag), lags 0-8
-SLOPE_MARGIN = MARGIN / math.log2(1 + max(SLOPE_LAGS))
 
 
-def _x(lag: int) -> float:
-    return math.log2(1 + lag)
 
 
-def slope(lags: Sequence[int], scores: Sequence[float]) -> tuple[float, float, float]:
-    """(least-squares slope of score on log2(1 + lag), its standard error, degrees of freedom)."""
-    x = np.array([_x(lag) for lag in lags], float)
-    y = np.asarray(scores, float)
-    n = len(y)
-    if n < 3 or np.ptp(x) == 0:
-        return math.nan, math.nan, math.nan
-    sxx = float(((x - x.mean()) ** 2).sum())
-    b = float(((x - x.mean()) * (y - y.mean())).sum() / sxx)
-    resid = y - (y.mean() + b * (x - x.mean()))
-    s2 = float((resid ** 2).sum() / (n - 2))
-    return b, math.sqrt(s2 / sxx), float(n - 2)
 
 
-def non_inferiority_p(d: Difference, margin: float = MARGIN) -> float:
-    """One-sided p of "the difference is at most -margin" (non-inferiority is shown below the level)."""
-    if not d.testable:
-        return math.nan
-    if d.se == 0:
-        return 0.0 if d.estimate > -margin else 1.0
-    return float(stats.t.sf((d.estimate + margin) / d.se, d.df))
 
 
-def inferiority_p(d: Difference, margin: float = MARGIN) -> float:
-    """One-sided p of "the difference is at least -margin", the mirror of :func:`non_inferiority_p`
-    (inferiority, worse by more than the margin, is shown below the level)."""
-    if not d.testable:
-        return math.nan
-    if d.se == 0:
-        return 0.0 if d.estimate < -margin else 1.0
-    return float(stats.t.cdf((d.estimate + margin) / d.se, d.df))
+
 
 
 def _load(results: Path) -> tuple[dict, dict, dict]:
@@ -162,26 +130,6 @@ def _tasks(selection: Mapping[str, Any], where: Path) -> list[tuple[str, int]]:
     return tasks
 
 
-def check_pick(where: Path, table: Mapping, folder: str, seeds: int, tax_lag: int, what: tuple[str, int, str, str], pick: Mapping[str, Any]) -> None:
-    """A selected configuration (``what``: env, budget, arm, ``fresh`` or ``lag<tax_lag>``) must be
-    a best one of its search: its variant has ``seeds`` runs in ``folder`` of the table, and no
-    variant searched there returned more on average (``ValueError`` naming ``where`` otherwise)."""
-    env, budget, algo, tuned = what
-    lag = 0 if tuned == "fresh" else tax_lag
-    if tuned != lag_name(lag):
-        raise ValueError(f"{where}: {env} {algo} is tuned at {tuned!r}, not fresh or {lag_name(tax_lag)}")
-    means: dict[str, list[float]] = {}
-    for k, r in table.items():
-        if k[0] == folder and k[1:3] == (env, algo) and k[4] == lag and k[6] == budget:
-            means.setdefault(k[3], []).append(float(r["final_eval_return"]))
-    got = means.get(str(pick.get("variant")))
-    if got is None or len(got) != seeds:
-        raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} has {len(got or [])} search runs in the "
-                         f"table, not {seeds}")
-    best = max(float(np.mean(v)) for v in means.values() if len(v) == seeds)
-    if float(np.mean(got)) < best:
-        raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} returned {float(np.mean(got))!r} in its "
-                         f"search, below the best {best!r}: it is not the search's choice")
 
 
 def load_and_analyse(results: Path) -> tuple[dict, dict, dict, _Plan, dict[str, Any]]:
@@ -193,29 +141,8 @@ def load_and_analyse(results: Path) -> tuple[dict, dict, dict, _Plan, dict[str, 
     return table, selected, selection, plan, analyse(table, selected, plan)
 
 
-def _scores(table: Mapping, env: str, budget: int, algo: str, variant: str, lag: int, seeds: Sequence[int]) -> np.ndarray | None:
-    rows = [table.get((FROZEN_SCORE_FOLDER, env, algo, variant, lag, s, budget)) for s in seeds]
-    if any(r is None for r in rows):
-        return None
-    return np.array([r["score"] for r in rows], float)
 
 
-def fresh_scores(table: Mapping, tasks: Sequence[tuple[str, int]], variants: Mapping[str, Mapping[str, str]], lags: Sequence[int],
-                 seeds: Sequence[int]) -> dict[str, dict[tuple[str, int], np.ndarray]]:
-    """``{task: {(arm, lag): scores}}``, in the order of ``tasks``, for the tasks of ``variants``
-    (``{task: {arm: the arm's frozen configuration}}``, the arms in their order): each cell of
-    ``lags`` whose ``seeds`` are all in the table. The inputs of :func:`head_to_head`."""
-    out: dict[str, dict[tuple[str, int], np.ndarray]] = {}
-    for env, budget in tasks:
-        if env not in variants:
-            continue
-        out[env] = {}
-        for algo, variant in variants[env].items():
-            for lag in lags:
-                got = _scores(table, env, budget, algo, variant, lag, seeds)
-                if got is not None:
-                    out[env][(algo, lag)] = got
-    return out
 
 
 def analyse(table: Mapping, selected: Mapping, plan: _Plan) -> dict[str, Any]:
@@ -243,7 +170,7 @@ def analyse(table: Mapping, selected: Mapping, plan: _Plan) -> dict[str, Any]:
                 slopes[(env, algo)] = slope([a for a, _ in xs], [b for _, b in xs])
         for algo in plan.tax_arms:
             variant = chosen[algo][lag_name(plan.tax_lag)]["variant"]
-            got = _scores(table, env, budget, algo, variant, plan.tax_lag, seeds)
+            got = frozen_scores(table, env, budget, algo, variant, plan.tax_lag, seeds)
             if got is not None:
                 data["tax"][algo] = (variant == chosen[algo]["fresh"]["variant"], got)
                 half = float(stats.t.ppf(0.975, len(got) - 1) * got.std(ddof=1) / math.sqrt(len(got)))
@@ -319,37 +246,10 @@ def primary(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def tested(diffs: Sequence[Difference], margin: float, sign: float = 1.0) -> list[dict[str, Any]]:
-    """One family of comparisons: each difference's p, its p after Holm over the family, and its
-    verdict (equivalence within ``margin`` by two one-sided tests, Holm over the family too).
-    ``sign`` -1 reads a negative difference as the win (the tax difference)."""
-    p = [d.p_value() for d in diffs]
-    adjusted = holm(p)
-    equivalence = holm([d.p_equivalence(margin) for d in diffs])
-    return [{"d": d, "p": pi, "p_adj": a, "verdict": verdict(sign * d.estimate, a, e)} for d, pi, a, e in zip(diffs, p, adjusted, equivalence)]
 
 
-def non_inferiority(diffs: Sequence[Difference]) -> list[dict[str, Any]]:
-    """Endpoint 2's family: one-sided p of "worse by the margin or more", Holm over the family;
-    non-inferior where it rejects; inferior where the mirror test ("worse by less than the margin")
-    rejects after its own Holm over the same family."""
-    p = [non_inferiority_p(d) for d in diffs]
-    q = [inferiority_p(d) for d in diffs]
-    return [{"d": d, "p": pi, "p_adj": a, "p_inferior": qi, "p_inferior_adj": b, "verdict": non_inferiority_word(d, a, b)}
-            for d, pi, a, qi, b in zip(diffs, p, holm(p), q, holm(q))]
 
 
-def non_inferiority_word(d: Difference, p_adjusted: float, p_inferior_adjusted: float) -> str:
-    """non-inferior where the adjusted one-sided test of "worse by the margin or more" rejects;
-    inferior where the adjusted one-sided test of "worse by less than the margin" rejects (the
-    mirror, adjusted the same way); else not shown; "" where nothing could be tested."""
-    if not d.testable:
-        return ""
-    if p_adjusted < ALPHA:
-        return "non-inferior"
-    if p_inferior_adjusted < ALPHA:
-        return "inferior"
-    return "not shown"
 
 
 def per_task_verdicts(result: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -367,27 +267,6 @@ def per_task_verdicts(result: Mapping[str, Any]) -> dict[str, dict[str, dict[str
     return out
 
 
-def head_to_head(fresh: Mapping[str, Mapping[tuple[str, int], np.ndarray]], comparator: str, arms: Sequence[str],
-                 lags: Sequence[int], margin: float = MARGIN) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Every arm of ``arms`` but ``comparator`` minus ``comparator`` at every lag of ``lags``, from
-    ``fresh`` (``{task: {(arm, lag): scores}}``, :func:`fresh_scores`): per task (Welch) and over the
-    tasks that have both cells (the mean of per-task differences, every task weighing the same),
-    each of the two tables with its own Holm. Returns ``(per_task_rows, aggregate_rows)``."""
-    others = [a for a in arms if a != comparator]
-    keys, diffs = [], []
-    pairs: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
-    for env, cells in fresh.items():
-        for algo in others:
-            for lag in lags:
-                if (algo, lag) in cells and (comparator, lag) in cells:
-                    keys.append((env, algo, lag))
-                    diffs.append(welch(cells[(algo, lag)], cells[(comparator, lag)]))
-                    pairs.setdefault((algo, lag), []).append((cells[(algo, lag)], cells[(comparator, lag)]))
-    task_rows = [{"env": env, "algo": algo, "vs": comparator, "lag": lag, **row} for (env, algo, lag), row in zip(keys, tested(diffs, margin))]
-    agg_keys = [(algo, lag) for algo in others for lag in lags if (algo, lag) in pairs]
-    agg = tested([mean_of_differences(pairs[k]) for k in agg_keys], margin)
-    agg_rows = [{"algo": algo, "vs": comparator, "lag": lag, "tasks": len(pairs[(algo, lag)]), **row} for (algo, lag), row in zip(agg_keys, agg)]
-    return task_rows, agg_rows
 
 
 #: the comparators of the secondary tables: ``ppo`` (pre-registered) and ``decoupled-ppo`` (added after the study)
@@ -415,13 +294,6 @@ def decision(rows: Sequence[Mapping[str, Any]], esspo_tax: Difference) -> str:
     return "not decided at this size"
 
 
-def _d(d: Difference, digits: int = 3) -> str:
-    if not math.isfinite(d.estimate):
-        return "n/a"
-    lo, hi = d.ci()
-    if not math.isfinite(lo):
-        return f"{d.estimate:+.{digits}f}"
-    return f"{d.estimate:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
 def report(results: Path) -> str:
@@ -466,20 +338,20 @@ def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[
     for r in rows:
         d = r["d"]
         lines.append(
-            f"| {r['endpoint']} | {_d(d, 4 if r['endpoint'].startswith('1') else 3)} | {r['p']:.3g} | {r['p_adj']:.3g} | "
+            f"| {r['endpoint']} | {format_difference(d, 4 if r['endpoint'].startswith('1') else 3)} | {r['p']:.3g} | {r['p_adj']:.3g} | "
             f"{d.detectable():.3g} | {r['verdict'] or 'n/a'} |"
         )
     et, pt = result["esspo_tax"], result["ppo_tax"]
     lines += [
-        f"| 3b. esspo's tax (equivalent to 0 within ±{MARGIN:g}?) | {_d(et)} | | | {et.detectable():.3g} | "
+        f"| 3b. esspo's tax (equivalent to 0 within ±{MARGIN:g}?) | {format_difference(et)} | | | {et.detectable():.3g} | "
         f"{'equivalent' if et.testable and et.p_equivalence(MARGIN) < ALPHA else ('n/a' if not et.testable else 'not shown')} |",
-        f"| 3c. ppo's tax | {_d(pt)} | | | {pt.detectable():.3g} | |",
+        f"| 3c. ppo's tax | {format_difference(pt)} | | | {pt.detectable():.3g} | |",
         "",
         "Endpoint 1's equivalence margin is 0.1 over lags 0-8 (0.1 / log2 9 = "
         f"{SLOPE_MARGIN:.4f} per unit); endpoint 2 is one-sided (p of \"esspo is worse by 0.1 or more\"); endpoint 3's "
         "sign: negative means retuning at lag 8 buys `esspo` less than it buys `ppo`, a win for the claim. Endpoint 2 reads "
         "inferior where the mirror test (p of \"esspo is worse by less than 0.1\") rejects after the same Holm over the three: "
-        f"p {_p(rows[1]['p_inferior'])}, Holm {_p(rows[1]['p_inferior_adj'])}.",
+        f"p {format_p(rows[1]['p_inferior'])}, Holm {format_p(rows[1]['p_inferior_adj'])}.",
         "",
         *_head_to_head_lines({c: agg for c, (_, agg) in comparisons.items()}, "esspo", (0, plan.tax_lag), len(plan.tasks)),
         "## Per task",
@@ -497,11 +369,11 @@ def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[
             return f"{b[0]:+.4f} ({b[1]:.4f})" if b and math.isfinite(b[0]) else "n/a"
 
         lines.append(
-            f"| {env} | {sl('esspo')} | {sl('ppo')} | {_d(result['e1_tasks'][env], 4) if env in result['e1_tasks'] else 'n/a'} | "
-            f"{_d(result['e2_tasks'][env]) if env in result['e2_tasks'] else 'n/a'} | "
-            f"{_d(result['tax_tasks'][(env, 'esspo')]) if (env, 'esspo') in result['tax_tasks'] else 'n/a'} | "
-            f"{_d(result['tax_tasks'][(env, 'ppo')]) if (env, 'ppo') in result['tax_tasks'] else 'n/a'} | "
-            f"{_d(result['e3_tasks'][env]) if env in result['e3_tasks'] else 'n/a'} |"
+            f"| {env} | {sl('esspo')} | {sl('ppo')} | {format_difference(result['e1_tasks'][env], 4) if env in result['e1_tasks'] else 'n/a'} | "
+            f"{format_difference(result['e2_tasks'][env]) if env in result['e2_tasks'] else 'n/a'} | "
+            f"{format_difference(result['tax_tasks'][(env, 'esspo')]) if (env, 'esspo') in result['tax_tasks'] else 'n/a'} | "
+            f"{format_difference(result['tax_tasks'][(env, 'ppo')]) if (env, 'ppo') in result['tax_tasks'] else 'n/a'} | "
+            f"{format_difference(result['e3_tasks'][env]) if env in result['e3_tasks'] else 'n/a'} |"
         )
     lines += ["", "Slopes: normalized score per unit of log2(1 + lag) over lags 0-8 (standard error).", ""]
     lines += _per_task_verdict_lines(result, plan)
@@ -512,13 +384,8 @@ def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[
     return "\n".join(lines) + "\n"
 
 
-def _p(x: float) -> str:
-    return f"{x:.3g}" if math.isfinite(x) else "n/a"
 
 
-def _row_cells(r: Mapping[str, Any], digits: int = 3) -> str:
-    d = r["d"]
-    return f"{_d(d, digits)} | {_p(r['p'])} | {_p(r['p_adj'])} | {_p(d.detectable())} | {r['verdict'] or 'n/a'} |"
 
 
 def _head_to_head_lines(aggregates: Mapping[str, Sequence[Mapping[str, Any]]], arm: str, lags: Sequence[int], tasks: int) -> list[str]:
@@ -539,7 +406,7 @@ def _head_to_head_lines(aggregates: Mapping[str, Sequence[Mapping[str, Any]]], a
         "| comparison | lag | tasks | estimate [95% CI] | p | p (Holm over its table) | detectable (80% power) | verdict |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
-    lines += [f"| {arm} - {c} | {r['lag']} | {r['tasks']} of {tasks} | " + _row_cells(r) for c, r in found]
+    lines += [f"| {arm} - {c} | {r['lag']} | {r['tasks']} of {tasks} | " + row_cells(r) for c, r in found]
     return lines + [""]
 
 
@@ -560,13 +427,13 @@ def _per_task_verdict_lines(result: Mapping[str, Any], plan: _Plan) -> list[str]
     for name, rows in by_endpoint.items():
         for env, _ in plan.tasks:
             if env in rows:
-                lines.append(f"| {names[name]} | {env} | " + _row_cells(rows[env], 4 if name == "1" else 3))
+                lines.append(f"| {names[name]} | {env} | " + row_cells(rows[env], 4 if name == "1" else 3))
     inferior = by_endpoint["2"]
     if inferior:
         lines += [
             "", "Endpoint 2's p is that of \"esspo is worse by 0.1 or more\" (non-inferior where it rejects after Holm over the tasks); "
             "it reads inferior where the mirror test (p of \"esspo is worse by less than 0.1\") rejects after Holm over the tasks the "
-            "same way: " + "; ".join(f"{env} p {_p(inferior[env]['p_inferior'])} (Holm {_p(inferior[env]['p_inferior_adj'])})"
+            "same way: " + "; ".join(f"{env} p {format_p(inferior[env]['p_inferior'])} (Holm {format_p(inferior[env]['p_inferior_adj'])})"
                                      for env, _ in plan.tasks if env in inferior) + ".",
         ]
     return lines + [""]
@@ -587,13 +454,13 @@ def _secondary_lines(comparator: str, tables: tuple[Sequence[Mapping[str, Any]],
         f"| arm | lag | tasks | arm - {comparator} [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
-    lines += [f"| {r['algo']} | {r['lag']} | {r['tasks']} of {len(plan.tasks)} | " + _row_cells(r) for r in agg_rows]
+    lines += [f"| {r['algo']} | {r['lag']} | {r['tasks']} of {len(plan.tasks)} | " + row_cells(r) for r in agg_rows]
     lines += [
         "", "### Per task, secondary", "",
         f"| task | arm | lag | arm - {comparator} [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
         "|---|---|---:|---:|---:|---:|---:|---|",
     ]
-    lines += [f"| {r['env']} | {r['algo']} | {r['lag']} | " + _row_cells(r) for r in task_rows]
+    lines += [f"| {r['env']} | {r['algo']} | {r['lag']} | " + row_cells(r) for r in task_rows]
     return lines + [""]
 
 
@@ -649,18 +516,18 @@ def figure(result: Mapping[str, Any], plan: _Plan, out: Path) -> None:
     fig, axes = plt.subplots(rows, cols, figsize=(4.8 * cols, 3.4 * rows + 0.8), squeeze=False)
     colors = {"esspo": "tab:red", "ppo": "tab:blue", "decoupled-ppo": "tab:green", "vtrace": "tab:purple"}
     by = {(c["env"], c["algo"], c["tuned"], c["lag"]): c for c in result["cells"]}
-    ticks = [_x(lag) for lag in plan.lags]
+    ticks = [log_lag(lag) for lag in plan.lags]
     for ax, env in zip(axes.flat, envs):
-        ax.axvspan(_x(1), _x(8), color="0.92", zorder=0, label="realistic lags 1-8")
+        ax.axvspan(log_lag(1), log_lag(8), color="0.92", zorder=0, label="realistic lags 1-8")
         for algo in plan.arms:
             got = [(lag, by[(env, algo, "fresh", lag)]) for lag in plan.lags if (env, algo, "fresh", lag) in by]
             if got:
-                x = [_x(lag) for lag, _ in got]
+                x = [log_lag(lag) for lag, _ in got]
                 ax.errorbar(x, [c["mean"] for _, c in got], yerr=[c["half"] for _, c in got], color=colors.get(algo), marker="o",
                             ms=3.5, capsize=2.5, lw=1.4, label=f"{algo} (tuned fresh)")
             tuned = by.get((env, algo, lag_name(plan.tax_lag), plan.tax_lag))
             if tuned:
-                ax.errorbar([_x(plan.tax_lag) + 0.08], [tuned["mean"]], yerr=[tuned["half"]], color=colors.get(algo), marker="*", ms=9,
+                ax.errorbar([log_lag(plan.tax_lag) + 0.08], [tuned["mean"]], yerr=[tuned["half"]], color=colors.get(algo), marker="*", ms=9,
                             capsize=2.5, ls="none", label=f"{algo} (tuned at lag {plan.tax_lag})")
         ax.set_xticks(ticks, [str(lag) for lag in plan.lags])
         ax.set_xlabel("policy lag (updates), log2(1 + lag) scale")

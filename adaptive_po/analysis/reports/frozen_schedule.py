@@ -29,9 +29,8 @@ from scipy import stats
 from adaptive_po import contract
 
 from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
-from .frozen import (
-    SLOPE_LAGS, SLOPE_MARGIN, _d, _p, _row_cells, _scores, _x, check_pick, fresh_scores, head_to_head, inferiority_p, lag_name,
-    non_inferiority, non_inferiority_p, non_inferiority_word, slope, tested,
+from ..endpoints import (
+    lag_name, SLOPE_LAGS, SLOPE_MARGIN, log_lag, slope, non_inferiority_p, inferiority_p, check_pick, frozen_scores, fresh_scores, tested, non_inferiority, non_inferiority_word, head_to_head, format_difference, format_p, row_cells,
 )
 
 #: the arms, labelled apart (this study's arms run the authors' schedule; the published ones the Zoo's)
@@ -158,7 +157,7 @@ SEARCH_FOLDERS = {"main": contract.SCHEDULE_SEARCH_FOLDER, "dppo-tax": contract.
 
 def check_picks(where: Path, table: Mapping, selected: Mapping[str, Any], plan: Plan) -> None:
     """Each selected configuration of each part is a best one of that part's search in the table
-    (:func:`~adaptive_po.analysis.reports.frozen.check_pick`), and each part is a registered one."""
+    (:func:`~adaptive_po.analysis.endpoints.check_pick`), and each part is a registered one."""
     for env, chosen in selected.get("selected", {}).items():
         for part, picks in chosen.items():
             if part == "budget":
@@ -183,7 +182,7 @@ def load_and_analyse(results: Path, published: Path) -> tuple[dict, dict, dict, 
 
 def in_folder(table: Mapping, folder: str) -> dict:
     """The rows of ``folder``, keyed as the published score folder's: the published report's
-    :func:`~adaptive_po.analysis.reports.frozen.fresh_scores` reads any folder through this."""
+    :func:`~adaptive_po.analysis.endpoints.fresh_scores` reads any folder through this."""
     return {(PUBLISHED_SCORE_FOLDER, *key[1:]): row for key, row in table.items() if key[0] == folder}
 
 
@@ -234,7 +233,7 @@ def analyse(table: Mapping, selected: Mapping[str, Any], published_table: Mappin
             if tuned is None or fresh_pick is None:
                 continue
             tuned_variants[env][label] = tuned["variant"]
-            got = _scores(source, env, budget, algo, tuned["variant"], tax_lag, seeds)
+            got = frozen_scores(source, env, budget, algo, tuned["variant"], tax_lag, seeds)
             if got is not None:
                 taxed[env][label] = (tuned["variant"] == fresh_pick["variant"], got)
         for (label, lag), x in fresh[env].items():
@@ -311,7 +310,7 @@ def luck(table: Mapping, selected: Mapping[str, Any], plan: Plan, fresh: Mapping
     if out["main"] is None or out["second"] is None or budget is None:
         return out
     out["same"] = out["second"]["variant"] == out["main"]["variant"]
-    second = _scores(in_folder(table, contract.SCHEDULE_SCORE_FOLDER), env, budget, contract.SCHEDULE_LUCK_ARM, out["second"]["variant"], 0, plan.score_seeds)
+    second = frozen_scores(in_folder(table, contract.SCHEDULE_SCORE_FOLDER), env, budget, contract.SCHEDULE_LUCK_ARM, out["second"]["variant"], 0, plan.score_seeds)
     first = fresh.get(env, {}).get((ARM1, 0))
     if second is not None and first is not None:
         out["scores"] = second
@@ -406,7 +405,7 @@ def per_task_verdicts(result: Mapping[str, Any]) -> dict[str, dict[str, dict[str
 
 
 def _tested_mixed(diffs: Sequence[Difference], margins: Sequence[float]) -> list[dict[str, Any]]:
-    """:func:`~adaptive_po.analysis.reports.frozen.tested` with a margin per comparison."""
+    """:func:`~adaptive_po.analysis.endpoints.tested` with a margin per comparison."""
     p = [d.p_value() for d in diffs]
     adjusted = holm(p)
     equivalence = holm([d.p_equivalence(m) for d, m in zip(diffs, margins)])
@@ -591,23 +590,23 @@ def report_text(table: Mapping, selected: Mapping[str, Any], published_table: Ma
     ]
     for r in rows:
         d = r["d"]
-        lines.append(f"| {r['endpoint']} | {_tasks_cell(r, n_tasks)} | {_d(d, 4 if r['kind'] == 'slope' else 3)} | {_p(r['p'])} | "
-                     f"{_p(r['p_adj'])} | {_p(d.detectable())} | {_word(r)} |")
+        lines.append(f"| {r['endpoint']} | {_tasks_cell(r, n_tasks)} | {format_difference(d, 4 if r['kind'] == 'slope' else 3)} | {format_p(r['p'])} | "
+                     f"{format_p(r['p_adj'])} | {format_p(d.detectable())} | {_word(r)} |")
     for family, label in (("A", PPO), ("B", DPPO)):
         t, ct = result["arm1_tax"][family], result["comparator_tax"][family]
         eq = ("equivalent" if tax_equivalent(t) else "not shown") if t.testable else NOT_COMPLETE
         lines.append(f"| {family}3b. arm 1's tax over {family}3's tasks (equivalent to 0 within ±{MARGIN:g}?) | "
-                     f"{len(result['endpoints'][f'{family}3']['tasks'])} of {n_tasks} | {_d(t)} | | | {_p(t.detectable())} | {eq} |")
-        lines.append(f"| {family}3c. {label}'s tax | | {_d(ct)} | | | {_p(ct.detectable())} | |")
+                     f"{len(result['endpoints'][f'{family}3']['tasks'])} of {n_tasks} | {format_difference(t)} | | | {format_p(t.detectable())} | {eq} |")
+        lines.append(f"| {family}3c. {label}'s tax | | {format_difference(ct)} | | | {format_p(ct.detectable())} | |")
     lines += [
         "",
         f"A1/B1's equivalence margin is 0.1 over lags 0-8 ({SLOPE_MARGIN:.4f} per unit of log2(1 + lag)); A2/B2 are one-sided "
         "(p of \"arm 1 is worse by 0.1 or more\"; non-inferior where it rejects after Holm over the seven) and read **inferior** "
         "where the mirror test (p of \"arm 1 is worse by less than 0.1\") rejects after the same Holm, in the endpoint's place: "
-        + "; ".join(f"{r['name']} p {_p(r['p_inferior'])}, Holm {_p(r['p_inferior_adj'])}" for r in rows if "p_inferior" in r)
+        + "; ".join(f"{r['name']} p {format_p(r['p_inferior'])}, Holm {format_p(r['p_inferior_adj'])}" for r in rows if "p_inferior" in r)
         + ". A3/B3: a negative difference means retuning at lag 8 buys arm 1 less than it buys the comparator (a win for the "
         "claim). The equivalence tests (A1, A3, B1, B3 and C's two one-sided tests within ±0.1) are Holm-adjusted over those "
-        "five: C " + _p(by["C"]["p_equivalence_adj"]) + ". The rule: a family is **supported** where 1 is a win, 2 non-inferior "
+        "five: C " + format_p(by["C"]["p_equivalence_adj"]) + ". The rule: a family is **supported** where 1 is a win, 2 non-inferior "
         "and 3 a win or arm 1's tax equivalent to 0 (unadjusted, the descriptive line 3b); **contradicted** where 1 is a loss, "
         "2 inferior or 3 a loss (where both hold, 3 a loss while arm 1's tax is equivalent to 0, supported is read first, as in the "
         "published report); else **not decided**. C: a win is **closed** (the schedule closed part of the published "
@@ -617,7 +616,7 @@ def report_text(table: Mapping, selected: Mapping[str, Any], published_table: Ma
         lines += ["", "`decoupled-ppo`'s lag-8 search chose its published fresh configuration on "
                   + ", ".join(result["dppo_drift"]) + ": its tax there is 0 by the rule (as for a lag-8 choice that is the fresh one); "
                   "the rerun minus the published runs of that configuration at lag 8 (the code versions' drift): "
-                  + "; ".join(f"{env} {_d(d)}" for env, d in result["dppo_drift"].items()) + "."]
+                  + "; ".join(f"{env} {format_difference(d)}" for env, d in result["dppo_drift"].items()) + "."]
     lines += ["", *_luck_lines(result["luck"])]
     lines += _per_task_lines(result, plan)
     lines += _secondary_lines(secondary(result, plan), plan)
@@ -632,14 +631,14 @@ def _luck_lines(luck: Mapping[str, Any]) -> list[str]:
     if not luck["planned"]:
         return [head + "cut by the pre-registered order.", ""]
     a2 = luck["a2"]
-    beside = f"beside A2's lag-0 gap there (arm 1 - ppo): {_d(a2) if a2 is not None else 'n/a (not run yet)'}"
+    beside = f"beside A2's lag-0 gap there (arm 1 - ppo): {format_difference(a2) if a2 is not None else 'n/a (not run yet)'}"
     if not luck["d"].testable:
         return [head + f"{NOT_COMPLETE} (the second search's selection at lag 0 is not in the table yet); " + beside + ".", ""]
     if luck["same"]:
         what = f"the second search chose the first's configuration (`{luck['second']['variant']}`): the same runs, a difference of exactly 0"
     else:
         what = (f"the second search's selection (`{luck['second']['variant']}`, trial {luck['second']['trial']}) minus the first's "
-                f"(`{luck['main']['variant']}`, trial {luck['main']['trial']}): {_d(luck['d'])}")
+                f"(`{luck['main']['variant']}`, trial {luck['main']['trial']}): {format_difference(luck['d'])}")
     return [head + what + "; " + beside + ". How far two searches of one arm land apart, to set the primary gaps against.", ""]
 
 
@@ -663,8 +662,8 @@ def _per_task_lines(result: Mapping[str, Any], plan: Plan) -> list[str]:
             if row is None:
                 lines.append(f"| {texts[name]} | {env} | n/a | | | | {NOT_COMPLETE} |")
             else:
-                lines.append(f"| {texts[name]} | {env} | " + _row_cells(row, 4 if kind == "slope" else 3))
-    notes = [f"{name} {env} p {_p(r['p_inferior'])} (Holm {_p(r['p_inferior_adj'])})"
+                lines.append(f"| {texts[name]} | {env} | " + row_cells(row, 4 if kind == "slope" else 3))
+    notes = [f"{name} {env} p {format_p(r['p_inferior'])} (Holm {format_p(r['p_inferior_adj'])})"
              for name in ("A2", "B2") for env, r in by_endpoint[name].items()]
     if notes:
         lines += ["", "A2/B2's mirror test (p of \"arm 1 is worse by less than 0.1\"; inferior where it rejects after Holm over "
@@ -672,7 +671,7 @@ def _per_task_lines(result: Mapping[str, Any], plan: Plan) -> list[str]:
     lines += ["", "| task | arm 1's tax | ppo's tax | decoupled-ppo's tax | slope arm 1 | slope arm 2 | slope esspo (Zoo) | slope ppo | slope decoupled-ppo |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for env, _ in plan.tasks:
-        taxes = [_d(result["taxes"][label][env]) if env in result["taxes"][label] else "n/a" for label in (ARM1, PPO, DPPO)]
+        taxes = [format_difference(result["taxes"][label][env]) if env in result["taxes"][label] else "n/a" for label in (ARM1, PPO, DPPO)]
 
         def sl(label: str) -> str:
             b = result["slopes"].get((env, label))
@@ -698,11 +697,11 @@ def _secondary_lines(tables: Mapping[str, Any], plan: Plan) -> list[str]:
             f"| arm | lag | tasks | arm - {comparator} [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
             "|---|---:|---:|---:|---:|---:|---:|---|",
         ]
-        lines += [f"| {r['algo']} | {r['lag']} | {r['tasks']} of {n} | " + _row_cells(r) for r in agg_rows]
+        lines += [f"| {r['algo']} | {r['lag']} | {r['tasks']} of {n} | " + row_cells(r) for r in agg_rows]
         lines += ["", "### Per task, secondary", "",
                   f"| task | arm | lag | arm - {comparator} [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
                   "|---|---|---:|---:|---:|---:|---:|---|"]
-        lines += [f"| {r['env']} | {r['algo']} | {r['lag']} | " + _row_cells(r) for r in task_rows]
+        lines += [f"| {r['env']} | {r['algo']} | {r['lag']} | " + row_cells(r) for r in task_rows]
         lines.append("")
     task_rows, agg_rows = tables["schedule_on_ppo"]
     lines += [
@@ -712,10 +711,10 @@ def _secondary_lines(tables: Mapping[str, Any], plan: Plan) -> list[str]:
         "| comparison | tasks | estimate [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
-    lines += [f"| {r['what']} | {r['tasks']} of {n} | " + _row_cells(r, 4 if r["what"].startswith("slope") else 3) for r in agg_rows]
+    lines += [f"| {r['what']} | {r['tasks']} of {n} | " + row_cells(r, 4 if r["what"].startswith("slope") else 3) for r in agg_rows]
     lines += ["", "| task | comparison | estimate [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
               "|---|---|---:|---:|---:|---:|---|"]
-    lines += [f"| {r['env']} | {r['what']} | " + _row_cells(r, 4 if r["what"].startswith("slope") else 3) for r in task_rows]
+    lines += [f"| {r['env']} | {r['what']} | " + row_cells(r, 4 if r["what"].startswith("slope") else 3) for r in task_rows]
     task_rows, agg_rows = tables["objective"]
     lines += [
         "", "## Secondary: the objective's effect within one schedule (arm 1 - arm 2)", "",
@@ -723,10 +722,10 @@ def _secondary_lines(tables: Mapping[str, Any], plan: Plan) -> list[str]:
         "| lag | tasks | arm 1 - arm 2 [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
         "|---:|---:|---:|---:|---:|---:|---|",
     ]
-    lines += [f"| {r['lag']} | {r['tasks']} of {n} | " + _row_cells(r) for r in agg_rows]
+    lines += [f"| {r['lag']} | {r['tasks']} of {n} | " + row_cells(r) for r in agg_rows]
     lines += ["", "| task | lag | arm 1 - arm 2 [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
               "|---|---:|---:|---:|---:|---:|---|"]
-    lines += [f"| {r['env']} | {r['lag']} | " + _row_cells(r) for r in task_rows]
+    lines += [f"| {r['env']} | {r['lag']} | " + row_cells(r) for r in task_rows]
     return lines + [""]
 
 
@@ -796,18 +795,18 @@ def figure(result: Mapping[str, Any], plan: Plan, out: Path) -> None:
     rows = math.ceil(len(envs) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.5 * rows + 1.1), squeeze=False)
     by = {(c["env"], c["arm"], c["tuned"], c["lag"]): c for c in result["cells"]}
-    ticks = [_x(lag) for lag in plan.lags]
+    ticks = [log_lag(lag) for lag in plan.lags]
     tax = lag_name(plan.tax_lag)
     for ax, env in zip(axes.flat, envs):
-        ax.axvspan(_x(1), _x(8), color="0.92", zorder=0, label="realistic lags 1-8")
+        ax.axvspan(log_lag(1), log_lag(8), color="0.92", zorder=0, label="realistic lags 1-8")
         for i, arm in enumerate(ARMS):
             got = [(lag, by[(env, arm, "fresh", lag)]) for lag in plan.lags if (env, arm, "fresh", lag) in by]
             if got:
-                ax.errorbar([_x(lag) + 0.03 * (i - 2) for lag, _ in got], [c["mean"] for _, c in got], yerr=[c["half"] for _, c in got],
+                ax.errorbar([log_lag(lag) + 0.03 * (i - 2) for lag, _ in got], [c["mean"] for _, c in got], yerr=[c["half"] for _, c in got],
                             marker="o", ms=3.5, capsize=2.5, lw=1.4, label=f"{arm}, tuned fresh", **STYLE[arm])
             tuned = by.get((env, arm, tax, plan.tax_lag))
             if tuned:
-                ax.errorbar([_x(plan.tax_lag) + 0.12 + 0.03 * i], [tuned["mean"]], yerr=[tuned["half"]], color=STYLE[arm]["color"], marker="*",
+                ax.errorbar([log_lag(plan.tax_lag) + 0.12 + 0.03 * i], [tuned["mean"]], yerr=[tuned["half"]], color=STYLE[arm]["color"], marker="*",
                             ms=9, capsize=2.5, ls="none", label=f"{arm}, tuned at lag {plan.tax_lag}")
         luck = result["luck"]
         if env == luck["env"] and "scores" in luck:

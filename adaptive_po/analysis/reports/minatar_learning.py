@@ -30,7 +30,9 @@ from adaptive_po.contract import (
 )
 
 from ..hypothesis import MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
-from .frozen import _d, _p, _x, head_to_head, inferiority_p, non_inferiority, non_inferiority_p, non_inferiority_word, slope, tested
+from ..endpoints import (
+    log_lag, slope, non_inferiority_p, inferiority_p, tested, non_inferiority, non_inferiority_word, head_to_head, format_difference, format_p,
+)
 
 #: the slopes' lags (no cut removes them) and their equivalence margin per unit of log2(1 + lag)
 SLOPE_LAGS: tuple[int, ...] = REGISTERED["kept_lags"]
@@ -193,12 +195,12 @@ def report_text(table: Mapping, plan: Plan, result: Mapping[str, Any]) -> str:
     for r in rows:
         d = r["d"]
         digits = 3 if r["endpoint"].startswith("2") else 4
-        lines.append(f"| {r['endpoint']} | {_d(d, digits)} | {_p(r['p'])} | {_p(r['p_adj'])} | {_p(d.detectable())} | {r['verdict'] or 'n/a'} |")
+        lines.append(f"| {r['endpoint']} | {format_difference(d, digits)} | {format_p(r['p'])} | {format_p(r['p_adj'])} | {format_p(d.detectable())} | {r['verdict'] or 'n/a'} |")
     lines += [
         "", f"Slopes are in normalized score per unit of log2(1 + lag) over lags {', '.join(map(str, SLOPE_LAGS))}; their "
         f"equivalence margin is 0.1 over lags 0-8 ({SLOPE_MARGIN:.4f} per unit). Endpoint 2 is one-sided (p of \"esspo is "
         "worse by 0.1 or more\"); it reads inferior where the mirror test rejects after the same Holm: "
-        f"p {_p(rows[1]['p_inferior'])}, Holm {_p(rows[1]['p_inferior_adj'])}.", "",
+        f"p {format_p(rows[1]['p_inferior'])}, Holm {format_p(rows[1]['p_inferior_adj'])}.", "",
         "## Per game", "",
         "| game | slope esspo | slope ppo | slope decoupled-ppo | 1. esspo - ppo | 2. lag 0: esspo - ppo | 3. esspo - decoupled-ppo |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -211,7 +213,7 @@ def report_text(table: Mapping, plan: Plan, result: Mapping[str, Any]) -> str:
 
         def cell(name: str, digits: int) -> str:
             row = verdicts[name].get(game)
-            return f"{_d(row['d'], digits)} {row['verdict'] or ''} (Holm p {_p(row['p_adj'])})".strip() if row else "n/a"
+            return f"{format_difference(row['d'], digits)} {row['verdict'] or ''} (Holm p {format_p(row['p_adj'])})".strip() if row else "n/a"
 
         lines.append(f"| {game} | {sl('esspo')} | {sl('ppo')} | {sl('decoupled-ppo')} | {cell('1', 4)} | {cell('2', 3)} | {cell('3', 4)} |")
     lines += ["", "Slopes with their standard errors; each endpoint's per-game tests are one Holm family.", ""]
@@ -220,8 +222,8 @@ def report_text(table: Mapping, plan: Plan, result: Mapping[str, Any]) -> str:
         per_game, aggregate = head_to_head(result["fresh"], comparator, arms, plan.lags)
         lines += [f"## Secondary: `esspo` minus `{comparator}` at every lag", "",
                   "| game | lag | difference [95% CI] | p (Holm within the table) | detectable (80% power) | verdict |", "|---|---:|---:|---:|---:|---|"]
-        lines += [f"| over {r['tasks']} game(s) | {r['lag']} | {_d(r['d'])} | {_p(r['p_adj'])} | {_p(r['d'].detectable())} | {r['verdict']} |" for r in aggregate]
-        lines += [f"| {r['env']} | {r['lag']} | {_d(r['d'])} | {_p(r['p_adj'])} | {_p(r['d'].detectable())} | {r['verdict']} |" for r in per_game]
+        lines += [f"| over {r['tasks']} game(s) | {r['lag']} | {format_difference(r['d'])} | {format_p(r['p_adj'])} | {format_p(r['d'].detectable())} | {r['verdict']} |" for r in aggregate]
+        lines += [f"| {r['env']} | {r['lag']} | {format_difference(r['d'])} | {format_p(r['p_adj'])} | {format_p(r['d'].detectable())} | {r['verdict']} |" for r in per_game]
         lines += ["", f"Per game: Welch's t; over games: the mean of per-game differences; each table one Holm family; equivalence within ±{MARGIN:g} by two one-sided tests.", ""]
     lines += ["## Every cell", "", "| game | arm | lag | mean normalized score [95% CI] | runs |", "|---|---|---:|---:|---:|"]
     for game, _ in plan.games:
@@ -314,9 +316,9 @@ def figures(table: Mapping, plan: Plan, result: Mapping[str, Any], results: Path
         for arm in plan.arms:
             cells = [(lag, result["fresh"][game][(arm, lag)]) for lag in plan.lags if (arm, lag) in result["fresh"].get(game, {})]
             if cells:
-                ax.errorbar([_x(lag) for lag, _ in cells], [c.mean() for _, c in cells], yerr=[_half(c) for _, c in cells],
+                ax.errorbar([log_lag(lag) for lag, _ in cells], [c.mean() for _, c in cells], yerr=[_half(c) for _, c in cells],
                             color=COLORS[arm], marker="o", ms=3.5, capsize=2.5, lw=1.4, label=arm)
-        ax.set_xticks([_x(lag) for lag in plan.lags], [str(lag) for lag in plan.lags])
+        ax.set_xticks([log_lag(lag) for lag in plan.lags], [str(lag) for lag in plan.lags])
         ax.set_xlabel("policy lag (updates), log2(1 + lag) scale")
         ax.set_ylabel("normalized score")
         ax.set_title(game, fontsize=10)

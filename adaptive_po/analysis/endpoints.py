@@ -1,0 +1,192 @@
+"""The statistics a pre-registered study's report is made of, shared by every study report.
+
+Each study's endpoints are differences of mean scores (``hypothesis``'s Welch and mean-of-differences
+intervals) tested in families: two-sided with equivalence (:func:`tested`), one-sided for
+non-inferiority and its mirror (:func:`non_inferiority`), per task and over tasks, Holm within each
+table (:func:`head_to_head`); the slope of score on log2(1 + lag) (:func:`slope`); the reading of a
+committed per-run table (:func:`frozen_scores`, :func:`fresh_scores`, :func:`check_pick`) and the
+cells' formatting. The reports import this module and never each other.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+
+from adaptive_po.contract import FROZEN_SCORE_FOLDER
+
+from .hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, welch
+
+
+def lag_name(lag: int) -> str:
+    return "fresh" if lag == 0 else f"lag{lag}"
+
+
+#: the primary endpoint's lags (pre-registered: fresh data and the realistic range)
+SLOPE_LAGS: tuple[int, ...] = (0, 1, 2, 4, 8)
+
+
+#: the slope endpoint's equivalence margin: MARGIN over the whole range of x = log2(1 + lag), lags 0-8
+SLOPE_MARGIN = MARGIN / math.log2(1 + max(SLOPE_LAGS))
+
+
+def log_lag(lag: int) -> float:
+    return math.log2(1 + lag)
+
+
+def slope(lags: Sequence[int], scores: Sequence[float]) -> tuple[float, float, float]:
+    """(least-squares slope of score on log2(1 + lag), its standard error, degrees of freedom)."""
+    x = np.array([log_lag(lag) for lag in lags], float)
+    y = np.asarray(scores, float)
+    n = len(y)
+    if n < 3 or np.ptp(x) == 0:
+        return math.nan, math.nan, math.nan
+    sxx = float(((x - x.mean()) ** 2).sum())
+    b = float(((x - x.mean()) * (y - y.mean())).sum() / sxx)
+    resid = y - (y.mean() + b * (x - x.mean()))
+    s2 = float((resid ** 2).sum() / (n - 2))
+    return b, math.sqrt(s2 / sxx), float(n - 2)
+
+
+def non_inferiority_p(d: Difference, margin: float = MARGIN) -> float:
+    """One-sided p of "the difference is at most -margin" (non-inferiority is shown below the level)."""
+    if not d.testable:
+        return math.nan
+    if d.se == 0:
+        return 0.0 if d.estimate > -margin else 1.0
+    return float(stats.t.sf((d.estimate + margin) / d.se, d.df))
+
+
+def inferiority_p(d: Difference, margin: float = MARGIN) -> float:
+    """One-sided p of "the difference is at least -margin", the mirror of :func:`non_inferiority_p`
+    (inferiority, worse by more than the margin, is shown below the level)."""
+    if not d.testable:
+        return math.nan
+    if d.se == 0:
+        return 0.0 if d.estimate < -margin else 1.0
+    return float(stats.t.cdf((d.estimate + margin) / d.se, d.df))
+
+
+def check_pick(where: Path, table: Mapping, folder: str, seeds: int, tax_lag: int, what: tuple[str, int, str, str], pick: Mapping[str, Any]) -> None:
+    """A selected configuration (``what``: env, budget, arm, ``fresh`` or ``lag<tax_lag>``) must be
+    a best one of its search: its variant has ``seeds`` runs in ``folder`` of the table, and no
+    variant searched there returned more on average (``ValueError`` naming ``where`` otherwise)."""
+    env, budget, algo, tuned = what
+    lag = 0 if tuned == "fresh" else tax_lag
+    if tuned != lag_name(lag):
+        raise ValueError(f"{where}: {env} {algo} is tuned at {tuned!r}, not fresh or {lag_name(tax_lag)}")
+    means: dict[str, list[float]] = {}
+    for k, r in table.items():
+        if k[0] == folder and k[1:3] == (env, algo) and k[4] == lag and k[6] == budget:
+            means.setdefault(k[3], []).append(float(r["final_eval_return"]))
+    got = means.get(str(pick.get("variant")))
+    if got is None or len(got) != seeds:
+        raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} has {len(got or [])} search runs in the "
+                         f"table, not {seeds}")
+    best = max(float(np.mean(v)) for v in means.values() if len(v) == seeds)
+    if float(np.mean(got)) < best:
+        raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} returned {float(np.mean(got))!r} in its "
+                         f"search, below the best {best!r}: it is not the search's choice")
+
+
+def frozen_scores(table: Mapping, env: str, budget: int, algo: str, variant: str, lag: int, seeds: Sequence[int]) -> np.ndarray | None:
+    rows = [table.get((FROZEN_SCORE_FOLDER, env, algo, variant, lag, s, budget)) for s in seeds]
+    if any(r is None for r in rows):
+        return None
+    return np.array([r["score"] for r in rows], float)
+
+
+def fresh_scores(table: Mapping, tasks: Sequence[tuple[str, int]], variants: Mapping[str, Mapping[str, str]], lags: Sequence[int],
+                 seeds: Sequence[int]) -> dict[str, dict[tuple[str, int], np.ndarray]]:
+    """``{task: {(arm, lag): scores}}``, in the order of ``tasks``, for the tasks of ``variants``
+    (``{task: {arm: the arm's frozen configuration}}``, the arms in their order): each cell of
+    ``lags`` whose ``seeds`` are all in the table. The inputs of :func:`head_to_head`."""
+    out: dict[str, dict[tuple[str, int], np.ndarray]] = {}
+    for env, budget in tasks:
+        if env not in variants:
+            continue
+        out[env] = {}
+        for algo, variant in variants[env].items():
+            for lag in lags:
+                got = frozen_scores(table, env, budget, algo, variant, lag, seeds)
+                if got is not None:
+                    out[env][(algo, lag)] = got
+    return out
+
+
+def tested(diffs: Sequence[Difference], margin: float, sign: float = 1.0) -> list[dict[str, Any]]:
+    """One family of comparisons: each difference's p, its p after Holm over the family, and its
+    verdict (equivalence within ``margin`` by two one-sided tests, Holm over the family too).
+    ``sign`` -1 reads a negative difference as the win (the tax difference)."""
+    p = [d.p_value() for d in diffs]
+    adjusted = holm(p)
+    equivalence = holm([d.p_equivalence(margin) for d in diffs])
+    return [{"d": d, "p": pi, "p_adj": a, "verdict": verdict(sign * d.estimate, a, e)} for d, pi, a, e in zip(diffs, p, adjusted, equivalence)]
+
+
+def non_inferiority(diffs: Sequence[Difference]) -> list[dict[str, Any]]:
+    """Endpoint 2's family: one-sided p of "worse by the margin or more", Holm over the family;
+    non-inferior where it rejects; inferior where the mirror test ("worse by less than the margin")
+    rejects after its own Holm over the same family."""
+    p = [non_inferiority_p(d) for d in diffs]
+    q = [inferiority_p(d) for d in diffs]
+    return [{"d": d, "p": pi, "p_adj": a, "p_inferior": qi, "p_inferior_adj": b, "verdict": non_inferiority_word(d, a, b)}
+            for d, pi, a, qi, b in zip(diffs, p, holm(p), q, holm(q))]
+
+
+def non_inferiority_word(d: Difference, p_adjusted: float, p_inferior_adjusted: float) -> str:
+    """non-inferior where the adjusted one-sided test of "worse by the margin or more" rejects;
+    inferior where the adjusted one-sided test of "worse by less than the margin" rejects (the
+    mirror, adjusted the same way); else not shown; "" where nothing could be tested."""
+    if not d.testable:
+        return ""
+    if p_adjusted < ALPHA:
+        return "non-inferior"
+    if p_inferior_adjusted < ALPHA:
+        return "inferior"
+    return "not shown"
+
+
+def head_to_head(fresh: Mapping[str, Mapping[tuple[str, int], np.ndarray]], comparator: str, arms: Sequence[str],
+                 lags: Sequence[int], margin: float = MARGIN) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every arm of ``arms`` but ``comparator`` minus ``comparator`` at every lag of ``lags``, from
+    ``fresh`` (``{task: {(arm, lag): scores}}``, :func:`fresh_scores`): per task (Welch) and over the
+    tasks that have both cells (the mean of per-task differences, every task weighing the same),
+    each of the two tables with its own Holm. Returns ``(per_task_rows, aggregate_rows)``."""
+    others = [a for a in arms if a != comparator]
+    keys, diffs = [], []
+    pairs: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
+    for env, cells in fresh.items():
+        for algo in others:
+            for lag in lags:
+                if (algo, lag) in cells and (comparator, lag) in cells:
+                    keys.append((env, algo, lag))
+                    diffs.append(welch(cells[(algo, lag)], cells[(comparator, lag)]))
+                    pairs.setdefault((algo, lag), []).append((cells[(algo, lag)], cells[(comparator, lag)]))
+    task_rows = [{"env": env, "algo": algo, "vs": comparator, "lag": lag, **row} for (env, algo, lag), row in zip(keys, tested(diffs, margin))]
+    agg_keys = [(algo, lag) for algo in others for lag in lags if (algo, lag) in pairs]
+    agg = tested([mean_of_differences(pairs[k]) for k in agg_keys], margin)
+    agg_rows = [{"algo": algo, "vs": comparator, "lag": lag, "tasks": len(pairs[(algo, lag)]), **row} for (algo, lag), row in zip(agg_keys, agg)]
+    return task_rows, agg_rows
+
+
+def format_difference(d: Difference, digits: int = 3) -> str:
+    if not math.isfinite(d.estimate):
+        return "n/a"
+    lo, hi = d.ci()
+    if not math.isfinite(lo):
+        return f"{d.estimate:+.{digits}f}"
+    return f"{d.estimate:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+def format_p(x: float) -> str:
+    return f"{x:.3g}" if math.isfinite(x) else "n/a"
+
+
+def row_cells(r: Mapping[str, Any], digits: int = 3) -> str:
+    d = r["d"]
+    return f"{format_difference(d, digits)} | {format_p(r['p'])} | {format_p(r['p_adj'])} | {format_p(d.detectable())} | {r['verdict'] or 'n/a'} |"
