@@ -333,8 +333,9 @@ def test_terminal_values_are_computed_only_where_an_episode_was_truncated(monkey
     """The update bootstraps a truncated episode from its terminal observation's value: the engine
     computes that value only at truncated positions (the union over members, in an eager pass of its
     own: a compiled pass would compile once per count; padded to 8 rows, below which the matrix
-    kernels round differently), and the advantages are bit for bit those of
-    valuing every position's terminal observation."""
+    kernels round differently), and the advantages are those of valuing every position's terminal
+    observation (to the last bit on most CPUs; within float32 rounding wherever the small pass's
+    kernel rounds apart)."""
     k, t, e = 3, 8, 2
     space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
     learner = PopulationLearner(space, gym.spaces.Box(-2.0, 2.0, (1,), np.float32), [Member(s) for s in range(k)],
@@ -365,7 +366,11 @@ def test_terminal_values_are_computed_only_where_an_episode_was_truncated(monkey
         truncation_values=to_np(torch.where(timeout, terminal, torch.zeros_like(terminal))), log_rhos=None,
     )
     back = lambda a: torch.as_tensor(a).reshape(t, k, e).permute(1, 0, 2)  # noqa: E731
-    assert torch.equal(got[0], v) and torch.equal(got[1], back(adv)) and torch.equal(got[2], back(ret))
+    assert torch.equal(got[0], v)
+    # the terminal values come from a pass of 8 rows: on some CPUs (AVX-512 here) its matrix kernel
+    # rounds a row's value in the last bit differently from the pass over every position
+    torch.testing.assert_close(got[1], back(adv), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(got[2], back(ret), rtol=1e-6, atol=1e-6)
 
     rows.clear()
     learner._advantages(dataclasses.replace(batch, timeout=torch.zeros_like(timeout)))
