@@ -29,7 +29,6 @@ def lag_name(lag: int) -> str:
 #: the primary endpoint's lags (pre-registered: fresh data and the realistic range)
 SLOPE_LAGS: tuple[int, ...] = (0, 1, 2, 4, 8)
 
-
 #: the slope endpoint's equivalence margin: MARGIN over the whole range of x = log2(1 + lag), lags 0-8
 SLOPE_MARGIN = MARGIN / math.log2(1 + max(SLOPE_LAGS))
 
@@ -118,13 +117,16 @@ def fresh_scores(table: Mapping, tasks: Sequence[tuple[str, int]], variants: Map
     return out
 
 
-def tested(diffs: Sequence[Difference], margin: float, sign: float = 1.0) -> list[dict[str, Any]]:
+def tested(diffs: Sequence[Difference], margin: float | Sequence[float], sign: float = 1.0) -> list[dict[str, Any]]:
     """One family of comparisons: each difference's p, its p after Holm over the family, and its
-    verdict (equivalence within ``margin`` by two one-sided tests, Holm over the family too).
-    ``sign`` -1 reads a negative difference as the win (the tax difference)."""
+    verdict (equivalence within ``margin`` by two one-sided tests, Holm over the family too; one
+    margin for every comparison, or one per comparison where the family mixes scales, such as a
+    lag-0 difference beside a slope). ``sign`` -1 reads a negative difference as the win (the tax
+    difference)."""
+    margins = [margin] * len(diffs) if isinstance(margin, (int, float)) else list(margin)
     p = [d.p_value() for d in diffs]
     adjusted = holm(p)
-    equivalence = holm([d.p_equivalence(margin) for d in diffs])
+    equivalence = holm([d.p_equivalence(m) for d, m in zip(diffs, margins)])
     return [{"d": d, "p": pi, "p_adj": a, "verdict": verdict(sign * d.estimate, a, e)} for d, pi, a, e in zip(diffs, p, adjusted, equivalence)]
 
 

@@ -21,10 +21,12 @@ from adaptive_po import contract
 from adaptive_po.contract import FROZEN_CUT_ORDER, FROZEN_REGISTERED as REGISTERED
 from adaptive_po.contract import FROZEN_PILOT_SELECTION_FILE, FROZEN_SCORE_FOLDER, FROZEN_SEARCH_FOLDER, FROZEN_SELECTION_FILE, FROZEN_TABLE_FILE
 
-from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
 from ..endpoints import (
-    lag_name, SLOPE_LAGS, SLOPE_MARGIN, log_lag, slope, non_inferiority_p, inferiority_p, check_pick, frozen_scores, fresh_scores, tested, non_inferiority, non_inferiority_word, head_to_head, format_difference, format_p, row_cells,
+    SLOPE_LAGS, SLOPE_MARGIN, check_pick, format_difference, format_p, fresh_scores, frozen_scores, head_to_head,
+    inferiority_p, lag_name, log_lag, non_inferiority, non_inferiority_p, non_inferiority_word, row_cells, slope,
+    tested,
 )
+from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
 
 
 class _Plan:
@@ -45,19 +47,6 @@ class _Plan:
         trials = int(record.get("trials", REGISTERED["trials"]))
         self.search_runs = sum(2 if a in self.tax_arms else 1 for a in self.arms) * trials * search_seeds
         self.score_runs = (len(self.arms) * len(self.lags) + len(self.tax_arms)) * len(self.score_seeds)
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def _load(results: Path) -> tuple[dict, dict, dict]:
@@ -130,8 +119,6 @@ def _tasks(selection: Mapping[str, Any], where: Path) -> list[tuple[str, int]]:
     return tasks
 
 
-
-
 def load_and_analyse(results: Path) -> tuple[dict, dict, dict, _Plan, dict[str, Any]]:
     """The committed files read once, checked (:func:`check_plan`), and every number of the
     report and the figure from them."""
@@ -139,10 +126,6 @@ def load_and_analyse(results: Path) -> tuple[dict, dict, dict, _Plan, dict[str, 
     check_plan(results, table, selected, selection)
     plan = _Plan(selection, selected.get("plan", {}))
     return table, selected, selection, plan, analyse(table, selected, plan)
-
-
-
-
 
 
 def analyse(table: Mapping, selected: Mapping, plan: _Plan) -> dict[str, Any]:
@@ -246,12 +229,6 @@ def primary(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-
-
-
-
-
-
 def per_task_verdicts(result: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
     """Each endpoint per task, Holm over that endpoint's per-task tests (pre-registered):
     ``{endpoint: {task: row}}`` for the tasks the endpoint has."""
@@ -265,8 +242,6 @@ def per_task_verdicts(result: Mapping[str, Any]) -> dict[str, dict[str, dict[str
         envs = list(by_task)
         out[name] = dict(zip(envs, test([by_task[env] for env in envs])))
     return out
-
-
 
 
 #: the comparators of the secondary tables: ``ppo`` (pre-registered) and ``decoupled-ppo`` (added after the study)
@@ -292,8 +267,6 @@ def decision(rows: Sequence[Mapping[str, Any]], esspo_tax: Difference) -> str:
     if v1 == "loss" or v2 == "inferior" or v3 == "loss":
         return "contradicted"
     return "not decided at this size"
-
-
 
 
 def report(results: Path) -> str:
@@ -382,10 +355,6 @@ def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[
     lines += _configurations(selected, plan)
     lines += _cells(result, plan)
     return "\n".join(lines) + "\n"
-
-
-
-
 
 
 def _head_to_head_lines(aggregates: Mapping[str, Sequence[Mapping[str, Any]]], arm: str, lags: Sequence[int], tasks: int) -> list[str]:

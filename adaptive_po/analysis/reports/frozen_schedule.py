@@ -28,10 +28,12 @@ from scipy import stats
 
 from adaptive_po import contract
 
-from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
 from ..endpoints import (
-    lag_name, SLOPE_LAGS, SLOPE_MARGIN, log_lag, slope, non_inferiority_p, inferiority_p, check_pick, frozen_scores, fresh_scores, tested, non_inferiority, non_inferiority_word, head_to_head, format_difference, format_p, row_cells,
+    SLOPE_LAGS, SLOPE_MARGIN, check_pick, format_difference, format_p, fresh_scores, frozen_scores, head_to_head,
+    inferiority_p, lag_name, log_lag, non_inferiority, non_inferiority_p, non_inferiority_word, row_cells, slope,
+    tested,
 )
+from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
 
 #: the arms, labelled apart (this study's arms run the authors' schedule; the published ones the Zoo's)
 ARM1 = "esspo (authors' schedule)"
@@ -404,14 +406,6 @@ def per_task_verdicts(result: Mapping[str, Any]) -> dict[str, dict[str, dict[str
     return out
 
 
-def _tested_mixed(diffs: Sequence[Difference], margins: Sequence[float]) -> list[dict[str, Any]]:
-    """:func:`~adaptive_po.analysis.endpoints.tested` with a margin per comparison."""
-    p = [d.p_value() for d in diffs]
-    adjusted = holm(p)
-    equivalence = holm([d.p_equivalence(m) for d, m in zip(diffs, margins)])
-    return [{"d": d, "p": pi, "p_adj": a, "verdict": verdict(d.estimate, a, e)} for d, pi, a, e in zip(diffs, p, adjusted, equivalence)]
-
-
 def secondary(result: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
     """The secondary tables, Holm within each: every arm against ``ppo`` and against
     ``decoupled-ppo`` at every lag; arm 2 against ``ppo`` at lag 0 and in slope (the schedule's
@@ -450,8 +444,8 @@ def secondary(result: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
             task_d.append(slope_diff([env]))
             task_m.append(SLOPE_MARGIN)
     out["schedule_on_ppo"] = (
-        [{"env": env, "what": what, **r} for (env, what), r in zip(task_keys, _tested_mixed(task_d, task_m))],
-        [{"what": what, "tasks": n, **r} for (what, n), r in zip(agg_keys, _tested_mixed(agg_d, agg_m))],
+        [{"env": env, "what": what, **r} for (env, what), r in zip(task_keys, tested(task_d, task_m))],
+        [{"what": what, "tasks": n, **r} for (what, n), r in zip(agg_keys, tested(agg_d, agg_m))],
     )
     return out
 

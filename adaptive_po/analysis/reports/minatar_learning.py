@@ -29,10 +29,11 @@ from adaptive_po.contract import (
     MINATAR_LEARNING_SELECTION_FILE as SELECTION_FILE, parse_curve,
 )
 
-from ..hypothesis import MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
 from ..endpoints import (
-    log_lag, slope, non_inferiority_p, inferiority_p, tested, non_inferiority, non_inferiority_word, head_to_head, format_difference, format_p,
+    format_difference, format_p, head_to_head, inferiority_p, log_lag, non_inferiority, non_inferiority_p,
+    non_inferiority_word, slope, tested,
 )
+from ..hypothesis import MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
 
 #: the slopes' lags (no cut removes them) and their equivalence margin per unit of log2(1 + lag)
 SLOPE_LAGS: tuple[int, ...] = REGISTERED["kept_lags"]
