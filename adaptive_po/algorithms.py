@@ -37,14 +37,7 @@ from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, obs_
 from stable_baselines3.common.vec_env import VecEnv
 
 from adaptive_po import distributions as D
-from adaptive_po.buffers import (
-    BehaviourRolloutBuffer,
-    DictBehaviourRolloutBuffer,
-    Observations,
-    StoredRollout,
-    behaviour_param_dim,
-    map_observations,
-)
+from adaptive_po.buffers import BehaviourRolloutBuffer, DictBehaviourRolloutBuffer, behaviour_param_dim
 from adaptive_po.collector import (
     BehaviourRecording,
     Collector,
@@ -57,7 +50,9 @@ from adaptive_po.hyperparams import SB3_DEFAULTS as _D
 from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
 from adaptive_po.objectives import KL_FORMS, get_objective, initial_state
 from adaptive_po.policy import POLICY_ALIASES, objective_arguments, objective_schedules, policy_heads, with_fused_adam
-from adaptive_po.update import MINIBATCH_KEYS, advantages_and_returns, check_update_settings, minibatch_loss, run_update
+from adaptive_po.update import (
+    MINIBATCH_KEYS, Observations, StoredRollout, advantages_and_returns, check_update_settings, map_observations, minibatch_loss, run_update,
+)
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
 
@@ -497,14 +492,10 @@ class _SB3Face:
         return self.model._advantages(batch)
 
     def flatten(self, column: str, values: Any) -> Any:
-        flat = RolloutBuffer.swap_and_flatten
-        if column == "observations":
-            return map_observations(flat, values)
+        flat = map_observations(RolloutBuffer.swap_and_flatten, values)
         if column == "actions":
-            return self.model._flat_actions(flat(values))
-        if column == "behaviour_params":
-            return flat(values)
-        return flat(values).reshape(-1)
+            return self.model._flat_actions(flat)
+        return flat if column in ("observations", "behaviour_params") else flat.reshape(-1)
 
     def concatenate(self, parts: list[Any]) -> Any:
         return map_observations(lambda *p: th.as_tensor(np.concatenate(p), device=self.model.device), *parts)
@@ -552,22 +543,16 @@ _PPO_ONLY_ARGUMENTS = {
 
 
 class ESSPO(BatchPolicyOptimization):
-    """ESS policy optimization: the batch-adaptive objective of arXiv 2605.12380.
+    """ESS policy optimization (arXiv 2605.12380): the score-function weight capped at the
+    minibatch's normalized effective sample size e_B, and a ``(1 - e_B)`` KL pull toward the
+    behaviour policy instead of PPO's clip. Drop-in for SB3's ``PPO``: its arguments, by keyword or
+    in its order up to ``max_grad_norm``, and the data dials, but not PPO's trust-region knobs
+    ``clip_range``, ``clip_range_vf`` and ``target_kl`` (``TypeError``: they have nothing to act on
+    here, and ignoring one would mislead). Plus:
 
-    The score-function weight is capped at the minibatch's normalized effective sample size e_B
-    and a ``(1 - e_B)`` KL pull toward the behaviour policy replaces PPO's clip: no clip range,
-    no KL coefficient. Drop-in for SB3's ``PPO``: the same arguments (gSDE's ``use_sde`` and
-    ``sde_sample_freq`` included) minus PPO's trust-region knobs ``clip_range``,
-    ``clip_range_vf`` and ``target_kl``, which raise a ``TypeError`` saying so: the ESS objective
-    has no clip, its step size adapts to the batch through e_B instead, so these knobs have
-    nothing to act on here, and quietly ignoring one would mislead. Every other argument is
-    :class:`BatchPolicyOptimization`'s (the data dials included), by keyword or in its positional
-    order up to ``max_grad_norm``; the objective is this class's. Plus:
-
-    :param kl: ``"analytic"`` (default; exact KL over the action distribution, from the behaviour
-        logits / mean and std stored with each transition), ``"sampled"`` (the reference code's
-        estimator at the taken action) or ``"forward"`` (the analytic KL(pi_b || pi_theta), the
-        pre-registered fresh-data variant ``esspo-forward-kl``).
+    :param kl: ``"analytic"`` (default; exact, from the behaviour distribution stored with each
+        transition), ``"sampled"`` (the reference code's estimator at the taken action) or
+        ``"forward"`` (KL(pi_b || pi_theta), the pre-registered variant ``esspo-forward-kl``).
     :param ess_cap: cap the weight at e_B (``False``: the uncapped importance weight).
     :param ess_regularizer: add the ``(1 - e_B) * KL`` term.
     """

@@ -57,9 +57,9 @@ from torch.distributions import Bernoulli, Categorical, Normal
 
 from adaptive_po import distributions as D
 from adaptive_po import sampler as S
-from adaptive_po.buffers import StoredRollout
 from adaptive_po.dials import BEHAVIOUR_RECORDINGS, DataDials, dials_from_arguments  # noqa: F401 - re-exported
 from adaptive_po.staleness import StaleQueue
+from adaptive_po.update import StoredRollout
 
 BehaviourRecording = Literal["actual", "policy"]
 

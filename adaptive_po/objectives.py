@@ -55,28 +55,17 @@ SAMPLED_KL_CLAMP = 10.0
 
 @dataclass
 class PolicyBatch:
-    """The tensors one policy-loss evaluation needs.
+    """The tensors one policy-loss evaluation needs, ``(B,)`` unless said otherwise.
 
-    :param log_prob: ``(B,)`` log pi_theta(a|s), with gradient.
-    :param behaviour_log_prob: ``(B,)`` log pi_b(a|s), recorded at sampling time.
-    :param advantages: ``(B,)`` advantages.
-    :param kl_behaviour: ``(B,)`` analytic KL(pi_theta(.|s) || pi_b(.|s)) per state, with gradient,
-        or ``None`` when the behaviour distribution's parameters are unknown.
-    :param proximal_log_prob: ``(B,)`` log pi_prox(a|s) under the learner's parameters at the start
-        of the current update (no gradient); only the decoupled objectives need it.
-    :param kl_reverse: ``(B,)`` analytic KL(pi_b(.|s) || pi_theta(.|s)) per state, with gradient
-        (PPO's adaptive KL penalty uses this direction); filled for objectives that declare
-        ``needs_reverse_kl``.
-    :param fresh: ``(B,)`` float, 1 for a transition of the update's fresh rollout, 0 for a replayed
-        one; filled for objectives that declare ``needs_replay_info``.
-    :param replay_ess: 0-dim float64, the normalized ESS of pi_prox/pi_b over the *replayed*
-        transitions of the whole update (1 when nothing is replayed); with ``fresh``.
-    :param batch_ess: 0-dim float64, the normalized ESS of pi_theta/pi_b over *all* of the update's
-        transitions at the current parameters, recomputed before every minibatch step (no
-        gradient); filled for objectives that declare ``needs_batch_ess``.
-
-    ``ess`` is not given but computed here, once: the normalized ESS of this batch's ratios
-    pi_theta/pi_b (0-dim float64, no gradient), for the statistics and the ESS objective alike.
+    ``log_prob`` (with gradient) and ``behaviour_log_prob`` (recorded when the action was sampled)
+    of the taken actions; ``advantages``; ``kl_behaviour``, the analytic KL(pi_theta || pi_b) per
+    state. Filled only for the objectives that declare them (:class:`ObjectiveSpec`):
+    ``proximal_log_prob``, log pi_prox under the parameters at the start of the update;
+    ``kl_reverse``, KL(pi_b || pi_theta) with gradient; ``fresh``, 1 for the update's fresh
+    transitions and 0 for replayed ones, with ``replay_ess``, the normalized ESS of pi_prox/pi_b over
+    the replayed ones (0-dim, 1 when none); ``batch_ess``, that of pi_theta/pi_b over the whole
+    update, before each step (0-dim, no gradient). ``ess`` is computed here, once: the normalized
+    ESS of this batch's ratios pi_theta/pi_b (0-dim float64, no gradient).
     """
 
     log_prob: Tensor
@@ -106,12 +95,9 @@ class ObjectiveOutput:
 # The effective sample size
 # ----------------------------------------------------------------------------------------------
 def effective_sample_size_from_log_ratios(log_ratios: Tensor) -> Tensor:
-    """Normalized ESS of ``exp(log_ratios)`` as a detached 0-dim float64 tensor in ``[1/n, 1]``.
-
-    e = (sum_i r_i)^2 / (n * sum_i r_i^2), computed with log-sum-exp so that it is exact and finite
-    for any finite log-ratio (it is scale-free, so subtracting the max changes nothing).
-    An empty batch or any non-finite log-ratio (NaN, +inf) gives 1.0; -inf (a zero ratio) is fine.
-    """
+    """Normalized ESS ``(sum r)^2 / (n sum r^2)`` of ``r = exp(log_ratios)``, a detached 0-dim
+    float64 in ``[1/n, 1]``, by log-sum-exp (exact and finite for any finite log-ratio); 1 for an
+    empty batch or a NaN or +inf log-ratio (-inf, a zero ratio, is fine)."""
     with torch.no_grad():
         lr = log_ratios.detach().reshape(-1).to(torch.float64)
         n = lr.numel()
@@ -160,13 +146,9 @@ def sampled_kl(log_prob: Tensor, behaviour_log_prob: Tensor) -> Tensor:
 # Shared statistics
 # ----------------------------------------------------------------------------------------------
 def batch_statistics(batch: PolicyBatch) -> dict[str, Tensor]:
-    """Detached float64 statistics of a minibatch that every algorithm reports, whatever its loss.
-
-    ``ess`` (``batch.ess``), ``ratio_max``, ``ratio_mean``, ``ratio_above_2`` of pi_theta/pi_b;
-    ``kl_behaviour``, the analytic KL(pi_theta || pi_b) (needs ``batch.kl_behaviour``);
-    ``kl_behaviour_sampled``, the sampled estimator :func:`sampled_kl` at the taken actions
-    (biased off-policy: the actions come from pi_b, not pi_theta).
-    """
+    """What every algorithm reports of a minibatch, detached float64: ``ess``, ``ratio_max``,
+    ``ratio_mean``, ``ratio_above_2`` of pi_theta/pi_b, and KL(pi_theta || pi_b), analytic
+    (``kl_behaviour``) and sampled at the taken actions (``kl_behaviour_sampled``, biased off-policy)."""
     if batch.kl_behaviour is None:
         raise ValueError("batch_statistics needs batch.kl_behaviour (the analytic KL to the behaviour policy)")
     with torch.no_grad():
@@ -190,10 +172,9 @@ def _detached(value: Tensor) -> Tensor:
 # Objectives
 # ----------------------------------------------------------------------------------------------
 def _kl_values(batch: PolicyBatch, kl: KLForm) -> Tensor:
-    """Per-sample KL with gradient: ``"analytic"``, KL(pi_theta || pi_b) stored in the batch;
-    ``"sampled"``, the reference code's estimator of it at the taken action; ``"forward"``, the
-    other direction, KL(pi_b || pi_theta) (``batch.kl_reverse``; mass-covering: it grows without
-    bound as pi_theta narrows below pi_b, where KL(pi_theta || pi_b) grows only logarithmically)."""
+    """Per-sample KL with gradient: ``"analytic"`` KL(pi_theta || pi_b); ``"sampled"``, its estimate
+    at the taken action; ``"forward"``, KL(pi_b || pi_theta) (mass-covering: unbounded as pi_theta
+    narrows below pi_b)."""
     if kl == "analytic":
         if batch.kl_behaviour is None:
             raise ValueError("kl='analytic' needs the behaviour distribution (batch.kl_behaviour is None)")
@@ -206,29 +187,17 @@ def _kl_values(batch: PolicyBatch, kl: KLForm) -> Tensor:
 
 
 def ess_policy_loss(
-    batch: PolicyBatch,
-    *,
-    kl: KLForm = "analytic",
-    cap: bool = True,
-    regularizer: bool = True,
-    ess: ESSSource = "minibatch",
+    batch: PolicyBatch, *, kl: KLForm = "analytic", cap: bool = True, regularizer: bool = True, ess: ESSSource = "minibatch",
 ) -> ObjectiveOutput:
-    """The batch-adaptive ESS objective (to minimize).
+    """The batch-adaptive ESS objective (to minimize):
+    ``L = -mean_i[w_i log pi_theta(a_i|s_i) A_i] + (1 - e) mean_i[KL_i]``, ``w_i = min(rho_i, e)`` detached.
 
-    ``L = -mean_i[w_i * log pi_theta(a_i|s_i) * A_i] + (1 - e_B) * mean_i[KL_i]`` with
-    ``e_B`` the normalized ESS of the minibatch ratios and ``w_i = min(rho_i, e_B)`` detached.
-
-    :param kl: ``"analytic"`` (default; exact KL over the whole action distribution per state,
-        needs ``batch.kl_behaviour``), ``"sampled"`` (the reference code's estimator at the taken
-        action, see :func:`sampled_kl`) or ``"forward"`` (KL(pi_b || pi_theta), ``batch.kl_reverse``:
-        a variant pre-registered by the fresh-data diagnosis).
-    :param cap: ablation switch. ``True``: weight ``min(rho, e_B)``. ``False``: the uncapped
-        importance weight ``rho`` (plain off-policy score-function gradient).
-    :param regularizer: ablation switch. ``False`` drops the ``(1 - e_B) * KL`` term.
-    :param ess: ``"minibatch"`` (the paper's: e of the minibatch's ratios, ``batch.ess``) or
-        ``"batch"`` (e of the whole update's ratios at the current parameters, ``batch.batch_ess``:
-        a variant pre-registered by the fresh-data diagnosis, for small minibatches, whose e is
-        biased towards 1 when the ratios are heavy-tailed).
+    :param kl: the KL's form (:func:`_kl_values`): ``"analytic"`` (exact over the action
+        distribution), ``"sampled"`` (the reference code's estimator) or ``"forward"``.
+    :param cap: ``False`` (ablation): the uncapped weight ``rho``.
+    :param regularizer: ``False`` (ablation): no ``(1 - e) KL`` term.
+    :param ess: e of the minibatch's ratios (``"minibatch"``, the paper's) or of the whole update's
+        at the current parameters (``"batch"``, a pre-registered variant for small minibatches).
     """
     if kl not in KL_FORMS:
         raise ValueError(f"kl must be one of {KL_FORMS}, got {kl!r}")
@@ -542,30 +511,20 @@ def objective_statistics(output: ObjectiveOutput) -> dict[str, Tensor]:
 class ObjectiveSpec:
     """A registered objective: the loss, its fixed settings, and what the training loop owes it.
 
-    :param loss: the objective function, ``loss(batch, **kwargs) -> ObjectiveOutput``.
-    :param description: one line for ``adaptive-po list`` and ``config.json``.
-    :param kwargs: fixed keyword arguments (ablation switches such as ``regularizer=False``).
-    :param needs_kl: the loss uses ``batch.kl_behaviour``, so it is computed *with* gradient (the
-        loop always computes it, detached, for the ``kl_behaviour`` statistic).
-    :param needs_proximal, needs_reverse_kl, needs_replay_info, needs_batch_ess: the loss uses the
-        :class:`PolicyBatch` fields so documented (``proximal_log_prob``; ``kl_reverse``; ``fresh``
-        and ``replay_ess``; ``batch_ess``), which the loop fills only for objectives that declare them.
-    :param tuned: names of environment-tuned hyper-parameters (fields of
-        :class:`adaptive_po.hyperparams.Hyperparams`, e.g. ``clip_range``) that the bench passes
-        to the loss as keyword arguments, from each environment's config.
-    :param state: per-run state the objective carries across updates, with its initial values
-        (e.g. the adaptive KL coefficient); passed to the loss as keyword arguments, one value
-        per run (a 0-dim tensor), so the population engine keeps one per member.
-    :param update_state: ``update_state(state, kl, *, ratio_variance, **arguments) -> new state``,
-        called after every update with ``kl`` the mean analytic KL(pi_b || pi_theta) and
-        ``ratio_variance`` the variance of pi_theta/pi_b, both over the update's data under the
-        updated parameters, and the objective's arguments; pure tensor code (no ``.item()``).
-        A state's start value is its entry here, or the objective's keyword ``initial_<name>``
-        where the loss takes one (so a variant or the tuner can set it).
-    :param advantage_estimator: ``"gae"`` or ``"vtrace"``: how the training loop computes the
-        advantages and the critic's targets for this objective (:mod:`adaptive_po.buffers`).
-    :param replay: older rollouts the algorithm itself replays at each update (P3O), used when
-        the run's own ``replay`` dial is 0.
+    :param loss: ``loss(batch, **kwargs) -> ObjectiveOutput``; ``description``: one line for
+        ``adaptive-po list`` and ``config.json``; ``kwargs``: fixed keyword arguments (ablations).
+    :param needs_kl: the loss takes the gradient of ``batch.kl_behaviour`` (always computed, detached
+        otherwise). ``needs_proximal``, ``needs_reverse_kl``, ``needs_replay_info`` (``fresh`` and
+        ``replay_ess``), ``needs_batch_ess``: the :class:`PolicyBatch` fields the loop fills.
+    :param tuned: environment-tuned hyper-parameters (fields of
+        :class:`adaptive_po.hyperparams.Hyperparams`, e.g. ``clip_range``) passed to the loss.
+    :param state: per-run state carried across updates, with its start values (a keyword
+        ``initial_<name>`` of the loss overrides one), passed to the loss as 0-dim tensors, one per
+        member in the population engine; ``update_state(state, kl, *, ratio_variance, **arguments)``
+        returns the next (pure tensor code), from the mean KL(pi_b || pi_theta) and the variance
+        of pi_theta/pi_b over the update's data after it.
+    :param advantage_estimator: ``"gae"`` or ``"vtrace"``; ``replay``: older rollouts the algorithm
+        itself replays each update (P3O) where the run's ``replay`` dial is 0.
     """
 
     loss: Objective

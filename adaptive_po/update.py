@@ -1,54 +1,39 @@
-"""The training step, written once: what one update computes, as pure functions.
+"""The training step, written once: what one update computes, from a stored rollout to the
+optimizer step, as pure functions that both faces of the algorithm call for all of its maths:
 
-Both faces of the algorithm call these functions and nothing else for the maths of an update:
+* :class:`~adaptive_po.algorithms.BatchPolicyOptimization` (the SB3 class): one run, SB3's
+  optimizer, logger and callbacks;
+* :class:`~adaptive_po.population.PopulationLearner` (the population engine): :func:`minibatch_loss`
+  per member under ``vmap(grad(...))`` with its stacked Adam.
 
-* :class:`~adaptive_po.algorithms.BatchPolicyOptimization` (the SB3 class) drives them with
-  SB3's optimizer, logger and callbacks, one run at a time;
-* :class:`~adaptive_po.population.PopulationLearner` (the population engine) applies
-  :func:`minibatch_loss` per member under ``vmap(grad(...))`` with its stacked Adam.
-
-The step has three parts:
-
-1. **data preparation** (:func:`advantages_and_returns`, :func:`replay_information`): advantages
-   and the critic's targets under the learner's *current* critic (time-limit truncations
-   bootstrapped with the value of the true last observation; GAE or V-trace), and which
-   transitions are fresh;
-2. **the minibatch loss** (:func:`minibatch_loss`), over the flat distribution parameters of
-   :mod:`adaptive_po.distributions`: advantage normalization, the KL to the behaviour policy (with
-   gradient only for objectives that declare it), the objective, the value loss with optional
-   clipping, the entropy bonus, and the minibatch statistics;
-3. **the statistics reduction** (:func:`reduce_statistics`) into the run-folder contract's names.
-
-Which knobs each face runs is decided here too (:func:`check_update_settings`,
-:data:`POPULATION_REFUSES`). Every function is shape-polymorphic over leading dimensions where it
-says so, has no data-dependent Python branch and calls no ``.item()``: the population engine
-runs them per member under :func:`torch.func.vmap`.
+Read it top to bottom: what an update trains on (:class:`StoredRollout`); the data, under the
+learner's *current* critic (:func:`advantages_and_returns`: time limits bootstrapped, GAE or
+V-trace; :func:`replay_information`); the minibatch loss (:func:`minibatch_loss`: advantage
+normalization, the KL to the behaviour policy, the objective of :mod:`adaptive_po.objectives`,
+the value loss, the entropy bonus); the update's loop (:func:`run_update`); the statistics
+(:func:`reduce_statistics`). Which knobs each face runs is decided here too
+(:func:`check_update_settings`, :data:`POPULATION_REFUSES`). Every function is shape-polymorphic
+over leading dimensions where it says so, has no data-dependent Python branch and calls no
+``.item()``: the population engine runs them per member under :func:`torch.func.vmap`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from adaptive_po import distributions as D
-from adaptive_po.buffers import ADVANTAGE_ESTIMATORS, compute_gae, compute_vtrace
 from adaptive_po.objectives import (
     ObjectiveSpec,
     PolicyBatch,
     batch_statistics,
     effective_sample_size_from_log_ratios,
     objective_statistics,
-)
-
-#: the minibatch statistics :func:`minibatch_loss` returns (detached float64 0-dim tensors); each
-#: gives the update's statistic of that name (:func:`reduce_statistics`)
-MINIBATCH_STATISTICS: tuple[str, ...] = (
-    "ess", "ratio_max", "ratio_mean", "ratio_above_2", "kl_behaviour", "kl_behaviour_sampled",
-    "cap_fraction", "kl_weight", "policy_loss", "value_loss", "entropy", "loss", "approx_kl",
 )
 
 #: knobs of the SB3 class that the population engine does not run, and why: the one place that
@@ -104,28 +89,55 @@ def check_population_settings(**knobs: Any) -> None:
             )
 
 
+# -- what an update trains on ---------------------------------------------------------------------
+#: an observation batch: one array, or one array per key of a Dict observation space
+Observations = Union[np.ndarray, dict[str, np.ndarray]]
+
+
+def map_observations(fn: Callable[..., Any], *observations: Any) -> Any:
+    """``fn`` on observation arrays, or on each key's parts of Dict observations, keeping the structure."""
+    if isinstance(observations[0], dict):
+        return {key: fn(*(o[key] for o in observations)) for key in observations[0]}
+    return fn(*observations)
+
+
+@dataclass
+class StoredRollout:
+    """One collected batch, frozen (:meth:`adaptive_po.buffers.BehaviourRolloutBuffer.freeze`):
+    ``(n_steps, n_envs, ...)`` arrays, observations a dict of them for Dict spaces.
+    ``behaviour_log_prob`` and ``behaviour_params`` are the distribution the actor sampled from."""
+
+    observations: Observations
+    actions: np.ndarray
+    rewards: np.ndarray
+    episode_starts: np.ndarray
+    behaviour_log_prob: np.ndarray
+    behaviour_params: np.ndarray
+    last_observation: Observations
+    last_dones: np.ndarray
+    #: (step, env) of each time-limit truncation, and the true last observation there
+    timeout_index: np.ndarray
+    timeout_observations: Observations
+
+    @property
+    def size(self) -> int:
+        return int(self.rewards.size)
+
+
 # -- data preparation ----------------------------------------------------------------------------
+#: how the training loops turn rewards and values into advantages and the critic's targets
+ADVANTAGE_ESTIMATORS: tuple[str, ...] = ("gae", "vtrace")
+
+
 def advantages_and_returns(
-    estimator: str,
-    rewards: np.ndarray,
-    values: np.ndarray,
-    episode_starts: np.ndarray,
-    last_values: np.ndarray,
-    last_dones: np.ndarray,
-    *,
-    gamma: float,
-    gae_lambda: float,
-    truncation_values: np.ndarray | None = None,
+    estimator: str, rewards: np.ndarray, values: np.ndarray, episode_starts: np.ndarray, last_values: np.ndarray,
+    last_dones: np.ndarray, *, gamma: float, gae_lambda: float, truncation_values: np.ndarray | None = None,
     log_rhos: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(advantages, returns)`` of ``(n_steps, N)`` float32 arrays (``N`` columns: one run's
-    environments, or every member's), under the critic that produced ``values``.
-
-    :param truncation_values: ``(n_steps, N)``, the value of the true last observation where the
-        episode was cut by a time limit at that step, 0 elsewhere: bootstrapped as
-        ``reward + gamma * V(s_last)`` (``None``: no truncation).
-    :param log_rhos: ``(n_steps, N)`` log pi_current / pi_b at the stored actions (V-trace only).
-    """
+    """``(advantages, returns)``, ``(n_steps, N)`` float32 (``N``: one run's environments, or every
+    member's), under the critic that produced ``values``. ``truncation_values``: V(true last
+    observation) where a time limit cut the episode, 0 elsewhere, bootstrapped as ``r + gamma V``;
+    ``log_rhos``: log pi_current / pi_b at the stored actions (V-trace only)."""
     if truncation_values is not None:
         rewards = rewards + gamma * truncation_values
     if estimator == "vtrace":
@@ -137,10 +149,93 @@ def advantages_and_returns(
     return compute_gae(rewards, values, episode_starts, last_values, last_dones, gamma, gae_lambda)
 
 
+def compute_gae(
+    rewards: np.ndarray, values: np.ndarray, episode_starts: np.ndarray, last_values: np.ndarray, last_dones: np.ndarray,
+    gamma: float, gae_lambda: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Generalized advantage estimation over ``(n_steps, n_envs)`` arrays, SB3's convention:
+    ``episode_starts[t]`` says the transition at ``t - 1`` ended an episode (``last_dones`` after
+    the last step). Returns float32 ``(advantages, returns = advantages + values)``."""
+    n_steps = rewards.shape[0]
+    advantages = np.zeros_like(rewards, dtype=np.float32)
+    last_gae = np.zeros(rewards.shape[1:], dtype=np.float32)
+    for step in reversed(range(n_steps)):
+        if step == n_steps - 1:
+            next_non_terminal = 1.0 - last_dones.astype(np.float32)
+            next_values = last_values
+        else:
+            next_non_terminal = 1.0 - episode_starts[step + 1]
+            next_values = values[step + 1]
+        delta = rewards[step] + gamma * next_values * next_non_terminal - values[step]
+        last_gae = delta + gamma * gae_lambda * next_non_terminal * last_gae
+        advantages[step] = last_gae
+    return advantages, (advantages + values).astype(np.float32)
+
+
+def compute_vtrace(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    episode_starts: np.ndarray,
+    last_values: np.ndarray,
+    last_dones: np.ndarray,
+    log_rhos: np.ndarray,
+    gamma: float,
+    rho_bar: float = 1.0,
+    c_bar: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """V-trace targets and policy-gradient advantages over ``(n_steps, n_envs)`` arrays.
+
+    IMPALA (Espeholt et al. 2018, arXiv 1802.01561, section 4.1; google-deepmind/scalable_agent
+    ``vtrace.py``), in :func:`compute_gae`'s convention (``episode_starts``, ``last_dones``,
+    truncation bootstrapping folded into ``rewards``). With ``rho_t = exp(log_rhos[t])`` =
+    pi_current / pi_b at the stored action, ``n_t`` the non-terminal flag of the next state:
+
+    * ``delta_t = min(rho_bar, rho_t) * (r_t + gamma * n_t * V(s_{t+1}) - V(s_t))``
+    * ``v_t - V(s_t) = delta_t + gamma * n_t * min(c_bar, rho_t) * (v_{t+1} - V(s_{t+1}))``, with
+      ``v_n = V(s_n)`` = ``last_values`` after the last step;
+    * advantage ``r_t + gamma * n_t * v_{t+1} - V(s_t)``.
+
+    The advantage is *not* multiplied by ``min(rho_bar, rho_t)`` as in ``scalable_agent``: the
+    policy loss applies that truncated weight itself (:func:`adaptive_po.objectives.truncated_is_loss`).
+    With ``rho = 1`` everywhere (and ``rho_bar, c_bar >= 1``) this is :func:`compute_gae` at
+    ``gae_lambda = 1``.
+
+    :return: ``(advantages, returns)``, both ``(n_steps, n_envs)`` float32; ``returns`` are the
+        V-trace targets ``v_t`` the critic regresses on.
+    """
+    if not rho_bar > 0 or not c_bar > 0:
+        raise ValueError(f"rho_bar and c_bar must be > 0, got {rho_bar!r}, {c_bar!r}")
+    rewards64 = np.asarray(rewards, dtype=np.float64)
+    values64 = np.asarray(values, dtype=np.float64)
+    starts64 = np.asarray(episode_starts, dtype=np.float64)
+    log_rhos64 = np.asarray(log_rhos, dtype=np.float64)
+    # clip in log space first, so that a huge log-ratio cannot overflow exp
+    clipped_rhos = np.exp(np.minimum(log_rhos64, math.log(rho_bar)))
+    cs = np.exp(np.minimum(log_rhos64, math.log(c_bar)))
+    n_steps = rewards64.shape[0]
+    vs = np.zeros_like(rewards64)
+    advantages = np.zeros_like(rewards64)
+    next_vs_minus_v = np.zeros(rewards64.shape[1:], dtype=np.float64)
+    next_vs = np.asarray(last_values, dtype=np.float64).copy()
+    for step in reversed(range(n_steps)):
+        if step == n_steps - 1:
+            next_non_terminal = 1.0 - np.asarray(last_dones, dtype=np.float64)
+            next_values = np.asarray(last_values, dtype=np.float64)
+        else:
+            next_non_terminal = 1.0 - starts64[step + 1]
+            next_values = values64[step + 1]
+        delta = clipped_rhos[step] * (rewards64[step] + gamma * next_non_terminal * next_values - values64[step])
+        vs_minus_v = delta + gamma * next_non_terminal * cs[step] * next_vs_minus_v
+        vs[step] = values64[step] + vs_minus_v
+        advantages[step] = rewards64[step] + gamma * next_non_terminal * next_vs - values64[step]
+        next_vs_minus_v = vs_minus_v
+        next_vs = vs[step]
+    return advantages.astype(np.float32), vs.astype(np.float32)
+
+
 def replay_information(proximal_log_prob: Tensor, behaviour_log_prob: Tensor, n_fresh: int) -> tuple[Tensor, Tensor]:
-    """``(fresh, replay_ess)`` of one update's data (the fresh rollout first, replayed ones after):
-    a ``(..., N)`` float mask of the fresh transitions and the normalized ESS of pi_prox/pi_b over
-    the replayed ones (1 when none), over the last dimension: ``()`` or ``(K,)``."""
+    """``(fresh, replay_ess)`` over the last dimension (the fresh rollout first): a float mask of the
+    fresh transitions, and the normalized ESS of pi_prox/pi_b over the replayed ones (1 if none)."""
     n = proximal_log_prob.shape[-1]
     fresh = (torch.arange(n, device=proximal_log_prob.device) < n_fresh).to(proximal_log_prob.dtype)
     fresh = fresh.expand_as(proximal_log_prob)
@@ -148,11 +243,8 @@ def replay_information(proximal_log_prob: Tensor, behaviour_log_prob: Tensor, n_
 
 
 def whole_batch_ess(log_prob: Tensor, behaviour_log_prob: Tensor) -> Tensor:
-    """The normalized ESS of pi_theta/pi_b over all of an update's transitions (the last
-    dimension), no gradient, float64: ``()`` for one run's ``(N,)``, ``(K,)`` for a population's
-    ``(K, N)``. Both drivers call it before every minibatch step of an objective that declares
-    ``needs_batch_ess``, with ``log_prob`` under the current parameters; :func:`replay_information`
-    calls it on the replayed part with pi_prox."""
+    """The normalized ESS of pi/pi_b over the last dimension, no gradient, float64: ``()`` for one
+    run's ``(N,)``, ``(K,)`` for a population's ``(K, N)``."""
     log_ratio = (log_prob - behaviour_log_prob).detach()
     if log_ratio.dim() == 1:
         return effective_sample_size_from_log_ratios(log_ratio)
@@ -161,38 +253,22 @@ def whole_batch_ess(log_prob: Tensor, behaviour_log_prob: Tensor) -> Tensor:
 
 # -- the minibatch loss --------------------------------------------------------------------------
 def normalize_advantages(advantages: Tensor) -> Tensor:
-    """Per-minibatch standardization, SB3's: ``(A - mean) / (std + 1e-8)``; a minibatch of one is
-    left as it is (its std is undefined). The branch is on the static size, vmap-safe."""
+    """SB3's ``(A - mean) / (std + 1e-8)``; a minibatch of one (static size: vmap-safe) as it is."""
     if advantages.shape[-1] < 2:
         return advantages
     return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
 
 def minibatch_loss(
-    objective: ObjectiveSpec,
-    kind: D.Kind,
-    dist_params: Tensor,
-    values: Tensor,
-    minibatch: Mapping[str, Tensor],
-    arguments: Mapping[str, Any],
-    *,
-    normalize_advantage: bool,
-    ent_coef: float,
-    vf_coef: float,
+    objective: ObjectiveSpec, kind: D.Kind, dist_params: Tensor, values: Tensor, minibatch: Mapping[str, Tensor],
+    arguments: Mapping[str, Any], *, normalize_advantage: bool, ent_coef: float, vf_coef: float,
     clip_range_vf: float | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """One minibatch's loss and statistics, from the learner's outputs on it.
-
-    :param dist_params: ``(B, P)`` flat distribution parameters of pi_theta (with gradient).
-    :param values: ``(B,)`` the critic's values (with gradient).
-    :param minibatch: ``actions``, ``behaviour_log_prob``, ``behaviour_params``, ``advantages``,
-        ``returns``, ``values`` (the critic's at the start of the update), ``proximal_log_prob``
-        (the learner's at the start of the update), ``fresh`` and ``replay_ess``; ``batch_ess``
-        (:func:`whole_batch_ess`) for objectives that declare ``needs_batch_ess``.
-    :param arguments: the objective's keyword arguments for this update, its per-run state included.
-    :param clip_range_vf: SB3 PPO's value clipping around the update's start values (``None``: off).
-    :return: ``(loss, stats)``: the scalar to minimize and :data:`MINIBATCH_STATISTICS`.
-    """
+    """``(loss, statistics)`` of one minibatch from the learner's ``(B, P)`` distribution
+    parameters and ``(B,)`` values (with gradient). ``minibatch`` holds :data:`MINIBATCH_KEYS`,
+    ``replay_ess`` and, for objectives that declare ``needs_batch_ess``, ``batch_ess``;
+    ``arguments`` are the objective's, its per-run state included; ``clip_range_vf`` is SB3's
+    value clipping around the update's start values (``None``: off)."""
     log_prob = D.log_prob(kind, dist_params, minibatch["actions"])
     entropy = D.entropy(kind, dist_params)
     advantages = minibatch["advantages"]
@@ -228,54 +304,40 @@ def minibatch_loss(
 
 
 # -- one update, start to end ---------------------------------------------------------------------
-#: the per-transition columns of an update's data, assembled by :func:`training_data`
+#: an update's per-transition columns (:func:`training_data`), and those a minibatch takes besides
+#: its observations
 TRAINING_COLUMNS: tuple[str, ...] = (
     "observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values",
 )
-#: the columns a minibatch takes besides its observations
-MINIBATCH_KEYS: tuple[str, ...] = (
-    "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values", "proximal_log_prob", "fresh",
-)
+MINIBATCH_KEYS: tuple[str, ...] = (*TRAINING_COLUMNS[1:], "proximal_log_prob", "fresh")
 
 #: an epoch listener: ``(epoch, that epoch's minibatch statistics, the update's data)``
 EpochListener = Callable[[int, "list[dict[str, Tensor]]", "dict[str, Any]"], None]
 
 
 class UpdateFace(Protocol):
-    """What a face of the algorithm supplies to :func:`run_update`: only what differs between one
-    run with SB3's optimizer (``algorithms._SB3Face``) and a stacked population
-    (``population._StackedFace``), whose leading member dimension every tensor below may carry.
-    """
+    """What differs between the faces that :func:`run_update` drives: one run with SB3's optimizer
+    (``algorithms._SB3Face``) or a stacked population (``population._StackedFace``), whose tensors
+    carry a leading member dimension. ``advantages``: ``(values, advantages, returns)`` of a stored
+    batch under the current critic; ``flatten``: one ``(n_steps, n_envs, ...)`` column as
+    ``(..., N, ...)`` transitions; ``concatenate``: those of every batch as one tensor;
+    ``dist_params``: ``(..., N, P)`` under the current parameters; ``epoch``: one epoch's minibatches
+    in the face's order; ``step``: forward, :func:`minibatch_loss`, gradient and optimizer step, with
+    whether the update stops there (SB3's ``target_kl``); ``update_objective_state``: KL-PPO's
+    coefficient, R2VPO's multiplier, after the epochs."""
 
-    def advantages(self, batch: Any) -> tuple[Any, Any, Any]:
-        """``(values, advantages, returns)`` of one stored batch under the current critic."""
-
-    def flatten(self, column: str, values: Any) -> Any:
-        """One batch's ``(n_steps, n_envs, ...)`` column as ``(..., N, ...)`` transitions."""
-
-    def concatenate(self, parts: Sequence[Any]) -> Any:
-        """The flattened batches of one column as one tensor on the learner's device."""
-
-    def dist_params(self, data: Mapping[str, Any]) -> Tensor:
-        """``(..., N, P)`` distribution parameters of every transition under the current parameters."""
-
-    def epoch(self, data: Mapping[str, Any], n_samples: int) -> Iterable[dict[str, Any]]:
-        """One epoch's minibatches in the face's order: each the observations and the
-        :data:`MINIBATCH_KEYS` columns of its transitions."""
-
-    def step(self, minibatch: Mapping[str, Any], arguments: Mapping[str, Any], clip_range_vf: float | None) -> tuple[dict[str, Tensor], bool]:
-        """Forward, :func:`minibatch_loss`, gradient and optimizer step on one minibatch; returns
-        its statistics and whether the update stops here (SB3's ``target_kl``, before the step)."""
-
-    def update_objective_state(self, reverse_kl: Tensor, ratio_variance: Tensor, schedule_values: Mapping[str, Any]) -> None:
-        """Advance the objective's per-run state (adaptive KL-PPO's coefficient, R2VPO's
-        multiplier) after the epochs, from the update's mean KL(pi_b || pi_theta) and ratio variance."""
+    def advantages(self, batch: Any) -> tuple[Any, Any, Any]: ...
+    def flatten(self, column: str, values: Any) -> Any: ...
+    def concatenate(self, parts: Sequence[Any]) -> Any: ...
+    def dist_params(self, data: Mapping[str, Any]) -> Tensor: ...
+    def epoch(self, data: Mapping[str, Any], n_samples: int) -> Iterable[dict[str, Any]]: ...
+    def step(self, minibatch: Mapping[str, Any], arguments: Mapping[str, Any], clip_range_vf: float | None) -> tuple[dict[str, Tensor], bool]: ...
+    def update_objective_state(self, reverse_kl: Tensor, ratio_variance: Tensor, schedule_values: Mapping[str, Any]) -> None: ...
 
 
 def training_data(face: UpdateFace, batches: Sequence[Any]) -> dict[str, Any]:
-    """One update's transitions (the fresh batch first, then the replayed ones), each batch's
-    advantages and targets computed under the learner's current critic, as flat columns
-    (:data:`TRAINING_COLUMNS`), env-major as SB3's own buffer yields them."""
+    """The update's :data:`TRAINING_COLUMNS`, env-major as SB3's buffer yields them, the fresh batch
+    first: each batch's advantages and targets under the learner's current critic."""
     columns: dict[str, list[Any]] = {name: [] for name in TRAINING_COLUMNS}
     for batch in batches:
         values, advantages, returns = face.advantages(batch)
@@ -286,32 +348,15 @@ def training_data(face: UpdateFace, batches: Sequence[Any]) -> dict[str, Any]:
 
 
 def run_update(
-    face: UpdateFace,
-    objective: ObjectiveSpec,
-    kind: D.Kind,
-    batches: Sequence[Any],
-    *,
-    n_fresh: int,
-    n_epochs: int,
-    schedule_values: Mapping[str, Any],
-    objective_state: Mapping[str, Tensor],
-    learning_rate: float,
-    clip_range_vf: float | None = None,
-    epoch_listeners: Sequence[EpochListener] = (),
+    face: UpdateFace, objective: ObjectiveSpec, kind: D.Kind, batches: Sequence[Any], *, n_fresh: int, n_epochs: int,
+    schedule_values: Mapping[str, Any], objective_state: Mapping[str, Tensor], learning_rate: float,
+    clip_range_vf: float | None = None, epoch_listeners: Sequence[EpochListener] = (),
 ) -> tuple[dict[str, Tensor], dict[str, Any]]:
-    """One update, start to end: what every face of the algorithm runs.
-
-    1. the data: advantages and targets under the current critic, the learner's log-probs before
-       the update (pi_prox), which transitions are fresh, the ESS of the replayed ones;
-    2. ``n_epochs`` passes of minibatch steps in the face's order (the whole batch's ESS before
-       each step, for objectives that declare ``needs_batch_ess``); the epoch listeners after
-       each epoch; the face may stop early (SB3's ``target_kl``);
-    3. the end: approx KL of the update, the objective's state, the statistics reduced into the
-       run-folder contract's names.
-
-    ``batches`` are the fresh rollout first, then replayed ones; ``n_fresh`` is the fresh rollout's
-    number of transitions. Returns ``(statistics, data)``.
-    """
+    """One update, start to end, on ``batches`` (the fresh rollout of ``n_fresh`` transitions first):
+    the data and pi_prox, the learner's log-probs before the update; ``n_epochs`` passes of
+    minibatch steps (the whole batch's ESS before each, for objectives that declare
+    ``needs_batch_ess``; the listeners after each epoch; the face may stop early); the objective's
+    state and the statistics. Returns ``(statistics, data)``."""
     data = training_data(face, batches)
     data["proximal_log_prob"] = D.log_prob(kind, face.dist_params(data), data["actions"]).detach()
     n_samples = data["advantages"].shape[-1]
@@ -353,9 +398,15 @@ def run_update(
 
 
 # -- statistics ----------------------------------------------------------------------------------
+#: what :func:`minibatch_loss` reports of each minibatch (detached float64 0-dim tensors)
+MINIBATCH_STATISTICS: tuple[str, ...] = (
+    "ess", "ratio_max", "ratio_mean", "ratio_above_2", "kl_behaviour", "kl_behaviour_sampled",
+    "cap_fraction", "kl_weight", "policy_loss", "value_loss", "entropy", "loss", "approx_kl",
+)
+
+
 def approx_kl(log_ratio: Tensor) -> Tensor:
-    """``mean((r - 1) - log r)`` over the last dimension, ``r = pi_new / pi_old``, in float64: the
-    KL estimate SB3 PPO logs and stops early on."""
+    """SB3 PPO's KL estimate ``mean((r - 1) - log r)`` over the last dimension, float64."""
     log_ratio = log_ratio.to(torch.float64)
     return ((torch.exp(log_ratio) - 1.0) - log_ratio).mean(-1)
 
@@ -374,41 +425,26 @@ def ratio_variance(log_prob: Tensor, behaviour_log_prob: Tensor) -> Tensor:
 
 
 def explained_variance(values: Tensor, returns: Tensor) -> Tensor:
-    """``1 - Var[returns - values] / Var[returns]`` over the last dimension in float64; NaN where
-    the returns do not vary (SB3's convention)."""
+    """``1 - Var[returns - values] / Var[returns]`` over the last dimension, float64; NaN where the
+    returns do not vary (SB3's)."""
     values, returns = values.to(torch.float64), returns.to(torch.float64)
     var_y = returns.var(dim=-1, unbiased=False)
     ratio = (returns - values).var(dim=-1, unbiased=False) / var_y
     return torch.where(var_y == 0, torch.full_like(var_y, float("nan")), 1.0 - ratio)
 
 
-#: how a minibatch statistic becomes the update's: the mean over the minibatches unless named here
-_REDUCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
-    "ratio_max": lambda column: column.amax(-1),
-    "loss": lambda column: column[..., -1],  # the last minibatch's
-}
-
-
 def reduce_statistics(
-    rows: list[Mapping[str, Tensor]],
-    *,
-    approx_kl: Tensor,
-    values: Tensor,
-    returns: Tensor,
-    learning_rate: float,
+    rows: list[Mapping[str, Tensor]], *, approx_kl: Tensor, values: Tensor, returns: Tensor, learning_rate: float,
 ) -> dict[str, Tensor]:
-    """The update's statistics, keyed by the run-folder contract's progress columns (plus
-    ``loss``), from the minibatch rows of :func:`minibatch_loss`: each of
-    :data:`MINIBATCH_STATISTICS` reduced over the minibatches (:data:`_REDUCTIONS`), ``approx_kl``
-    the whole update's (given), ``ess_min``, ``explained_variance`` and ``learning_rate``.
-
-    Shapes: each row's statistics are ``()`` (one run) or ``(K,)`` (a population); ``approx_kl``
-    has that shape too; ``values`` and ``returns`` are the fresh rollout's ``(..., N)`` start
-    values and targets. Every result has the row shape, float64.
-    """
+    """The update's statistics, named as the run-folder contract's progress columns (plus ``loss``),
+    float64 of the rows' shape (``()``, or ``(K,)`` for a population): the minibatches' mean of
+    each of :data:`MINIBATCH_STATISTICS`, but their max ``ratio_max``, the last ``loss``, the
+    least ``ess`` as ``ess_min``; the update's ``approx_kl`` (given); ``explained_variance`` of the
+    fresh rollout's start ``values`` and ``returns`` (``(..., N)``); ``learning_rate``."""
     column = {name: torch.stack([row[name] for row in rows], dim=-1) for name in MINIBATCH_STATISTICS}
-    mean = lambda column: column.mean(-1)  # noqa: E731
-    stats = {name: _REDUCTIONS.get(name, mean)(column[name]) for name in MINIBATCH_STATISTICS}
+    stats = {name: column[name].mean(-1) for name in MINIBATCH_STATISTICS}
+    stats["ratio_max"] = column["ratio_max"].amax(-1)
+    stats["loss"] = column["loss"][..., -1]
     stats["approx_kl"] = approx_kl.to(torch.float64)
     stats["ess_min"] = column["ess"].amin(-1)
     stats["explained_variance"] = explained_variance(values, returns)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from adaptive_po.buffers import compute_gae, compute_vtrace
+from adaptive_po.update import compute_gae, compute_vtrace
 from adaptive_po.objectives import (
     OBJECTIVES,
     PolicyBatch,

@@ -17,7 +17,7 @@ from stable_baselines3.common.logger import configure
 
 from adaptive_po import ESSPO, BatchPolicyOptimization, update
 from adaptive_po.collector import Collector
-from adaptive_po.buffers import compute_gae
+from adaptive_po.update import compute_gae
 from adaptive_po import contract, dials
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.objectives import get_objective
