@@ -60,10 +60,11 @@ setup: $(STAMP)
 
 # Every core (pytest-xdist): tests of one xdist_group (the Ray tests, which share one local Ray
 # instance) run on one worker; the slow end-to-end tests are handed out first. TEST_WORKERS=0 runs
-# them one by one in this process.
+# them one by one in this process. The 20 slowest tests are listed at the end (the suite's budget:
+# 10 minutes of pytest on a quiet 2-core machine).
 TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(VPY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(VPY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 SUITE ?= quick
 WORKERS ?=
