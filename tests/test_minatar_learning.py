@@ -267,6 +267,12 @@ def test_the_report_of_a_study_in_progress_says_so_and_before_the_pilot_says_tha
     _study(tmp_path / "c", {"esspo": 0.0, "ppo": 0.0, "decoupled-ppo": 0.0}, games=("Breakout-MinAtar",))
     report.main(["--results", str(tmp_path / "c")])
     assert "1 game(s) qualify, fewer than 2: as registered, the study is not run." in (tmp_path / "c" / "verdicts.md").read_text()
+    # a pilot that selects no game has decided too: the study is not run, not "the pilot is not complete"
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / ml.SELECTION_FILE).write_text(json.dumps({"games": [], "seconds_per_million": {}}))
+    report.main(["--results", str(tmp_path / "d")])
+    text = (tmp_path / "d" / "verdicts.md").read_text()
+    assert "0 game(s) qualify, fewer than 2: as registered, the study is not run." in text and "not complete" not in text
 
 
 def test_the_pilots_figure_shows_every_game_from_the_table_alone(tmp_path):

@@ -48,6 +48,8 @@ class Plan:
     def __init__(self, selection: Mapping[str, Any] | None, cuts: Mapping[str, Sequence[Any]] | None) -> None:
         cuts = cuts or {}
         games = [(str(g["env"]), int(g["budget"])) for g in (selection or {}).get("games", [])]
+        #: whether the pilot has decided (its selection is written), whatever it selected
+        self.decided = selection is not None
         self.selected = tuple(games)
         self.games = tuple(g for g in games if g[0] not in cuts.get("games", ()))
         self.lags = tuple(lag for lag in REGISTERED["lags"] if lag not in cuts.get("lags", ()))
@@ -163,14 +165,14 @@ def report_text(table: Mapping, plan: Plan, result: Mapping[str, Any]) -> str:
         "chosen by the `ppo`-only pilot ([`pilot.md`](pilot.md)). Rebuilt from the committed files by "
         "`python -m adaptive_po.analysis.reports.minatar_learning`.", "",
     ]
-    if not plan.selected:
+    if not plan.decided:
         lines += [f"**The pilot is not complete** ({pilot} of its runs in [`per_run.csv`](per_run.csv)): no game is selected yet, "
                   "and the study has not started."]
         return "\n".join(lines) + "\n"
     if len(plan.selected) < REGISTERED["min_games"]:
         lines += [f"**{len(plan.selected)} game(s) qualify, fewer than {REGISTERED['min_games']}: as registered, the study is not run.** "
-                  "The pilot is the result: MinAtar at up to 2M steps on this engine is not a learning budget where staleness "
-                  "measurably hurts `ppo` on two games."]
+                  f"The pilot is the result ({pilot} runs: [`pilot.md`](pilot.md), `pilot.png`): MinAtar at up to 2M steps on this "
+                  "engine is not a learning budget where staleness measurably hurts `ppo` on two games."]
         return "\n".join(lines) + "\n"
     complete = [g for g, _ in plan.games if len(result["fresh"].get(g, {})) == len(plan.arms) * len(plan.lags)]
     lines += [
