@@ -182,7 +182,7 @@ def run_cell(cell: Cell, python: str, members: int, steps: int) -> list[tuple[st
     theirs, ours = results
     for r in results:
         r["member_steps"] = members * trained
-    return [("rejax " + theirs["jax"], theirs), ("adaptive-po, torch " + ours["torch"], ours)]
+    return [(f"rejax, jax {theirs['jax']}", theirs), ("adaptive-po, torch " + ours["torch"], ours)]
 
 
 def table(cell: Cell, rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
