@@ -11,7 +11,8 @@ algorithm-generic test files then run in a pytest subprocess whose plugin replac
 * face ``esspo``: a subclass of :class:`adaptive_po.ESSPO` that drops PPO's trust-region knobs
   (``clip_range``, ``clip_range_vf``, ``target_kl``) from the constructor call, as a user
   switching from PPO drops them; every case must pass except those in :data:`ESSPO_EXCLUSIONS`,
-  which must fail (so the list stays exact). The subclass is named ``PPO``, as the class it stands
+  which must fail (so the list stays exact), and those in :data:`ESSPO_UNSEEDED`, whose outcome hangs
+  on an unseeded draw (checked directly, seeded, at the end of this module). The subclass is named ``PPO``, as the class it stands
   in for: two cases assert that name (the TensorBoard run folder ``PPO_1`` in
   ``test_tensorboard[ppo]``, the text of SB3's GPU warning in ``test_ppo_warnings``); ESSPO under
   its own name logs to ``ESSPO_1`` and says "ESSPO" there. The ``test_ppo[0.2-...]`` cases pass
@@ -33,7 +34,9 @@ import xml.etree.ElementTree as ET
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".cache" / "sb3-tests"
@@ -58,6 +61,17 @@ ESSPO_EXCLUSIONS: dict[str, str] = {
     ),
     "test_save_load.py::test_save_load_clip_range_portable[PPO]": (
         "asserts model.clip_range holds SB3's ConstantSchedule(0.2) before and after load; ESSPO has no clip range"
+    ),
+}
+
+#: the ESSPO face's cases whose outcome hangs on an unseeded draw, and why; they may pass or fail, and
+#: what they check apart from that draw is checked here directly, seeded
+#: (:func:`test_esspo_meets_sb3s_ppo_warnings_case_but_the_sign_of_its_loss`)
+ESSPO_UNSEEDED: dict[str, str] = {
+    "test_run.py::test_ppo_warnings": (
+        "asserts train/loss > 0 on one unseeded run, where train/loss is the last minibatch's loss and that "
+        "minibatch holds one sample; ESSPO's surrogate is -w log pi(a|s) A, whose value takes the sign of a log "
+        "density (Pendulum's Gaussian), so about 1 run in 40 logs a negative loss (seed 78 does, below)"
     ),
 }
 
@@ -196,11 +210,35 @@ def test_sb3_ppo_cases_pass_with_esspo_except_the_clip_knobs(sb3_tests: Path, tm
     outcomes, tail = run_face("esspo", sb3_tests, tmp_path)
     print(f"SB3's PPO cases against adaptive_po.ESSPO: {_counts(outcomes)}; excluded: {sorted(ESSPO_EXCLUSIONS)}")
     bad = {node for node, outcome in outcomes.items() if outcome in ("failed", "error")}
-    assert bad - set(ESSPO_EXCLUSIONS) == set(), f"SB3's PPO cases failing with ESSPO: {sorted(bad - set(ESSPO_EXCLUSIONS))}\n{tail}"
+    unexpected = bad - set(ESSPO_EXCLUSIONS) - set(ESSPO_UNSEEDED)
+    assert not unexpected, f"SB3's PPO cases failing with ESSPO: {sorted(unexpected)}\n{tail}"
+    assert set(ESSPO_UNSEEDED) <= set(outcomes), f"unseeded cases not found in SB3's tests: {sorted(set(ESSPO_UNSEEDED) - set(outcomes))}"
     assert set(ESSPO_EXCLUSIONS) <= bad, (
         f"listed as ESSPO exclusions but not failing (update ESSPO_EXCLUSIONS): {sorted(set(ESSPO_EXCLUSIONS) - bad)}"
     )
-    assert sum(v == "passed" for v in outcomes.values()) >= MIN_CASES - len(ESSPO_EXCLUSIONS), tail
+    assert sum(v == "passed" for v in outcomes.values()) >= MIN_CASES - len(ESSPO_EXCLUSIONS) - len(ESSPO_UNSEEDED), tail
+
+
+def test_esspo_meets_sb3s_ppo_warnings_case_but_the_sign_of_its_loss() -> None:
+    """SB3's ``test_ppo_warnings`` against ESSPO, seeded: the refusal, the truncated-minibatch warning,
+    a finite loss, the GPU advice; and a seed at which the loss is negative, which the ESS objective allows."""
+    from adaptive_po import ESSPO
+
+    with pytest.raises(AssertionError):
+        ESSPO("MlpPolicy", "Pendulum-v1", n_steps=1)
+    ESSPO("MlpPolicy", "Pendulum-v1", n_steps=1, batch_size=1, normalize_advantage=False, seed=0).learn(4)
+    losses = {}
+    for seed in (0, 78):
+        with pytest.warns(UserWarning, match=r"there will be a truncated mini-batch of size 1"):
+            model = ESSPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=63, seed=seed, device="cpu")
+            model.learn(64)
+        losses[seed] = model.logger.name_to_value["train/loss"]
+        assert np.isfinite(losses[seed])
+    assert losses[0] > 0 > losses[78], losses
+    with pytest.warns(UserWarning, match=r"You are trying to run ESSPO on the GPU"):
+        model = ESSPO("MlpPolicy", "Pendulum-v1", device="cpu")
+        model.device = torch.device("cuda")  # as SB3's case: pretend, and ask for the advice
+        model._maybe_recommend_cpu()
 
 
 # -- the five gaps, offline ----------------------------------------------------------------------

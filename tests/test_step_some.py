@@ -56,8 +56,8 @@ def test_an_env_stepped_alone_follows_the_course_it_follows_among_all(backend, e
     full = make_vec_env(env_id, N_ENVS, 123, backend, training=training)
     some = make_vec_env(env_id, N_ENVS, 123, backend, training=training)
     space = full.action_space
+    space.seed(0)  # before sampling: the actions, and so the episode ends the course crosses, are the same every run
     actions = np.stack([np.stack([space.sample() for _ in range(steps)]) for _ in range(N_ENVS)])
-    space.seed(0)
     # a schedule that steps a random, changing subset (in a shuffled order) until every env has
     # taken `steps` steps: some envs run ahead, some wait
     schedule, taken = [], np.zeros(N_ENVS, dtype=int)
