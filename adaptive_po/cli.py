@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--temperatures", default=None, help=f"comma-separated sampler temperatures (default: {dial['sampler_temperature']:g}, or the suite's conditions)")
     bench.add_argument("--precisions", default=None, help=f"comma-separated sampler precisions: {', '.join(SAMPLER_PRECISIONS)} (default: {dial['sampler_precision']}, or the suite's conditions)")
     bench.add_argument("--workers", type=int, default=None, help="concurrent jobs, a population being one job (default: one per core)")
-    bench.add_argument("--executor", default="local", choices=("local", "ray"), help="where the jobs run: local processes, or a Ray cluster")
+    bench.add_argument("--executor", default="local", choices=("local", "inline", "ray"), help="where the jobs run: local worker processes, this process one job at a time (inline: tiny sweeps, debuggers), or a Ray cluster")
     bench.add_argument("--ray-address", default=None, help="Ray cluster address (auto, ray://host:10001) (default: start a local one)")
     bench.add_argument("--suite-name", default=None, help="results folder under --out (default: the suite's name)")
     bench.add_argument("--dry-run", action="store_true", help="print the grid (runs per environment, algorithm and condition) and the cost estimate, run nothing")
@@ -167,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--search-seeds", default="100,101", help="comma-separated seeds the search trains on")
     tune.add_argument("--score-seeds", default="5", help="seeds the scoring trains on, never searched: a count (5 -> 0..4) or a list")
     tune.add_argument("--workers", type=int, default=None, help="concurrent jobs (default: one per core)")
+    tune.add_argument("--executor", default="local", choices=("local", "inline"), help="where the jobs run: local worker processes, or this process one job at a time (inline)")
     tune.add_argument("--no-progress", action="store_true", help="no progress bars")
     tune.add_argument("--dry-run", action="store_true", help="print the plan and its size, run nothing")
     tune.add_argument("--out", default="runs", help="results root")
@@ -505,7 +506,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
     def run(specs: list) -> None:
         result = run_sweep(specs, workers=args.workers, show_progress=not args.no_progress,
-                           redo_changed=args.redo_changed, command="tune")
+                           redo_changed=args.redo_changed, command="tune", executor=args.executor)
         failed.extend(iter_failed(result))
 
     run_tuning(plan, run, log=lambda line: print(line, file=sys.stderr))

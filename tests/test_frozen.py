@@ -107,7 +107,7 @@ def test_a_study_stopped_after_a_slice_continues_from_its_committed_table_alone(
 
     def train(specs, max_members=None):
         trained.append([spec_key(s) for s in specs])
-        run_sweep(list(specs), workers=2, show_progress=False, command="frozen", max_members=max_members)
+        run_sweep(list(specs), executor="inline", show_progress=False, command="frozen", max_members=max_members)
         if len(trained) == 1 and runner_box:
             runner_box[0].deadline = 0.0  # the slice's time is over after its first batch
 

@@ -215,14 +215,16 @@ def test_a_damaged_run_is_redone_not_skipped(tmp_path):
 def bench_cmd(out: Path, *extra: str) -> list[str]:
     return [
         sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--envs", "CartPole-v1",
-        "--algos", "esspo,ppo", "--seeds", "2", "--lags", "0", "--timesteps", "1024", "--workers", "2",
+        "--algos", "esspo,ppo", "--seeds", "2", "--lags", "0", "--timesteps", "1024", "--executor", "inline",
         "--out", str(out), "--device", "cpu", "--no-report", "--no-progress", "--engine", "process", *extra,
     ]
 
 
 @pytest.fixture(scope="module")
 def bench_out(tmp_path_factory) -> Path:
-    """The issue's ``B`` (smaller): four complete runs of a real bench."""
+    """The issue's ``B`` (smaller): four complete runs of a real bench (its jobs in the driver's
+    process: the run folders are the subject here, not the workers), made once for the tests of
+    the ``integrity`` xdist group."""
     out = tmp_path_factory.mktemp("bench")
     done = subprocess.run(bench_cmd(out), env=ENV, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
@@ -234,6 +236,7 @@ def run_dir(out: Path, algo: str, seed: int) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("integrity")
 def test_edited_results_are_named_by_analysis_and_redone_by_the_bench(bench_out, tmp_path):
     out = tmp_path / "runs"
     shutil.copytree(bench_out, out)
@@ -297,6 +300,7 @@ def test_edited_results_are_named_by_analysis_and_redone_by_the_bench(bench_out,
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("integrity")
 def test_infinity_a_changed_env_and_an_old_format_are_damage_too(bench_out, tmp_path):
     out = tmp_path / "runs"
     shutil.copytree(bench_out, out)

@@ -192,7 +192,7 @@ def test_a_longer_runs_curve_equals_a_shorter_runs_before_its_end(tmp_path):
     short = specs_for("CartPole-v1", "ppo", [""], [0, 2], [0, 1], 768, ml.PILOT_FOLDER, str(tmp_path / "runs"), str(envs))
     long = specs_for("CartPole-v1", "ppo", [""], [0, 2], [0, 1], 1536, ml.PILOT_FOLDER, str(tmp_path / "runs2"), str(envs))
     table = tmp_path / ml.TABLE_FILE
-    runner = TableRunner(table, lambda specs, max_members=None: run_sweep(list(specs), workers=1, show_progress=False, command="test"),
+    runner = TableRunner(table, lambda specs, max_members=None: run_sweep(list(specs), executor="inline", show_progress=False, command="test"),
                          log=lambda line: None, curves=True)
     runner.run(short + long)
     rows = read_table(table)

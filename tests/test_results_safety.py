@@ -36,6 +36,8 @@ from test_robustness import children  # the live child processes of a pid
 #: wide lines: messages are checked line by line
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "500"}
 CELL = "quick/CartPole-v1/esspo/lag0_noise0_replay0/seed-0"
+#: where the subject is the run folders, not the worker processes: the sweep runs its jobs here
+INLINE = ("--executor", "inline")
 
 
 def bench(out: Path, *extra: str, timesteps: int = 2048, seeds: str = "2", algos: str = "esspo,ppo",
@@ -110,26 +112,26 @@ def test_changed_configuration_is_named_and_redone_only_on_request(tmp_path):
     envs = tmp_path / "envs"
     envs.mkdir()
     shutil.copy(DEFAULT_ENVS_DIR / "CartPole-v1.yaml", envs / "CartPole-v1.yaml")
-    first = run(bench(out, "--envs-dir", str(envs)))
+    first = run(bench(out, "--envs-dir", str(envs), *INLINE, timesteps=512))
     assert first.returncode == 0, first.stderr
     runs = complete_runs(out)
     assert len(runs) == 4
     before = {d: fingerprint(d) for d in runs}
 
     # the dry run names the four runs and the changed key; it runs nothing
-    dry = run(bench(out, "--envs-dir", str(envs), "--dry-run", timesteps=2304))
+    dry = run(bench(out, "--envs-dir", str(envs), "--dry-run", timesteps=768))
     assert dry.returncode == 0, dry.stderr
     assert "already complete: 0; to run: 0" in dry.stderr
     assert "complete with another configuration: 4" in dry.stderr and "--redo-changed" in dry.stderr
-    assert dry.stderr.count("total_timesteps 2048 -> 2304") == 4, dry.stderr
+    assert dry.stderr.count("total_timesteps 512 -> 768") == 4, dry.stderr
 
     # the bench refuses before any compute, naming the runs and the change; nothing is touched
-    refused = run(bench(out, "--envs-dir", str(envs), timesteps=2304))
+    refused = run(bench(out, "--envs-dir", str(envs), *INLINE, timesteps=768))
     assert refused.returncode == 2, refused.stderr
     no_traceback(refused.stderr)
     error = [line for line in refused.stderr.splitlines() if line.startswith("adaptive-po bench: error:")]
     assert len(error) == 1 and "4 complete run(s)" in error[0] and "--redo-changed" in error[0], refused.stderr
-    assert f"{CELL} (total_timesteps 2048 -> 2304)" in error[0]
+    assert f"{CELL} (total_timesteps 512 -> 768)" in error[0]
     assert {d: fingerprint(d) for d in complete_runs(out)} == before
     assert not (out / "quick" / locks.LOCK_FILE).exists()
 
@@ -137,10 +139,10 @@ def test_changed_configuration_is_named_and_redone_only_on_request(tmp_path):
     data = yaml.safe_load((envs / "CartPole-v1.yaml").read_text())
     data["hyperparams"]["n_epochs"] = 5
     (envs / "CartPole-v1.yaml").write_text(yaml.safe_dump(data))
-    edited = run(bench(out, "--envs-dir", str(envs)))
+    edited = run(bench(out, "--envs-dir", str(envs), *INLINE, timesteps=512))
     assert edited.returncode == 2 and "hyperparams.n_epochs 20 -> 5" in edited.stderr, edited.stderr
     # train obeys the same rule
-    trained = run(train(out, "--envs-dir", str(envs)))
+    trained = run(train(out, "--envs-dir", str(envs), timesteps=512))
     assert trained.returncode == 2 and "hyperparams.n_epochs 20 -> 5" in trained.stderr, trained.stderr
     assert "--redo-changed" in trained.stderr
     no_traceback(edited.stderr + trained.stderr)
@@ -149,20 +151,19 @@ def test_changed_configuration_is_named_and_redone_only_on_request(tmp_path):
     (envs / "CartPole-v1.yaml").write_text(yaml.safe_dump(data))
 
     # on request: each redo is said, with its reason
-    redo = run(bench(out, "--envs-dir", str(envs), "--redo-changed", timesteps=2304))
+    redo = run(bench(out, "--envs-dir", str(envs), "--redo-changed", *INLINE, timesteps=768))
     assert redo.returncode == 0, redo.stderr
     redo_lines = [line for line in redo.stderr.splitlines() if line.startswith("redo")]
-    assert len(redo_lines) == 4 and all("configuration changed: total_timesteps 2048 -> 2304" in line for line in redo_lines), redo.stderr
+    assert len(redo_lines) == 4 and all("configuration changed: total_timesteps 512 -> 768" in line for line in redo_lines), redo.stderr
     assert "4 complete, 0 skipped" in redo.stderr
     for run_dir in complete_runs(out):
-        assert json.loads((run_dir / "config.json").read_text())["total_timesteps"] == 2304
+        assert json.loads((run_dir / "config.json").read_text())["total_timesteps"] == 768
         assert verify_complete_run(run_dir) is None
-    again = run(bench(out, "--envs-dir", str(envs), "--dry-run", timesteps=2304))
+    again = run(bench(out, "--envs-dir", str(envs), "--dry-run", timesteps=768))
     assert "already complete: 4; to run: 0" in again.stderr and "another configuration" not in again.stderr
 
 
 # -- case 3: one writer per run folder, whichever command writes ----------------------------------
-@pytest.mark.slow
 def _stop(process: subprocess.Popen) -> None:
     """End a driver the way Ctrl-C does (its workers and locks go with it)."""
     if process.poll() is None:
@@ -174,6 +175,7 @@ def _stop(process: subprocess.Popen) -> None:
             process.communicate()
 
 
+@pytest.mark.slow
 def test_train_takes_the_sweep_lock_and_keeps_complete_runs(tmp_path):
     out = tmp_path / "runs"
     # a bench is writing: a train into the same cell is refused, naming the bench (the bench is
@@ -203,22 +205,22 @@ def test_train_takes_the_sweep_lock_and_keeps_complete_runs(tmp_path):
 
     # a complete run with the same configuration is kept, and train says so
     mine = out / "train/CartPole-v1/esspo/lag0_noise0_replay0/seed-5"
-    done = run(train(out, timesteps=2048, seed=5, suite_name="train"))
+    done = run(train(out, timesteps=512, seed=5, suite_name="train"))
     assert done.returncode == 0 and verify_complete_run(mine) is None, done.stderr
     kept = fingerprint(mine)
-    again = run(train(out, timesteps=2048, seed=5, suite_name="train"))
+    again = run(train(out, timesteps=512, seed=5, suite_name="train"))
     assert again.returncode == 0 and "already complete with the same configuration" in again.stdout, again.stderr
     assert "training" not in again.stderr
     assert fingerprint(mine) == kept
 
     # replaced only on request: another budget is refused, then redone with --redo-changed
-    changed = run(train(out, timesteps=4096, seed=5, suite_name="train"))
-    assert changed.returncode == 2 and "total_timesteps 2048 -> 4096" in changed.stderr, changed.stderr
+    changed = run(train(out, timesteps=1024, seed=5, suite_name="train"))
+    assert changed.returncode == 2 and "total_timesteps 512 -> 1024" in changed.stderr, changed.stderr
     assert fingerprint(mine) == kept
-    redone = run(train(out, "--redo-changed", timesteps=4096, seed=5, suite_name="train"))
+    redone = run(train(out, "--redo-changed", timesteps=1024, seed=5, suite_name="train"))
     assert redone.returncode == 0, redone.stderr
-    assert "redo" in redone.stderr and "configuration changed: total_timesteps 2048 -> 4096" in redone.stderr
-    assert json.loads((mine / "config.json").read_text())["total_timesteps"] == 4096 and verify_complete_run(mine) is None
+    assert "redo" in redone.stderr and "configuration changed: total_timesteps 512 -> 1024" in redone.stderr
+    assert json.loads((mine / "config.json").read_text())["total_timesteps"] == 1024 and verify_complete_run(mine) is None
     assert not list(out.rglob(locks.LOCK_FILE)) and not list(out.rglob(locks.OWNER_FILE))
 
 

@@ -91,7 +91,7 @@ def test_the_study_runs_its_three_parts_and_replays_from_its_table_alone(tmp_pat
 
     def train(specs, max_members=None):
         trained.extend(spec_key(s) for s in specs)
-        run_sweep(list(specs), workers=2, show_progress=False, command="frozen", max_members=max_members)
+        run_sweep(list(specs), executor="inline", show_progress=False, command="frozen", max_members=max_members)
 
     parts = _tiny_parts(out)
     assert study.run_study(parts, TableRunner(results / "per_run.csv", train, log=lambda line: None), results, log=lambda line: None)

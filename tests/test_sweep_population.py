@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from adaptive_po.dials import DataDials, dial_product
-from adaptive_po.contract import COMPLETE, FAILED, STATUS_FILE
+from adaptive_po.contract import COMPLETE, FAILED, STATUS_FILE, SUMMARY_FILE
 from adaptive_po.bench.jobs import group_populations, population_key
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.bench.jobs import plan_jobs
@@ -93,11 +93,19 @@ def test_population_and_process_engines_write_the_same_runs_and_resume(tmp_path)
     population = bench(tmp_path / "population", "--engine", "population")
     assert population.returncode == 0, population.stderr
     assert "8 complete, 0 skipped (already complete), 0 failed" in population.stderr
-    process = bench(tmp_path / "process", "--engine", "process")
+    # the process engine's runs, one after another in one process (the executor is not what differs)
+    process = bench(tmp_path / "process", "--engine", "process", "--executor", "inline", "--workers", "1")
     assert process.returncode == 0, process.stderr
-    assert "8 complete" in process.stderr
+    assert "8 complete" in process.stderr and not (tmp_path / "process" / "quick" / ".logs").exists()  # no worker
     files = run_files(tmp_path / "population")
     assert len(files) == 8 and files == run_files(tmp_path / "process")
+    # the inline executor computes what the workers did, bit for bit
+    inline = run_sweep(specs_of(tmp_path / "inline", conditions=dial_product(policy_lag=[0, 2]), timesteps=512, tensorboard=False),
+                       executor="inline", show_progress=False)
+    assert len(inline.complete) == 8 and run_files(tmp_path / "inline") == files
+    for summary in (tmp_path / "population").rglob(SUMMARY_FILE):
+        twin = tmp_path / "inline" / summary.relative_to(tmp_path / "population")
+        assert json.loads(twin.read_text())["final_eval_return_mean"] == json.loads(summary.read_text())["final_eval_return_mean"]
     for run_dir in (tmp_path / "population").rglob(COMPLETE):
         assert not (run_dir.parent / FAILED).exists() and not (run_dir.parent / STATUS_FILE).exists()
         config = json.loads((run_dir.parent / "config.json").read_text())
@@ -174,6 +182,20 @@ def test_killed_population_worker_fails_its_runs_and_the_sweep_goes_on(tmp_path)
     assert second.ok and sorted(r["relative_dir"] for r in second.complete) == sorted(victims) and len(second.skipped) == 2
     for spec in specs:
         assert (spec.run_dir / COMPLETE).is_file() and not (spec.run_dir / FAILED).exists()
+
+
+def test_the_inline_executor_trains_here_resumes_and_refuses_workers(tmp_path):
+    out = tmp_path / "runs"
+    specs = specs_of(out, algos=["ppo"], timesteps=256)
+    with pytest.raises(ValueError, match="workers=2"):
+        run_sweep(specs, workers=2, executor="inline", show_progress=False)
+    first = run_sweep(specs, executor="inline", show_progress=False)
+    assert first.ok and len(first.complete) == 2 and not (out / "quick" / ".logs").exists()  # no worker, no worker files
+    assert all((s.run_dir / COMPLETE).is_file() for s in specs)
+    again = run_sweep(specs, executor="inline", show_progress=False)
+    assert not again.complete and len(again.skipped) == 2
+    with pytest.raises(ValueError, match="'thread'.*local, inline, ray"):
+        run_sweep(specs, executor="thread", show_progress=False)
 
 
 def test_dry_run_names_the_engine_and_bad_workers_fail_first(tmp_path):

@@ -37,7 +37,7 @@ def _wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | Non
 
 # -- 1. one writer for a whole tuning study ------------------------------------------------------
 TUNE = ["tune", "--envs", "CartPole-v1", "--algos", "esspo", "--round-size", "1", "--timesteps", "512",
-        "--search-seeds", "100", "--stale-lag", "2", "--no-progress", "--workers", "1"]
+        "--search-seeds", "100", "--stale-lag", "2", "--no-progress", "--executor", "inline"]
 
 
 @pytest.mark.slow

@@ -74,7 +74,7 @@ def _tune(out: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "adaptive_po", "tune", "--envs", "CartPole-v1", "--algos", "esspo,ppo", "--trials", "3",
          "--round-size", "2", "--timesteps", "512", "--search-seeds", "100", "--score-seeds", "0,1", "--stale-lag", "2",
-         "--no-progress", "--workers", "2", "--out", str(out), *extra],
+         "--no-progress", "--executor", "inline", "--out", str(out), *extra],
         capture_output=True, text=True, timeout=900,
     )
 

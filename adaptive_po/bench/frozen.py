@@ -196,7 +196,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return write_selection(results, log)
     if args.workers is not None and args.workers < 1:
         raise SystemExit(f"--workers must be >= 1, got {args.workers}")
-    train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed)
+    train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed, executor=args.executor)
     if args.command == "pilot":
         specs = pilot_specs(args.out, args.envs_dir)
         runner = checked_runner(table_path, train, args, log, dry=True)

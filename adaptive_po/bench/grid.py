@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable
 from adaptive_po.bench.config import MAX_GRID_RUNS, ConfigError, check_policy, check_run_limits, get_env_config
 from adaptive_po.dials import DataDials
 from adaptive_po.contract import check_name
+from adaptive_po.bench.jobs import EXECUTORS
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.environments import resolve_backend, resolve_device
 from adaptive_po.bench.suites import get_suite
@@ -78,8 +79,8 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
     environments.
     """
     suite = get_suite(grid.suite)
-    if grid.executor not in ("local", "ray"):
-        raise ValueError(f"unknown executor {grid.executor!r}; use local or ray")
+    if grid.executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {grid.executor!r}; use {', '.join(EXECUTORS)}")
     if not grid.envs:
         raise ValueError("no environments selected")
     if not grid.algos:

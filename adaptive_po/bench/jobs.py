@@ -23,6 +23,10 @@ from adaptive_po.environments import resolve_backend
 #: the engines: ``population`` trains the runs of one environment together in one process where
 #: the runs allow it (MLP and CNN policies without gSDE), ``process`` gives every run its own process
 ENGINES = ("population", "process")
+#: the executors: ``local`` runs each job in a worker process (as many at once as ``workers``),
+#: ``inline`` runs them one after another in the sweep's own process (tiny sweeps, debuggers),
+#: ``ray`` hands each to a Ray task
+EXECUTORS = ("local", "inline", "ray")
 
 #: ``on_result(spec, outcome)``: called once per run when its job has ended (and, on Ray, after
 #: its run folder has landed); ``outcome`` is the engine's record (``status``, ``run_dir``, ...)

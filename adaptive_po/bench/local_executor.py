@@ -1,4 +1,5 @@
-"""The local executor: each job in its own worker process, one torch thread each.
+"""The local executors: each job in its own worker process, one torch thread each
+(:func:`run_local`); or every job in this process, one after another (:func:`run_inline`).
 
 A worker runs ``python -m adaptive_po _run SPEC`` (one run, the process engine) or
 ``_run_population SPECS`` (a population) with its output in ``<suite>/.logs``. A worker that dies
@@ -194,3 +195,24 @@ def run_local(
             except subprocess.TimeoutExpired:
                 item.process.kill()
         raise
+
+
+def run_inline(jobs: Sequence[Job], on_result: ResultCallback | None = None) -> None:
+    """Run ``jobs`` one after another in this process, with the engines the workers run
+    (:func:`~adaptive_po.bench.population_engine.execute_population`,
+    :func:`~adaptive_po.bench.process_engine.execute_run`): the same run folders, without a
+    worker's start (1.5-4 s of imports each here: torch, torch._dynamo for ``torch.func``, envpool).
+
+    For tiny sweeps, a debugger or a profiler; nothing runs in parallel and nothing isolates a
+    crash: a run that kills its process takes the sweep with it (its folder stays unfinished, so a
+    rerun redoes it). The engines never raise: a failed run is a ``failed`` record, as from a worker.
+    """
+    check_jobs(jobs)
+    on_result = on_result or (lambda spec, record: None)
+    from adaptive_po.bench.population_engine import execute_population
+    from adaptive_po.bench.process_engine import execute_run
+
+    for job in jobs:
+        records = execute_population(list(job.specs)) if job.population else [execute_run(job.specs[0])]
+        for spec, record in zip(job.specs, records):
+            on_result(spec, record)

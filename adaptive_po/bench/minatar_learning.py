@@ -367,7 +367,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.hours is not None and not (0 < args.hours <= 24):
         raise ValueError(f"--hours must be in (0, 24], got {args.hours}")
     deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
-    train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed, command="minatar-learning")
+    train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed, command="minatar-learning", executor=args.executor)
     if args.command == "pilot":
         specs = pilot_specs(args.out, args.envs_dir)
         with results_lock(results):

@@ -294,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from adaptive_po.bench.frozen import results_lock, train_with_sweep
 
-    train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed)
+    train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed, executor=args.executor)
     deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
     try:
         with results_lock(results):  # one writer per results folder: the cut, the plan, the table

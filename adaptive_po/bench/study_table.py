@@ -318,22 +318,25 @@ def add_run_arguments(parser: Any, hours: bool = True) -> None:
     progress, redoing changed folders, and (``hours``) the slice's length."""
     parser.add_argument("--out", default="runs", help="results root of the run folders")
     parser.add_argument("--workers", type=int, default=None, help="concurrent jobs (default: one per core)")
+    parser.add_argument("--executor", default="local", choices=("local", "inline"), help="local worker processes, or this process one job at a time (inline)")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--redo-changed", action="store_true", help="redo complete run folders made with another configuration")
     if hours:
         parser.add_argument("--hours", type=float, default=None, help="this slice's wall-clock hours: no batch starts after them")
 
 
-def train_with_sweep(workers: int | None, show_progress: bool, redo_changed: bool, command: str = "frozen") -> tuple[Callable[..., Any], list[str]]:
+def train_with_sweep(workers: int | None, show_progress: bool, redo_changed: bool, command: str = "frozen",
+                     executor: str = "local") -> tuple[Callable[..., Any], list[str]]:
     """A study's ``train(specs, max_members)``: the bench's sweep (populations on ``workers``
-    cores, complete run folders skipped), and the list the failed runs' lines are added to."""
+    cores, or ``executor="inline"`` in this process; complete run folders skipped), and the list
+    the failed runs' lines are added to."""
     from adaptive_po.bench.sweep import iter_failed, run_sweep
 
     failed: list[str] = []
 
     def train(specs: Sequence[RunSpec], max_members: int | None = None) -> None:
         result = run_sweep(list(specs), workers=workers, show_progress=show_progress, redo_changed=redo_changed,
-                           command=command, max_members=max_members)
+                           command=command, max_members=max_members, executor=executor)
         failed.extend(iter_failed(result))
 
     return train, failed

@@ -2,7 +2,8 @@
 
 The runs to do are split into *jobs* (:func:`adaptive_po.bench.jobs.plan_jobs`), and each job
 is one worker process with one torch thread on CPU (:func:`run_local`, here) or one Ray task
-(:func:`adaptive_po.bench.ray_executor.run_ray`): both executors take the same planned jobs.
+(:func:`adaptive_po.bench.ray_executor.run_ray`): both executors take the same planned jobs (and so
+does :func:`run_inline`, which runs them one after another in the sweep's own process).
 With the population engine (the default) a job is a population: the runs of one environment,
 algorithm and budget that differ only in seed and data dials, trained together in one process
 (``python -m adaptive_po _run_population SPECS``, :mod:`adaptive_po.bench.population_engine`). Runs
@@ -29,11 +30,11 @@ from typing import Any, Iterable, Sequence
 
 from adaptive_po.contract import SUMMARY_FILE
 from adaptive_po.contract import SUMMARY_DIVERGED
-from adaptive_po.bench.jobs import check_engine, plan_jobs
+from adaptive_po.bench.jobs import EXECUTORS, check_engine, plan_jobs
 from adaptive_po.bench.locks import destination_error, disk_error_text, is_disk_error
 from adaptive_po.bench.run_folder import RUN_SAME, RunSpec
 from adaptive_po.bench.resume import plan_resume
-from adaptive_po.bench.local_executor import live_timesteps, run_local
+from adaptive_po.bench.local_executor import live_timesteps, run_inline, run_local
 
 
 # -- what a rerun does with the runs already there ------------------------------------------------
@@ -123,10 +124,12 @@ def _run_sweep(
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    if executor not in ("local", "ray"):
-        raise ValueError(f"unknown executor {executor!r}; use local or ray")
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; use {', '.join(EXECUTORS)}")
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers!r}")
+    if executor == "inline" and workers not in (None, 1):
+        raise ValueError(f"the inline executor runs one job at a time in this process, got workers={workers!r}")
     check_engine(engine)
     if executor == "local":
         workers = workers or os.cpu_count() or 1
@@ -204,6 +207,8 @@ def _run_sweep(
         jobs = plan_jobs(todo, engine, max_members)
         if executor == "local":
             run_local(jobs, workers, on_result, on_tick)
+        elif executor == "inline":
+            run_inline(jobs, on_result)
         else:
             from adaptive_po.bench.ray_executor import run_ray
 
