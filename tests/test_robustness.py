@@ -265,7 +265,7 @@ def test_corrupt_results_are_redone_by_the_bench_and_named_by_analysis(tmp_path,
         assert name in message
 
     capsys.readouterr()
-    result = run_sweep(specs, workers=2, show_progress=False, engine="process")
+    result = run_sweep(specs, executor="inline", show_progress=False, engine="process")
     err = capsys.readouterr().err
     assert result.ok and len(result.skipped) == 1 and len(result.complete) == 3, err
     for name in ("seed-0", "seed-1", "seed-2"):
@@ -288,7 +288,7 @@ def test_divergence_is_caught_and_named_on_both_engines(tmp_path, write_env):
     write_env(envs, "Blowup-v1", hyperparams__learning_rate=1e6, hyperparams__max_grad_norm=1e30)  # no NaN: flagged
     cmds = {
         engine: [sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--envs", "Nan-v1,Blowup-v1", "--algos", "ppo",
-                 "--seeds", "1", "--lags", "0", "--timesteps", "1024", "--workers", "1", "--out", str(tmp_path / engine),
+                 "--seeds", "1", "--lags", "0", "--timesteps", "1024", "--executor", "inline", "--out", str(tmp_path / engine),
                  "--envs-dir", str(envs), "--device", "cpu", "--no-report", "--no-progress", "--engine", engine]
         for engine in ("process", "population")
     }
