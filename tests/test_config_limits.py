@@ -29,6 +29,7 @@ from adaptive_po.bench.config import (
 from adaptive_po.contract import check_name
 from adaptive_po.bench.grid import Grid, expand_grid
 from adaptive_po.hyperparams import Hyperparams, MAX_SOURCE_CHARS
+from cli_here import cli_here  # noqa: E402 - tests/cli_here.py: a command line in this process
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "500"}
@@ -43,10 +44,10 @@ def _default_limits(monkeypatch):
 
 
 def cli(*args: str, cwd: Path, extra_env: dict[str, str] | None = None, timeout: float = 180, **popen) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "adaptive_po", *args], cwd=cwd, env={**ENV, "PYTHONPATH": str(ROOT), **(extra_env or {})},
-        capture_output=True, text=True, timeout=timeout, **popen,
-    )
+    command, env = [sys.executable, "-m", "adaptive_po", *args], {**ENV, "PYTHONPATH": str(ROOT), **(extra_env or {})}
+    if popen:  # a limit on the process itself (its memory): a process of its own
+        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, **popen)
+    return cli_here(command, cwd=cwd, env=env)
 
 
 def bench(sandbox: Path, *extra: str, envs: str = "CartPole-v1", **kw) -> subprocess.CompletedProcess:

@@ -12,16 +12,13 @@ naming the file, the cell and the value, before any compute, never with a traceb
   :data:`~adaptive_po.hyperparams.MAX_N_ENVS`, :data:`~adaptive_po.hyperparams.MAX_N_STEPS` and
   :data:`~adaptive_po.hyperparams.MAX_ROLLOUT_STEPS`.
 
-The command-line cases run the real commands on copies of the published results: the byte-order
-mark cases and the grid's in subprocesses (the grid's under a memory limit), the damaged files
-through the same ``main(argv)`` the module runs, in this process (34 interpreter starts spared).
+The command-line cases run the real commands on copies of the published results, through the same
+``main(argv)`` the module runs, in this process (:mod:`cli_here`); the grid's in a subprocess, under
+a memory limit.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import io
 import json
 import shutil
 import subprocess
@@ -31,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_here import cli_here
 from test_config_limits import ENV, _limit_memory, bench
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,24 +58,16 @@ def snapshot(*folders: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for folder in folders for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink()}
 
 
-def run(command: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=ROOT, env={**ENV, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=timeout)
-
-
-def in_process(command: list[str]) -> tuple[int, str]:
-    """``python -m MODULE ARGS...`` as ``MODULE.main(ARGS)`` here: (exit status, stderr)."""
-    assert command[:2] == [sys.executable, "-m"], command
-    main = importlib.import_module(command[2]).main
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main(command[3:])
-    return code, err.getvalue()
+def run(command: list[str]) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS...`` in this process (:func:`cli_here`), from the repository's root."""
+    return cli_here(command, cwd=ROOT, env=ENV)
 
 
 def refused(command: list[str], *needles: str) -> str:
-    """Run ``command`` (:func:`in_process`); assert exit 2 and one line on stderr holding every
+    """Run ``command`` (:func:`run`); assert exit 2 and one line on stderr holding every
     needle; return it."""
-    code, stderr = in_process(command)
+    done = run(command)
+    code, stderr = done.returncode, done.stderr
     lines = stderr.strip().splitlines()
     assert code == 2 and len(lines) == 1, f"exit {code}:\n{stderr}"
     assert "Traceback" not in stderr

@@ -22,6 +22,7 @@ from adaptive_po.bench.run_folder import RUN_SAME, RunSpec, config_for, run_fold
 from adaptive_po.bench.process_engine import execute_run
 from adaptive_po.cli import WORKER_COMMANDS, build_parser, build_worker_parser
 from test_robustness import run_cli as cli  # adaptive-po in this process, its signal handlers put back
+from cli_here import cli_here  # a command line in this process
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 CARTPOLE = "CartPole-v1"
@@ -40,13 +41,13 @@ def subcommands() -> dict[str, object]:
 
 # -- 1 and 2: the help ----------------------------------------------------------------------------
 def test_help_lists_public_commands_only_and_the_workers_still_parse():
-    shown = subprocess.run([sys.executable, "-m", "adaptive_po", "--help"], env=ENV, capture_output=True, text=True, timeout=60)
+    shown = cli_here([sys.executable, "-m", "adaptive_po", "--help"], env=ENV, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     for command in ("train", "bench", "list", "tune", "trace", "readme", "zoo"):
         assert command in shown.stdout
     assert "_run" not in shown.stdout and "SUPPRESS" not in shown.stdout, shown.stdout
     # a mistyped command lists the public commands only
-    typo = subprocess.run([sys.executable, "-m", "adaptive_po", "trian"], env=ENV, capture_output=True, text=True, timeout=60)
+    typo = cli_here([sys.executable, "-m", "adaptive_po", "trian"], env=ENV, capture_output=True, text=True, timeout=60)
     assert typo.returncode == 2 and "'train'" in typo.stderr and "_run" not in typo.stderr, typo.stderr
     # the sweep's workers keep their commands (the bench test below runs one for real)
     assert set(WORKER_COMMANDS) == {"_run", "_run_population"}

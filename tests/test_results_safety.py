@@ -31,6 +31,7 @@ from adaptive_po.bench import locks
 from adaptive_po.bench.config import DEFAULT_ENVS_DIR
 from adaptive_po.contract import COMPLETE, FAILED, verify_complete_run
 from adaptive_po.bench.run_folder import config_differences
+from cli_here import cli_here
 from test_robustness import children  # the live child processes of a pid
 
 #: wide lines: messages are checked line by line
@@ -59,7 +60,9 @@ def train(out: Path, *extra: str, timesteps: int = 2048, seed: int = 0, suite_na
 
 
 def run(cmd: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    """``cmd`` to its end, in this process (:mod:`cli_here`): what it prints and leaves on disk is the
+    subject; the tests about the process itself start theirs with ``subprocess.Popen``."""
+    return cli_here(cmd, env=ENV)
 
 
 def complete_runs(out: Path) -> set[Path]:

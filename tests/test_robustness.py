@@ -39,6 +39,7 @@ from adaptive_po.bench.run_folder import RunSpec, config_for, fail_run_folder, s
 from adaptive_po.bench.process_engine import execute_run
 from adaptive_po.bench.grid import Grid, expand_grid  #: wide lines: the sweep's messages are checked line by line
 from adaptive_po.bench.sweep import run_sweep  #: wide lines: the sweep's messages are checked line by line
+from cli_here import cli_here  # a command line in this process
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "500"}
 
 
@@ -339,19 +340,10 @@ def test_cause_lines_and_divergence_rules():
 
 
 # -- bad destinations and devices -----------------------------------------------------------------
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    """``adaptive-po ARGV`` in this process (the signal handlers it installs are put back)."""
-    from adaptive_po.cli import main
-
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    capsys.readouterr()
-    try:
-        code = main(argv)
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+def run_cli(argv: list[str], capsys=None) -> tuple[int, str, str]:
+    """``adaptive-po ARGV`` in this process (:mod:`cli_here`): (exit status, stdout, stderr)."""
+    done = cli_here([sys.executable, "-m", "adaptive_po", *argv])
+    return done.returncode, done.stdout, done.stderr
 
 
 def test_bad_destinations_devices_and_workers_are_refused_before_compute(tmp_path, capsys):

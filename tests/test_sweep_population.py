@@ -23,6 +23,7 @@ from adaptive_po.bench.grid import Grid, expand_grid
 from adaptive_po.bench.sweep import run_sweep
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
+from cli_here import cli_here  # noqa: E402 - tests/cli_here.py: a command line in this process
 
 def bench(out: Path, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess:
     cmd = [
@@ -201,7 +202,7 @@ def test_the_inline_executor_trains_here_resumes_and_refuses_workers(tmp_path):
 def test_dry_run_names_the_engine_and_bad_workers_fail_first(tmp_path):
     def dry(*extra: str) -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--dry-run", "--list-runs", "--out", str(tmp_path), "--device", "cpu", *extra]
-        return subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=120)
+        return cli_here(cmd, env=ENV)
 
     default = dry()
     assert default.returncode == 0, default.stderr

@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_here import cli_here  # noqa: E402 - tests/cli_here.py: a command line in this process
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "adaptive_po", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=cwd)
+    return cli_here([sys.executable, "-m", "adaptive_po", *args], env=env, cwd=cwd)
 
 
 def _wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:

@@ -19,6 +19,7 @@ from adaptive_po.bench.tuning import (
 )
 from adaptive_po.bench.variants import apply_variant, objective_knobs, parse_variant
 from adaptive_po.hyperparams import Hyperparams
+from cli_here import cli_here  # a command line in this process
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the results page: the reports' generated blocks and the prose that quotes them
@@ -71,7 +72,7 @@ def test_a_run_that_did_not_complete_scores_the_random_score(tmp_path):
 
 
 def _tune(out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return cli_here(
         [sys.executable, "-m", "adaptive_po", "tune", "--envs", "CartPole-v1", "--algos", "esspo,ppo", "--trials", "3",
          "--round-size", "2", "--timesteps", "512", "--search-seeds", "100", "--score-seeds", "0,1", "--stale-lag", "2",
          "--no-progress", "--executor", "inline", "--out", str(out), *extra],
@@ -82,12 +83,12 @@ def _tune(out: Path, *extra: str) -> subprocess.CompletedProcess:
 def test_bad_tuning_requests_are_refused_before_compute(tmp_path):
     bad = _tune(tmp_path, "--stale-lag", "0")
     assert bad.returncode == 2 and "--stale-lag" in bad.stderr
-    overlap = subprocess.run(
+    overlap = cli_here(
         [sys.executable, "-m", "adaptive_po", "tune", "--envs", "CartPole-v1", "--search-seeds", "2,9", "--score-seeds", "3", "--out", str(tmp_path), "--dry-run"],
         capture_output=True, text=True,
     )
     assert overlap.returncode == 2 and "[2]" in overlap.stderr and "held out" in overlap.stderr
-    unknown = subprocess.run(
+    unknown = cli_here(
         [sys.executable, "-m", "adaptive_po", "tune", "--envs", "NoSuchEnv-v0", "--out", str(tmp_path), "--dry-run"],
         capture_output=True, text=True,
     )
@@ -119,10 +120,10 @@ def test_search_select_score_resume_and_rebuild_from_tables(tmp_path):
     assert (search / "trials.csv").read_text() == before
     # the report, then the same report from its tables alone
     report = tmp_path / "report"
-    made = subprocess.run([sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--runs", str(search), str(score), "--out", str(report)], capture_output=True, text=True)
+    made = cli_here([sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--runs", str(search), str(score), "--out", str(report)], capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     rebuilt = tmp_path / "rebuilt"
-    again = subprocess.run([sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--tables", str(report), "--out", str(rebuilt)], capture_output=True, text=True)
+    again = cli_here([sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--tables", str(report), "--out", str(rebuilt)], capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert (report / "verdicts.md").read_text() == (rebuilt / "verdicts.md").read_text()
     text = (report / "verdicts.md").read_text()
@@ -133,7 +134,7 @@ def test_search_select_score_resume_and_rebuild_from_tables(tmp_path):
 def test_the_published_tuned_report_rebuilds_from_its_committed_tables(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(RESULTS_README.read_text())
-    made = subprocess.run(
+    made = cli_here(
         [sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--tables", str(PUBLISHED), "--out", str(tmp_path), "--readme", str(readme)],
         capture_output=True, text=True, cwd=ROOT,
     )

@@ -14,6 +14,7 @@ from adaptive_po.bench.suites import OWN_KNOB_VARIANTS, PAPER_CONDITIONS, SUITES
 from adaptive_po.bench.grid import Grid, expand_grid
 from adaptive_po.bench.variants import apply_variant, make_variant, objective_knobs, parse_variant
 from adaptive_po.hyperparams import LinearSchedule
+from cli_here import cli_here  # a command line in this process
 
 
 def test_objective_knobs_are_the_losses_own_keywords():
@@ -118,7 +119,7 @@ def test_bad_grids_fail_before_compute(grid_changes, match, tmp_path):
 
 
 def test_train_cli_takes_the_sampler_dials_and_a_variant(tmp_path):
-    out = subprocess.run(
+    out = cli_here(
         [sys.executable, "-m", "adaptive_po", "train", "--env", "CartPole-v1", "--algo", "cispo", "--variant", "eps_high=4",
          "--temperature", "1.2", "--precision", "fp8-e5m2", "--timesteps", "512", "--out", str(tmp_path), "--device", "cpu"],
         capture_output=True, text=True, timeout=300,
@@ -128,7 +129,7 @@ def test_train_cli_takes_the_sampler_dials_and_a_variant(tmp_path):
     config = json.loads((run / contract.CONFIG_FILE).read_text())
     assert (config["sampler_temperature"], config["sampler_precision"], config["variant"]) == (1.2, "fp8-e5m2", "eps_high=4")
     assert config["objective_kwargs"]["eps_high"] == 4.0
-    bad = subprocess.run(
+    bad = cli_here(
         [sys.executable, "-m", "adaptive_po", "train", "--env", "CartPole-v1", "--precision", "fp4", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300,
     )

@@ -294,13 +294,27 @@ def sweep_lock(folders: Iterable[str | os.PathLike]) -> Iterator[None]:
             _release(folder)
 
 
+#: the locks :func:`keep_sweep_locks` holds in this process (released at exit, or by
+#: :func:`release_kept_locks`)
+_KEPT: list[Any] = []
+
+
 def keep_sweep_locks(folders: Iterable[str | os.PathLike]) -> None:
     """Take the folders' locks until this process exits (the bench: its sweep and its report)."""
     import atexit
 
     lock = sweep_lock(folders)
     lock.__enter__()
-    atexit.register(lock.__exit__, None, None, None)
+    _KEPT.append(lock)
+    if len(_KEPT) == 1:
+        atexit.register(release_kept_locks)
+
+
+def release_kept_locks() -> None:
+    """Release what :func:`keep_sweep_locks` took, newest first (at exit; a caller that runs the
+    command line in its own process, as the tests do, calls it when the command returns)."""
+    while _KEPT:
+        _KEPT.pop().__exit__(None, None, None)
 
 
 # -- run folder owners ----------------------------------------------------------------------------

@@ -1,0 +1,82 @@
+"""``python -m MODULE ARGS...`` run in the test's own process, for tests whose subject is what a
+command prints, returns and leaves on disk (refusals, dry runs, changed settings, damaged inputs):
+each saves a Python start and the imports of torch and the environments (2-5 s a call on 2 cores).
+Tests whose subject is the process itself (signals, killed workers, ``kill -9``, a wheel install)
+keep their subprocesses.
+
+:func:`cli_here` takes the arguments of ``subprocess.run`` for such a command and gives back its
+``CompletedProcess``: the exit status (``SystemExit`` from argparse included) and the captured
+stdout and stderr. The working directory, the environment, ``sys.argv``, the SIGINT/SIGTERM
+handlers and torch's thread count are put back afterwards, and the sweep locks a bench keeps until
+its process exits are released (:func:`adaptive_po.bench.locks.release_kept_locks`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import io
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+
+def _entry(module: str) -> tuple[Callable[[list[str]], int], str]:
+    """``module``'s ``main`` (a package's is its ``cli`` module's) and what ``sys.argv[0]`` would be."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin, f"no module {module!r}"
+    loaded = importlib.import_module(module)
+    main = getattr(loaded, "main", None)
+    if main is None:  # a package run with -m: its __main__ calls its cli's main
+        main = importlib.import_module(f"{module}.cli").main
+    origin = Path(spec.origin)
+    return main, str(origin.with_name("__main__.py") if origin.name == "__init__.py" else origin)
+
+
+def cli_here(command: list[str], *, cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None,
+             timeout: float | None = None, check: bool = False, **ignored: Any) -> subprocess.CompletedProcess:
+    """Run ``[sys.executable, "-m", MODULE, *args]`` here; see the module docstring. ``timeout``,
+    ``capture_output`` and ``text`` are accepted for ``subprocess.run``'s sake (output is always
+    captured as text)."""
+    import torch
+
+    from adaptive_po.bench.locks import release_kept_locks
+
+    assert command[:2] == [sys.executable, "-m"], f"not a `python -m` command: {command[:3]}"
+    main, argv0 = _entry(command[2])
+    args = [str(a) for a in command[3:]]
+    saved_env, saved_argv, saved_cwd = dict(os.environ), list(sys.argv), os.getcwd()
+    saved_signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    threads = torch.get_num_threads()
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.argv = [argv0, *args]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(args)
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+                if exit_.code is not None and not isinstance(exit_.code, int):
+                    print(exit_.code, file=sys.stderr)
+    finally:
+        release_kept_locks()
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.argv = saved_argv
+        for sig, handler in saved_signals.items():
+            signal.signal(sig, handler)
+        torch.set_num_threads(threads)
+    done = subprocess.CompletedProcess(command, int(code or 0), out.getvalue(), err.getvalue())
+    if check:
+        done.check_returncode()
+    return done
