@@ -5,8 +5,8 @@ Tests whose subject is the process itself (signals, killed workers, ``kill -9``,
 keep their subprocesses.
 
 :func:`cli_here` takes the arguments of ``subprocess.run`` for such a command and gives back its
-``CompletedProcess``: the exit status (``SystemExit`` from argparse included) and the captured
-stdout and stderr. The working directory, the environment, ``sys.argv``, the SIGINT/SIGTERM
+``CompletedProcess``: the exit status (``SystemExit`` from argparse included; an uncaught exception
+is its traceback on stderr and exit 1, as the interpreter does) and the captured stdout and stderr. The working directory, the environment, ``sys.argv``, the SIGINT/SIGTERM
 handlers and torch's thread count are put back afterwards, and the sweep locks a bench keeps until
 its process exits are released (:func:`adaptive_po.bench.locks.release_kept_locks`).
 """
@@ -21,19 +21,18 @@ import os
 import signal
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Callable
 
 
 def _entry(module: str) -> tuple[Callable[[list[str]], int], str]:
-    """``module``'s ``main`` (a package's is its ``cli`` module's) and what ``sys.argv[0]`` would be."""
+    """``module``'s ``main`` (a package's is its ``__main__``'s) and what ``sys.argv[0]`` would be."""
     spec = importlib.util.find_spec(module)
     assert spec is not None and spec.origin, f"no module {module!r}"
-    loaded = importlib.import_module(module)
-    main = getattr(loaded, "main", None)
-    if main is None:  # a package run with -m: its __main__ calls its cli's main
-        main = importlib.import_module(f"{module}.cli").main
     origin = Path(spec.origin)
+    # a package run with -m runs its __main__ (whose own call of main is guarded by __name__)
+    main = importlib.import_module(f"{module}.__main__" if origin.name == "__init__.py" else module).main
     return main, str(origin.with_name("__main__.py") if origin.name == "__init__.py" else origin)
 
 
@@ -67,6 +66,9 @@ def cli_here(command: list[str], *, cwd: str | os.PathLike | None = None, env: d
                 code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
                 if exit_.code is not None and not isinstance(exit_.code, int):
                     print(exit_.code, file=sys.stderr)
+            except Exception:  # noqa: BLE001 - what the interpreter does with it: the traceback, exit 1
+                traceback.print_exc()
+                code = 1
     finally:
         release_kept_locks()
         os.chdir(saved_cwd)

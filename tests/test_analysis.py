@@ -35,6 +35,7 @@ from adaptive_po.analysis.plots import curve_band
 from adaptive_po.analysis.reports.suite import main as report_main
 from adaptive_po.analysis.reports.suite import make_report
 from adaptive_po.analysis.tables import aggregate_table, condition_table, reference_scores
+from cli_here import cli_here  # a command line in this process
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -583,6 +584,6 @@ def test_reports_import_the_core_never_each_other_and_each_runs_as_a_module():
 def test_cli_bad_root_exits_1(tmp_path, capsys):
     assert report_main([str(tmp_path / "nothing")]) == 1
     assert "no such directory" in capsys.readouterr().err
-    proc = subprocess.run([sys.executable, "-m", "adaptive_po.analysis", str(tmp_path)], cwd=REPO,
+    proc = cli_here([sys.executable, "-m", "adaptive_po.analysis", str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "no run folders" in proc.stderr

@@ -29,6 +29,7 @@ import pytest
 from adaptive_po import contract, dials
 from adaptive_po.contract import COMPLETE, verify_complete_run
 from adaptive_po.analysis import LoadWarning, load_runs
+from cli_here import cli_here  # a command line in this process
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "500"}
 CONDITION = dials.condition_name(0, 0.0, 0)
@@ -226,7 +227,7 @@ def bench_out(tmp_path_factory) -> Path:
     process: the run folders are the subject here, not the workers), made once for the tests of
     the ``integrity`` xdist group."""
     out = tmp_path_factory.mktemp("bench")
-    done = subprocess.run(bench_cmd(out), env=ENV, capture_output=True, text=True, timeout=900)
+    done = cli_here(bench_cmd(out), env=ENV, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     return out
 
@@ -271,7 +272,7 @@ def test_edited_results_are_named_by_analysis_and_redone_by_the_bench(bench_out,
         assert f"{d.parent.parent.name}/{CONDITION}/{d.name} (summary.json" in message
     kept = before.set_index("run_dir").loc[str(intact), "final_eval_return_mean"]
     assert runs.finals["final_eval_return_mean"].tolist() == [kept] == [last_eval(intact)]
-    report = subprocess.run([sys.executable, "-m", "adaptive_po.analysis", str(out / "quick"), "--out", str(tmp_path / "report"),
+    report = cli_here([sys.executable, "-m", "adaptive_po.analysis", str(out / "quick"), "--out", str(tmp_path / "report"),
                              "--resamples", "50"], env=ENV, capture_output=True, text=True, timeout=300)
     assert report.returncode == 0, report.stderr
     for d in edited:
@@ -279,13 +280,13 @@ def test_edited_results_are_named_by_analysis_and_redone_by_the_bench(bench_out,
     assert "integrity check" in report.stderr
 
     # the bench: a dry run and a rerun redo exactly the damaged runs, naming them
-    dry = subprocess.run(bench_cmd(out, "--dry-run"), env=ENV, capture_output=True, text=True, timeout=300)
+    dry = cli_here(bench_cmd(out, "--dry-run"), env=ENV, capture_output=True, text=True, timeout=300)
     assert dry.returncode == 0, dry.stderr
     shown = dry.stdout + dry.stderr
     assert "already complete: 1; to run: 3" in shown, shown
     for d in edited:
         assert f"redo quick/CartPole-v1/{d.parent.parent.name}/{CONDITION}/{d.name}: summary.json" in shown, shown
-    rerun = subprocess.run(bench_cmd(out), env=ENV, capture_output=True, text=True, timeout=900)
+    rerun = cli_here(bench_cmd(out), env=ENV, capture_output=True, text=True, timeout=900)
     assert rerun.returncode == 0, rerun.stderr
     assert "3 complete, 1 skipped" in rerun.stderr, rerun.stderr
     for d in edited:
@@ -324,7 +325,7 @@ def test_infinity_a_changed_env_and_an_old_format_are_damage_too(bench_out, tmp_
     message = " ".join(str(w.message) for w in caught)
     assert "run format 2" in message and "seed-1 (config.json has " in message
 
-    rerun = subprocess.run(bench_cmd(out), env=ENV, capture_output=True, text=True, timeout=900)
+    rerun = cli_here(bench_cmd(out), env=ENV, capture_output=True, text=True, timeout=900)
     assert rerun.returncode == 0, rerun.stderr
     assert "3 complete, 1 skipped" in rerun.stderr, rerun.stderr
     for d in (inf, env, old):

@@ -159,11 +159,12 @@ def test_the_compiled_bf16_step_tracks_the_eager_one():
 
 
 def test_train_refuses_bf16_on_the_process_engine_before_making_a_folder(tmp_path):
-    import subprocess
     import sys
 
+    from cli_here import cli_here
+
     out = tmp_path / "runs"
-    done = subprocess.run(
+    done = cli_here(
         [sys.executable, "-m", "adaptive_po", "train", "--env", "CartPole-v1", "--algo", "esspo", "--variant", "precision=bf16",
          "--timesteps", "512", "--out", str(out), "--no-progress"],
         capture_output=True, text=True, timeout=300,
