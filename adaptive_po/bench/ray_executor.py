@@ -452,6 +452,8 @@ def stop_local_ray(timeout: float = 30.0) -> None:
 #: end well before Ray's own 60 s, after which Ray ends the driver's process with exit 1, a message
 #: of Ray's and no cleanup (the sweep's lock file left behind)
 CLUSTER_GONE_S = 20.0
+#: the environment variable that sets those seconds instead (a slow network may want more)
+CLUSTER_GONE_ENV = "ADAPTIVE_PO_RAY_GONE_S"
 #: seconds between two checks of the head: a TCP connect to the GCS, at most this long too
 CLUSTER_CHECK_S = 2.0
 
@@ -461,16 +463,33 @@ class ClusterGone(ValueError):
     line and exit code 2; the runs that landed are kept and a rerun resumes)."""
 
 
+def cluster_gone_s() -> float:
+    """:data:`CLUSTER_GONE_S`, or ``$ADAPTIVE_PO_RAY_GONE_S`` where set (a ``ValueError`` naming a
+    value that is not a number of seconds of at least :data:`CLUSTER_CHECK_S`)."""
+    text = os.environ.get(CLUSTER_GONE_ENV, "").strip()
+    if not text:
+        return CLUSTER_GONE_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds >= CLUSTER_CHECK_S or seconds == float("inf"):
+        raise ValueError(f"{CLUSTER_GONE_ENV}={text!r}: give the seconds without an answer from the Ray head before the sweep ends, "
+                         f"a number of at least {CLUSTER_CHECK_S:g}")
+    return seconds
+
+
 class _HeadWatch:
     """Checks, every :data:`CLUSTER_CHECK_S`, that the connected cluster's GCS accepts a TCP
     connection, as this driver's own connection to it does; :meth:`check` raises
-    :class:`ClusterGone` once it has not for :data:`CLUSTER_GONE_S`. Nothing is checked for a
+    :class:`ClusterGone` once it has not for :func:`cluster_gone_s`. Nothing is checked for a
     ``ray://`` client connection (``ray_address``: the client talks to a proxy, and the GCS's own
     address may be one only the cluster's machines reach) or where Ray gives no GCS address."""
 
-    def __init__(self, ray_address: str | None) -> None:
+    def __init__(self, ray_address: str | None, gone_s: float = CLUSTER_GONE_S) -> None:
         import ray
 
+        self.gone_s = gone_s
         self.address, self.where = "", None
         try:
             from ray.util.client import ray as client
@@ -491,7 +510,7 @@ class _HeadWatch:
             with socket.create_connection(self.where, timeout=CLUSTER_CHECK_S):
                 self.answered = now
         except OSError:
-            if now - self.answered >= CLUSTER_GONE_S:
+            if now - self.answered >= self.gone_s:
                 raise ClusterGone(
                     f"the Ray cluster went away: its head (GCS at {self.address}) has not answered for {now - self.answered:.0f} s "
                     f"(stopped, killed or unreachable); the runs that finished are kept, those in flight are not recorded; "
@@ -546,6 +565,7 @@ def run_ray(
         raise ValueError(f"cpus_per_run must be > 0, got {cpus_per_run!r}")
     if gpus_per_run is not None and not gpus_per_run >= 0:
         raise ValueError(f"gpus_per_run must be >= 0, got {gpus_per_run!r}")
+    gone_s = cluster_gone_s()  # its environment variable checked before the cluster starts
     if not jobs:
         return
     on_result = on_result or (lambda spec, outcome: None)
@@ -569,7 +589,7 @@ def run_ray(
     remote = ray.remote(run_attempt)
     pending = deque(jobs)
     in_flight: dict[Any, Job] = {}
-    head = _HeadWatch(ray_address)
+    head = _HeadWatch(ray_address, gone_s)
     try:
         while pending or in_flight:
             head.check()
