@@ -260,7 +260,7 @@ def test_bench_cli_killed_halfway_resumes(tmp_path, stop_signal, engine):
     assert not [p for p in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines() if str(out) in p]
     done_before = {p.parent for p in out.rglob(COMPLETE)}
     assert 1 <= len(done_before) < 4
-    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    rerun = cli_here(cmd, env=env)
     assert rerun.returncode == 0, rerun.stderr
     done_after = {p.parent for p in out.rglob(COMPLETE)}
     assert len(done_after) == 4 and done_before <= done_after

@@ -101,7 +101,7 @@ def test_kill_9_of_the_driver_then_an_immediate_rerun(tmp_path):
         while time.time() < deadline and not (lock.is_file() and str(driver.pid) in lock.read_text()):
             time.sleep(0.05)
         # a second bench on the same --out is refused at once, naming the holder
-        second = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=120)
+        second = cli_here(cmd, env=ENV)
         assert second.returncode == 2, second.stderr
         assert f"pid {driver.pid}" in second.stderr and "another sweep" in second.stderr
         assert driver.poll() is None, "the first sweep ended before the second was refused; give it more work"
