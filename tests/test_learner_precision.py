@@ -145,6 +145,7 @@ def test_acting_and_learning_round_alike_so_lag_0_stays_on_policy():
     np.testing.assert_allclose(relearned[lagged].numpy(), rollout.behaviour_log_prob[lagged].reshape(t * e).numpy(), atol=1e-6)
 
 
+@pytest.mark.xdist_group("compiled-steps")  # with tests/test_compiled_step.py's: one compiler start
 def test_the_compiled_bf16_step_tracks_the_eager_one():
     eager, compiled = _learner("continuous", "bf16"), _learner("continuous", "bf16", compiled=True)
     for learner in (eager, compiled):

@@ -142,10 +142,11 @@ def ray_head(attempt_log):
 
 @pytest.fixture(scope="module")
 def local_reference(tmp_path_factory) -> dict[str, dict]:
-    """The grid through the local executor: the results the Ray executor must reproduce."""
+    """The grid through the inline executor (what the local executor's workers compute, bit for bit:
+    tests/test_sweep_population.py): the results the Ray executor must reproduce."""
     out = tmp_path_factory.mktemp("local")
     specs = grid_specs(out)
-    result = run_sweep(specs, workers=2, executor="local", show_progress=False)
+    result = run_sweep(specs, workers=1, executor="inline", show_progress=False)  # the same jobs as the local workers', bit for bit
     assert len(result.complete) == len(specs), result.failed
     return {str(s.relative_dir): run_record(s.run_dir) for s in specs}
 
@@ -419,7 +420,7 @@ def test_killed_worker_is_retried_and_lands_once(tmp_path, tmp_path_factory, ray
     for old in attempt_log.glob("*.json"):
         old.unlink()
     local_specs = grid_specs(tmp_path_factory.mktemp("local-seed0"), seeds=[0])
-    local = run_sweep(local_specs, workers=2, executor="local", show_progress=False)
+    local = run_sweep(local_specs, workers=1, executor="inline", show_progress=False)
     assert len(local.complete) == len(local_specs), local.failed
     local_reference = {str(s.relative_dir): run_record(s.run_dir) for s in local_specs}
     specs = grid_specs(tmp_path, seeds=[0])

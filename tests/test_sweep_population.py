@@ -31,7 +31,7 @@ def bench(out: Path, *extra: str, timeout: int = 600) -> subprocess.CompletedPro
         "--seeds", "2", "--lags", "0,2", "--timesteps", "512", "--workers", "2", "--out", str(out), "--device", "cpu",
         "--no-report", "--no-progress", *extra,
     ]
-    return subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    return cli_here(cmd, env=ENV)  # the driver here; its population workers are processes of their own
 
 
 def run_files(out: Path) -> dict[str, list[str]]:
