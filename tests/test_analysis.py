@@ -574,11 +574,21 @@ def test_reports_import_the_core_never_each_other_and_each_runs_as_a_module():
                 target = ("." * node.level) + (node.module or "")
                 assert not (node.level == 1 and node.module), f"{path.name} imports the report {target}"
                 assert "reports" not in (node.module or ""), f"{path.name} imports {target}"
+    # each ends by running its main as a module (`if __name__ == "__main__": ...exit(main())`), whose
+    # --help works (in this process); one of them runs as a real `python -m` too
+    for path in reports:
+        if path.stem == "__init__":
+            continue
+        last = ast.parse(path.read_text()).body[-1]
+        assert isinstance(last, ast.If) and ast.unparse(last.test) == "__name__ == '__main__'", f"{path.name} does not end with its __main__ guard"
+        assert ast.unparse(last.body[-1]) in ("sys.exit(main())", "raise SystemExit(main())"), f"{path.name}: {ast.unparse(last)}"
     for name in sorted(names):
-        proc = subprocess.run([sys.executable, "-m", f"adaptive_po.analysis.reports.{name}", "--help"], cwd=REPO,
-                              capture_output=True, text=True, timeout=60)
+        proc = cli_here([sys.executable, "-m", f"adaptive_po.analysis.reports.{name}", "--help"], cwd=REPO)
         assert proc.returncode == 0, (name, proc.stderr)
         assert f"adaptive_po.analysis.reports.{name}" in proc.stdout or name == "suite", proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "adaptive_po.analysis.reports.r2vpo", "--help"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "adaptive_po.analysis.reports.r2vpo" in proc.stdout, proc.stderr
 
 
 def test_cli_bad_root_exits_1(tmp_path, capsys):

@@ -204,8 +204,8 @@ def test_trace_workers_die_with_their_driver_on_kill_9(tmp_path):
 
 # -- 7. clear errors and no leftovers -----------------------------------------------------------------
 def _zoo_train(cwd: Path, *params: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "adaptive_po.zoo", "train", "--algo", "esspo", "--env", "CartPole-v1",
-                           "-n", "256", "--seed", "1", "-params", *params], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return cli_here([sys.executable, "-m", "adaptive_po.zoo", "train", "--algo", "esspo", "--env", "CartPole-v1",
+                     "-n", "256", "--seed", "1", "-params", *params], cwd=cwd)
 
 
 def test_zoo_bad_dial_params_are_one_line_and_failed_tries_leave_no_run_folder(tmp_path):
@@ -237,14 +237,14 @@ def _folder(path: Path) -> dict[str, bytes]:
 def test_a_sigterm_while_a_report_is_written_leaves_the_old_report_or_the_new_one_and_no_temporary_files(tmp_path):
     out = tmp_path / "runs"
     bench = _cli("bench", "--suite", "quick", "--envs", "CartPole-v1", "--algos", "esspo,ppo", "--seeds", "1", "--lags", "0",
-                 "--timesteps", "512", "--no-progress", "--no-report", "--out", str(out))
+                 "--timesteps", "512", "--no-progress", "--no-report", "--executor", "inline", "--out", str(out))
     assert bench.returncode == 0, bench.stderr[-3000:]
     root, report = out / "quick", out / "quick" / "report"
     analysis = [sys.executable, "-m", "adaptive_po.analysis", str(root)]
-    assert subprocess.run(analysis, capture_output=True).returncode == 0
+    assert cli_here(analysis).returncode == 0
     old = _folder(report)
     new_reference = tmp_path / "reference"
-    assert subprocess.run([*analysis, "--out", str(new_reference), "--confidence", "0.9"], capture_output=True).returncode == 0
+    assert cli_here([*analysis, "--out", str(new_reference), "--confidence", "0.9"]).returncode == 0
     new = _folder(new_reference)
     assert new != old  # another confidence level: another report.md
 
