@@ -334,12 +334,12 @@ def _ray_processes(root_pid: int) -> set[int]:
 def test_a_head_killed_mid_sweep_ends_the_driver_in_one_line_and_leaves_no_lock(tmp_path):
     """Issue 42, item 6: the cluster's head (its GCS) killed while a run trains ended the driver 60 s
     later with exit 1, Ray's message only and the sweep's lock file left; now one line of ours
-    within seconds of :func:`~adaptive_po.bench.ray_executor.cluster_gone_s` (set to 6 s here through
+    within seconds of :func:`~adaptive_po.bench.ray_executor.cluster_gone_s` (set to 4 s here through
     ``$ADAPTIVE_PO_RAY_GONE_S``; 20 s by default), exit 2, no lock."""
     from adaptive_po.bench.locks import LOCK_FILE, sweep_lock
     from adaptive_po.bench.ray_executor import CLUSTER_GONE_ENV
 
-    gone_s = 6.0
+    gone_s = 4.0
 
     attempts_dir, out = tmp_path / "attempts", tmp_path / "runs"
     attempts_dir.mkdir()

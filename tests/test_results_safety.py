@@ -289,7 +289,7 @@ def test_a_full_disk_is_refused_before_anything_runs(small_disk, monkeypatch):
 @pytest.mark.slow
 def test_a_disk_that_fills_during_the_sweep_ends_it_with_a_message(small_disk):
     out = small_disk / "runs"
-    cmd = bench(out, seeds="1", timesteps=16384, engine="process")  # esspo then ppo, one worker
+    cmd = bench(out, seeds="1", timesteps=8192, engine="process")  # esspo then ppo, one worker
     driver = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     filler = None
     try:

@@ -92,7 +92,7 @@ def test_kill_9_of_the_driver_then_an_immediate_rerun(tmp_path):
     out = tmp_path / "runs"
     # esspo then ppo, two seeds each, one worker at a time: four runs in a row, so the moment to
     # kill (some runs complete, a worker running) lasts three runs, whatever the machine's load
-    cmd = bench_cmd(out, seeds="2", workers=1)
+    cmd = bench_cmd(out, seeds="2", workers=1, timesteps=1024)
     total = 4
     driver = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -136,7 +136,7 @@ def test_kill_9_of_the_driver_then_an_immediate_rerun(tmp_path):
     # the results of an uninterrupted sweep: the same runs, here in this process (fixed seeds)
     reference = tmp_path / "reference"
     specs = expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo", "ppo"], seeds=[0, 1], conditions=[DataDials()],
-                             timesteps=2048, device="cpu", out=str(reference), tensorboard=False))
+                             timesteps=1024, device="cpu", out=str(reference), tensorboard=False))
     assert [execute_run(spec)["status"] for spec in specs] == ["complete"] * total
     for run_dir in runs:
         assert verify_complete_run(run_dir) is None

@@ -1,15 +1,14 @@
 """The RL Zoo runs our algorithms (``python -m adaptive_po.zoo``; needs the ``zoo`` extra).
 
 Fast checks of the registration, the generated hyper-parameter files and the tuning samplers;
-then, through the entry point in subprocesses (marked ``slow``, about a minute together on one
-core), a tiny Zoo ``train`` of ``esspo`` with a policy lag followed by ``enjoy``,
+then, through the entry point's ``main`` in the test's process (:mod:`cli_here`; marked ``slow``),
+a tiny Zoo ``train`` of ``esspo`` with a policy lag followed by ``enjoy``,
 ``record_video`` and the Zoo's plotting scripts on the run it wrote, and a two-trial ``-optimize``.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from adaptive_po.objectives import OBJECTIVES  # noqa: E402
 from adaptive_po.zoo import ALGORITHMS, register  # noqa: E402
 from adaptive_po.zoo.hyperparams import zoo_hyperparams  # noqa: E402
 from adaptive_po.zoo.registry import OBJECTIVE_OF  # noqa: E402
+from cli_here import cli_here  # noqa: E402 - the entry point's main in this process
 from adaptive_po.zoo.search_space import sampler_for  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,9 +88,7 @@ def test_a_registry_class_saves_and_loads_with_its_knob(tmp_path: Path) -> None:
 def _zoo(tmp_path: Path, *args: str, timeout: int = 600) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(OMP_NUM_THREADS="1", MPLBACKEND="Agg", SDL_VIDEODRIVER="dummy", PYTHONPATH=str(REPO))
-    done = subprocess.run(
-        [sys.executable, "-m", "adaptive_po.zoo", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    done = cli_here([sys.executable, "-m", "adaptive_po.zoo", *args], cwd=tmp_path, env=env)  # the entry point's main, here
     assert done.returncode == 0, f"zoo {' '.join(args)} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     return done.stdout
 
