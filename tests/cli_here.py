@@ -4,11 +4,12 @@ each saves a Python start and the imports of torch and the environments (2-5 s a
 Tests whose subject is the process itself (signals, killed workers, ``kill -9``, a wheel install)
 keep their subprocesses.
 
-:func:`cli_here` takes the arguments of ``subprocess.run`` for such a command and gives back its
-``CompletedProcess``: the exit status (``SystemExit`` from argparse included; an uncaught exception
-is its traceback on stderr and exit 1, as the interpreter does) and the captured stdout and stderr. The working directory, the environment, ``sys.argv``, the SIGINT/SIGTERM
-handlers and torch's thread count are put back afterwards, and the sweep locks a bench keeps until
-its process exits are released (:func:`adaptive_po.bench.locks.release_kept_locks`).
+:func:`cli_here` takes the command and the ``cwd`` and ``env`` that ``subprocess.run`` would, and
+gives back its ``CompletedProcess``: the exit status (``SystemExit`` from argparse included; an
+uncaught exception is its traceback on stderr and exit 1, as the interpreter does) and the captured
+stdout and stderr, as text. The working directory, the environment, ``sys.argv``, the SIGINT and
+SIGTERM handlers and torch's thread count are put back afterwards, and the sweep locks a bench
+keeps until its process exits are released (:func:`adaptive_po.bench.locks.release_kept_locks`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 
 def _entry(module: str) -> tuple[Callable[[list[str]], int], str]:
@@ -31,16 +32,13 @@ def _entry(module: str) -> tuple[Callable[[list[str]], int], str]:
     spec = importlib.util.find_spec(module)
     assert spec is not None and spec.origin, f"no module {module!r}"
     origin = Path(spec.origin)
-    # a package run with -m runs its __main__ (whose own call of main is guarded by __name__)
-    main = importlib.import_module(f"{module}.__main__" if origin.name == "__init__.py" else module).main
-    return main, str(origin.with_name("__main__.py") if origin.name == "__init__.py" else origin)
+    if origin.name == "__init__.py":  # a package run with -m runs its __main__ (main guarded by __name__)
+        module, origin = f"{module}.__main__", origin.with_name("__main__.py")
+    return importlib.import_module(module).main, str(origin)
 
 
-def cli_here(command: list[str], *, cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None,
-             timeout: float | None = None, check: bool = False, **ignored: Any) -> subprocess.CompletedProcess:
-    """Run ``[sys.executable, "-m", MODULE, *args]`` here; see the module docstring. ``timeout``,
-    ``capture_output`` and ``text`` are accepted for ``subprocess.run``'s sake (output is always
-    captured as text)."""
+def cli_here(command: list[str], *, cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``[sys.executable, "-m", MODULE, *args]`` here; see the module docstring."""
     import torch
 
     from adaptive_po.bench.locks import release_kept_locks
@@ -62,10 +60,11 @@ def cli_here(command: list[str], *, cwd: str | os.PathLike | None = None, env: d
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = main(args)
-            except SystemExit as exit_:
-                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-                if exit_.code is not None and not isinstance(exit_.code, int):
-                    print(exit_.code, file=sys.stderr)
+            except SystemExit as exit_:  # as the interpreter reads it: None is 0, a message is printed and 1
+                code = exit_.code
+                if code is not None and not isinstance(code, int):
+                    print(code, file=sys.stderr)
+                    code = 1
             except Exception:  # noqa: BLE001 - what the interpreter does with it: the traceback, exit 1
                 traceback.print_exc()
                 code = 1
@@ -78,7 +77,4 @@ def cli_here(command: list[str], *, cwd: str | os.PathLike | None = None, env: d
         for sig, handler in saved_signals.items():
             signal.signal(sig, handler)
         torch.set_num_threads(threads)
-    done = subprocess.CompletedProcess(command, int(code or 0), out.getvalue(), err.getvalue())
-    if check:
-        done.check_returncode()
-    return done
+    return subprocess.CompletedProcess(command, int(code or 0), out.getvalue(), err.getvalue())

@@ -594,6 +594,5 @@ def test_reports_import_the_core_never_each_other_and_each_runs_as_a_module():
 def test_cli_bad_root_exits_1(tmp_path, capsys):
     assert report_main([str(tmp_path / "nothing")]) == 1
     assert "no such directory" in capsys.readouterr().err
-    proc = cli_here([sys.executable, "-m", "adaptive_po.analysis", str(tmp_path)], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = cli_here([sys.executable, "-m", "adaptive_po.analysis", str(tmp_path)], cwd=REPO)
     assert proc.returncode == 1 and "no run folders" in proc.stderr

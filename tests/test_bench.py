@@ -273,13 +273,12 @@ def test_bench_cli_killed_halfway_resumes(tmp_path, stop_signal, engine):
 @pytest.mark.slow
 def test_cli_reports_bad_input_before_compute(tmp_path):
     result = cli_here(
-        [sys.executable, "-m", "adaptive_po", "bench", "--lags", "0,-2", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "adaptive_po", "bench", "--lags", "0,-2", "--out", str(tmp_path)]
     )
     assert result.returncode == 2 and "policy_lag" in result.stderr and "-2" in result.stderr
     assert not any(tmp_path.iterdir())
     dry = cli_here(
         [sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--dry-run", "--list-runs", "--out", str(tmp_path), "--device", "cpu"],
-        capture_output=True, text=True, timeout=120,
     )
     assert dry.returncode == 0 and "40 runs" in dry.stderr and "cost estimate" in dry.stderr
     assert len(dry.stdout.strip().splitlines()) == 40
@@ -335,13 +334,13 @@ def test_atari_smoke_run_on_cpu(tmp_path, write_env):
 def test_train_cli_one_run(tmp_path):
     cmd = [sys.executable, "-m", "adaptive_po", "train", "--env", "CartPole-v1", "--algo", "esspo-cap-only", "--lag", "1",
            "--noise", "0.3", "--timesteps", "512", "--out", str(tmp_path), "--device", "cpu"]
-    result = cli_here(cmd, capture_output=True, text=True, timeout=180)
+    result = cli_here(cmd)
     assert result.returncode == 0, result.stderr
     run_dir = tmp_path / "train/CartPole-v1/esspo-cap-only/lag1_noise0.3_replay0/seed-0"
     assert (run_dir / COMPLETE).is_file() and "final evaluation return" in result.stdout
     config = json.loads((run_dir / "config.json").read_text())
     assert config["objective_kwargs"] == {"regularizer": False} and config["action_noise"] == 0.3
-    again = cli_here(cmd, capture_output=True, text=True, timeout=180)
+    again = cli_here(cmd)
     assert again.returncode == 0 and "already complete" in again.stdout
 
 

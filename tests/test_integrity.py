@@ -19,7 +19,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -227,7 +226,7 @@ def bench_out(tmp_path_factory) -> Path:
     process: the run folders are the subject here, not the workers), made once for the tests of
     the ``integrity`` xdist group."""
     out = tmp_path_factory.mktemp("bench")
-    done = cli_here(bench_cmd(out), env=ENV, capture_output=True, text=True, timeout=900)
+    done = cli_here(bench_cmd(out), env=ENV)
     assert done.returncode == 0, done.stderr
     return out
 
@@ -273,20 +272,20 @@ def test_edited_results_are_named_by_analysis_and_redone_by_the_bench(bench_out,
     kept = before.set_index("run_dir").loc[str(intact), "final_eval_return_mean"]
     assert runs.finals["final_eval_return_mean"].tolist() == [kept] == [last_eval(intact)]
     report = cli_here([sys.executable, "-m", "adaptive_po.analysis", str(out / "quick"), "--out", str(tmp_path / "report"),
-                             "--resamples", "50"], env=ENV, capture_output=True, text=True, timeout=300)
+                             "--resamples", "50"], env=ENV)
     assert report.returncode == 0, report.stderr
     for d in edited:
         assert f"esspo/{CONDITION}/{d.name}" in report.stderr or f"ppo/{CONDITION}/{d.name}" in report.stderr
     assert "integrity check" in report.stderr
 
     # the bench: a dry run and a rerun redo exactly the damaged runs, naming them
-    dry = cli_here(bench_cmd(out, "--dry-run"), env=ENV, capture_output=True, text=True, timeout=300)
+    dry = cli_here(bench_cmd(out, "--dry-run"), env=ENV)
     assert dry.returncode == 0, dry.stderr
     shown = dry.stdout + dry.stderr
     assert "already complete: 1; to run: 3" in shown, shown
     for d in edited:
         assert f"redo quick/CartPole-v1/{d.parent.parent.name}/{CONDITION}/{d.name}: summary.json" in shown, shown
-    rerun = cli_here(bench_cmd(out), env=ENV, capture_output=True, text=True, timeout=900)
+    rerun = cli_here(bench_cmd(out), env=ENV)
     assert rerun.returncode == 0, rerun.stderr
     assert "3 complete, 1 skipped" in rerun.stderr, rerun.stderr
     for d in edited:
@@ -325,7 +324,7 @@ def test_infinity_a_changed_env_and_an_old_format_are_damage_too(bench_out, tmp_
     message = " ".join(str(w.message) for w in caught)
     assert "run format 2" in message and "seed-1 (config.json has " in message
 
-    rerun = cli_here(bench_cmd(out), env=ENV, capture_output=True, text=True, timeout=900)
+    rerun = cli_here(bench_cmd(out), env=ENV)
     assert rerun.returncode == 0, rerun.stderr
     assert "3 complete, 1 skipped" in rerun.stderr, rerun.stderr
     for d in (inf, env, old):

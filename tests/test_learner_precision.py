@@ -168,7 +168,6 @@ def test_train_refuses_bf16_on_the_process_engine_before_making_a_folder(tmp_pat
     done = cli_here(
         [sys.executable, "-m", "adaptive_po", "train", "--env", "CartPole-v1", "--algo", "esspo", "--variant", "precision=bf16",
          "--timesteps", "512", "--out", str(out), "--no-progress"],
-        capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 2, done.stderr
     assert "esspo@precision=bf16" in done.stderr and "population engine only" in done.stderr

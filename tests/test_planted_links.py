@@ -121,7 +121,7 @@ def test_a_planted_link_is_named_and_refused_and_its_target_untouched(tmp_path, 
     pointed = target if planted.endswith((".lock", ".log", ".json")) else target.parent
     link.symlink_to(pointed)
     before = {p: p.read_bytes() for p in target.parent.rglob("*") if p.is_file()}
-    result = cli_here(bench(out), env=ENV, capture_output=True, text=True, timeout=300)
+    result = cli_here(bench(out), env=ENV)
     assert result.returncode == 2, result.stderr
     assert str(link) in result.stderr and "symbolic link" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
@@ -174,8 +174,7 @@ def test_analysis_names_links_and_reads_nothing_through_them(tmp_path):
     (cell / "seed-7").symlink_to(outside)
     before = {p: p.read_bytes() for p in (tmp_path / "elsewhere").rglob("*") if p.is_file()}
 
-    result = cli_here([sys.executable, "-m", "adaptive_po.analysis", str(root), "--resamples", "200"], env=ENV,
-                            capture_output=True, text=True, timeout=300)
+    result = cli_here([sys.executable, "-m", "adaptive_po.analysis", str(root), "--resamples", "200"], env=ENV)
     assert result.returncode == 0, result.stderr
     report = (root / "report" / "report.md").read_text()
     runs_csv = (root / "report" / "runs.csv").read_text()
@@ -281,7 +280,7 @@ def test_a_report_folder_that_is_a_link_is_refused_and_its_target_untouched(tmp_
     link.symlink_to(target.parent, target_is_directory=True)
     before = sorted(p.name for p in target.parent.iterdir())
     command = [sys.executable, "-m", *(a.format(out=link) for a in REPORT_COMMANDS[name])]
-    result = cli_here(command, cwd=repo, env=ENV, capture_output=True, text=True, timeout=300)
+    result = cli_here(command, cwd=repo, env=ENV)
     assert result.returncode != 0
     said = result.stdout + result.stderr
     assert f"{link} -> {target.parent} is a symbolic link" in said, said[-2000:]

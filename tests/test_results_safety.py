@@ -59,7 +59,7 @@ def train(out: Path, *extra: str, timesteps: int = 2048, seed: int = 0, suite_na
     ]
 
 
-def run(cmd: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+def run(cmd: list[str]) -> subprocess.CompletedProcess:
     """``cmd`` to its end, in this process (:mod:`cli_here`): what it prints and leaves on disk is the
     subject; the tests about the process itself start theirs with ``subprocess.Popen``."""
     return cli_here(cmd, env=ENV)
@@ -271,7 +271,7 @@ def test_a_full_disk_is_refused_before_anything_runs(small_disk, monkeypatch):
     with pytest.raises(ValueError, match="No space left on device"):
         locks.check_destination(out)
     for cmd in (bench(out), train(out)):
-        done = run(cmd, timeout=300)
+        done = run(cmd)
         assert done.returncode == 2, done.stderr
         no_traceback(done.stderr)
         assert f"cannot write results into {out / 'quick'}" in done.stderr and "No space left on device" in done.stderr, done.stderr

@@ -25,7 +25,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 from cli_here import cli_here  # noqa: E402 - tests/cli_here.py: a command line in this process
 
-def bench(out: Path, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess:
+def bench(out: Path, *extra: str) -> subprocess.CompletedProcess:
     cmd = [
         sys.executable, "-m", "adaptive_po", "bench", "--suite", "quick", "--envs", "CartPole-v1", "--algos", "esspo,ppo",
         "--seeds", "2", "--lags", "0,2", "--timesteps", "512", "--workers", "2", "--out", str(out), "--device", "cpu",

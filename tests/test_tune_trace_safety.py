@@ -20,7 +20,7 @@ from cli_here import cli_here  # noqa: E402 - tests/cli_here.py: a command line 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+def _cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return cli_here([sys.executable, "-m", "adaptive_po", *args], env=env, cwd=cwd)
 
 

@@ -76,7 +76,6 @@ def _tune(out: Path, *extra: str) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "adaptive_po", "tune", "--envs", "CartPole-v1", "--algos", "esspo,ppo", "--trials", "3",
          "--round-size", "2", "--timesteps", "512", "--search-seeds", "100", "--score-seeds", "0,1", "--stale-lag", "2",
          "--no-progress", "--executor", "inline", "--out", str(out), *extra],
-        capture_output=True, text=True, timeout=900,
     )
 
 
@@ -85,12 +84,10 @@ def test_bad_tuning_requests_are_refused_before_compute(tmp_path):
     assert bad.returncode == 2 and "--stale-lag" in bad.stderr
     overlap = cli_here(
         [sys.executable, "-m", "adaptive_po", "tune", "--envs", "CartPole-v1", "--search-seeds", "2,9", "--score-seeds", "3", "--out", str(tmp_path), "--dry-run"],
-        capture_output=True, text=True,
     )
     assert overlap.returncode == 2 and "[2]" in overlap.stderr and "held out" in overlap.stderr
     unknown = cli_here(
         [sys.executable, "-m", "adaptive_po", "tune", "--envs", "NoSuchEnv-v0", "--out", str(tmp_path), "--dry-run"],
-        capture_output=True, text=True,
     )
     assert unknown.returncode == 2 and "NoSuchEnv-v0" in unknown.stderr
     assert not any(tmp_path.iterdir())
@@ -120,10 +117,10 @@ def test_search_select_score_resume_and_rebuild_from_tables(tmp_path):
     assert (search / "trials.csv").read_text() == before
     # the report, then the same report from its tables alone
     report = tmp_path / "report"
-    made = cli_here([sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--runs", str(search), str(score), "--out", str(report)], capture_output=True, text=True)
+    made = cli_here([sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--runs", str(search), str(score), "--out", str(report)])
     assert made.returncode == 0, made.stderr
     rebuilt = tmp_path / "rebuilt"
-    again = cli_here([sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--tables", str(report), "--out", str(rebuilt)], capture_output=True, text=True)
+    again = cli_here([sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--tables", str(report), "--out", str(rebuilt)])
     assert again.returncode == 0, again.stderr
     assert (report / "verdicts.md").read_text() == (rebuilt / "verdicts.md").read_text()
     text = (report / "verdicts.md").read_text()
@@ -135,8 +132,7 @@ def test_the_published_tuned_report_rebuilds_from_its_committed_tables(tmp_path)
     readme = tmp_path / "README.md"
     readme.write_text(RESULTS_README.read_text())
     made = cli_here(
-        [sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--tables", str(PUBLISHED), "--out", str(tmp_path), "--readme", str(readme)],
-        capture_output=True, text=True, cwd=ROOT,
+        [sys.executable, "-m", "adaptive_po.analysis.reports.equal_tuning", "--tables", str(PUBLISHED), "--out", str(tmp_path), "--readme", str(readme)], cwd=ROOT,
     )
     assert made.returncode == 0, made.stderr
     assert (tmp_path / "verdicts.md").read_text() == (PUBLISHED / "verdicts.md").read_text()

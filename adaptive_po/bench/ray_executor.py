@@ -15,7 +15,7 @@ at most ``max_retries`` times, each attempt in its own temporary folder, and onl
 that returns lands. A run that raises or diverges is not retried: the engines turn it into a
 ``failed`` outcome whose ``FAILED`` file lands like any other result. When the retries are spent
 the driver writes ``FAILED`` (with Ray's error) into the folder of each of the job's runs and
-goes on. A cluster whose head stops answering (:data:`CLUSTER_GONE_S`) ends the sweep with
+goes on. A cluster whose head stops answering (:func:`cluster_gone_s`) ends the sweep with
 :class:`ClusterGone`: one line and exit code 2 at the command line, the runs that landed kept,
 the sweep's lock released; a rerun resumes.
 
@@ -34,6 +34,7 @@ import dataclasses
 import io
 import json
 import logging
+import math
 import os
 import shutil
 import select
@@ -472,8 +473,8 @@ def cluster_gone_s() -> float:
     try:
         seconds = float(text)
     except ValueError:
-        seconds = float("nan")
-    if not seconds >= CLUSTER_CHECK_S or seconds == float("inf"):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= CLUSTER_CHECK_S):
         raise ValueError(f"{CLUSTER_GONE_ENV}={text!r}: give the seconds without an answer from the Ray head before the sweep ends, "
                          f"a number of at least {CLUSTER_CHECK_S:g}")
     return seconds
