@@ -64,13 +64,11 @@ _FORWARD_CHUNK = 4096
 SUPPORTED_ACTION_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
-def _rows(observations: Observations, index: Any) -> Observations:
-    """``observations[index]`` of an observation array, or of every part of Dict observations."""
-    return map_observations(lambda x: x[index], observations)
-
-
-def _n_rows(observations: Observations) -> int:
-    return len(next(iter(observations.values())) if isinstance(observations, dict) else observations)
+def _chunked(fn: Callable[[Any], th.Tensor], observations: Any, device: th.device) -> th.Tensor:
+    """``fn`` of ``(N, ...)`` observations (arrays or tensors, or a dict of them) as tensors, in chunks."""
+    n = len(next(iter(observations.values())) if isinstance(observations, dict) else observations)
+    chunk = lambda i: map_observations(lambda x: th.as_tensor(x[i : i + _FORWARD_CHUNK], device=device), observations)  # noqa: E731
+    return th.cat([fn(chunk(i)) for i in range(0, n, _FORWARD_CHUNK)])
 
 
 class KnobSchedule(FloatSchedule):
@@ -350,40 +348,6 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         return True
 
     # -- training ---------------------------------------------------------------------------------
-    @th.no_grad()
-    def _values(self, observations: Observations) -> np.ndarray:
-        """Current critic's values of ``(N, *obs_shape)`` observations, as float32 ``(N,)``."""
-        out = []
-        for start in range(0, _n_rows(observations), _FORWARD_CHUNK):
-            chunk = obs_as_tensor(_rows(observations, slice(start, start + _FORWARD_CHUNK)), self.device)
-            out.append(self.policy.predict_values(chunk).flatten().cpu().numpy())  # type: ignore[arg-type]
-        return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
-
-    def _advantages(self, batch: StoredRollout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Values, advantages and returns of a stored batch under the current critic
-        (:func:`adaptive_po.update.advantages_and_returns`)."""
-        n_steps, n_envs = batch.rewards.shape
-        flat_obs = map_observations(lambda o: o.reshape(n_steps * n_envs, *o.shape[2:]), batch.observations)
-        extra = [batch.last_observation]
-        if len(batch.timeout_index):
-            extra.append(batch.timeout_observations)
-        all_values = self._values(map_observations(lambda *parts: np.concatenate(parts), flat_obs, *extra))
-        values = all_values[: n_steps * n_envs].reshape(n_steps, n_envs)
-        last_values = all_values[n_steps * n_envs : n_steps * n_envs + n_envs]
-        truncation_values = None
-        if len(batch.timeout_index):
-            truncation_values = np.zeros_like(batch.rewards)
-            steps, envs = batch.timeout_index[:, 0], batch.timeout_index[:, 1]
-            np.add.at(truncation_values, (steps, envs), all_values[n_steps * n_envs + n_envs :])
-        log_rhos = None
-        if self.advantage_estimator == "vtrace":
-            log_rhos = self._stored_log_prob(batch) - batch.behaviour_log_prob
-        advantages, returns = advantages_and_returns(
-            self.advantage_estimator, batch.rewards, values, batch.episode_starts, last_values, batch.last_dones,
-            gamma=self.gamma, gae_lambda=self.gae_lambda, truncation_values=truncation_values, log_rhos=log_rhos,
-        )
-        return values, advantages, returns
-
     def _flat_actions(self, actions: np.ndarray) -> np.ndarray:
         """Stored actions as the distributions take them: ``(N,)`` indices for Discrete, ``(N, d)``
         otherwise (float32, as SB3's buffer yields them)."""
@@ -404,24 +368,26 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
 
     @th.no_grad()
     def _dist_params(self, data: dict[str, Any]) -> th.Tensor:
-        """``(N, P)`` flat distribution parameters of every stored transition under the current
-        parameters, in chunks."""
-        out = []
-        for start in range(0, len(data["actions"]), _FORWARD_CHUNK):
-            out.append(policy_heads(self.policy, self.kind, _rows(data["observations"], slice(start, start + _FORWARD_CHUNK)))[0])
-        return th.cat(out)
+        """``(N, P)`` distribution parameters of stored transitions under the current parameters."""
+        return _chunked(lambda obs: policy_heads(self.policy, self.kind, obs)[0], data["observations"], self.device)
 
     def _log_prob(self, data: dict[str, Any]) -> th.Tensor:
         """log pi_theta(a|s) of every stored transition under the current parameters."""
         return D.log_prob(self.kind, self._dist_params(data), data["actions"])
 
+    def _kl_too_far(self, approx_kl: th.Tensor) -> bool:
+        """SB3's ``target_kl`` early stopping, before the gradient step: ``approx_kl > 1.5 target_kl``."""
+        if float(approx_kl) <= 1.5 * self.target_kl:  # type: ignore[operator]
+            return False
+        if self.verbose >= 1:
+            print(f"Early stopping due to reaching max kl: {float(approx_kl):.2f}")
+        return True
+
     def _objective_arguments(self) -> dict[str, Any]:
         return objective_arguments(self._objective_schedules, self._current_progress_remaining)
 
     def train(self) -> None:
-        """One update: :func:`adaptive_po.update.run_update` with SB3's optimizer, its minibatch
-        order (NumPy's global stream), ``target_kl`` early stopping and the logger (this class is
-        the update's face, see :class:`adaptive_po.update.UpdateFace`)."""
+        """One update: :func:`adaptive_po.update.run_update` through this class's face (:class:`_SB3Face`), then the logger."""
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         schedule_values = self._objective_arguments()
@@ -432,21 +398,18 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
             n_fresh=self.rollout_buffer.buffer_size * self.rollout_buffer.n_envs, n_epochs=self.n_epochs,
             schedule_values=schedule_values, objective_state=self.objective_state,
             learning_rate=self.policy.optimizer.param_groups[0]["lr"], clip_range_vf=clip_range_vf,
-            epoch_listeners=[self._count_epoch, *self._epoch_listeners],
+            epoch_listeners=self._epoch_listeners,
         )
-        for key, value in self.objective_state.items() if self.objective_spec.update_state is not None else ():
-            self.logger.record(f"train/{key}", float(value))
         self.collector.after_update(self.policy, current)
         self._record_update({name: float(value) for name, value in stats.items()}, schedule_values, len(data["advantages"]))
 
-    def _count_epoch(self, epoch: int, rows: list[dict[str, th.Tensor]], data: dict[str, Any]) -> None:
-        self._n_updates += 1  # SB3 counts gradient epochs as its n_updates
-
     def _record_update(self, stats: dict[str, float], objective_arguments: dict[str, Any], n_samples: int) -> None:
-        """Log the update's statistics as ``train/<name>`` and tell the listeners. The names are
-        those of the run-folder contract's progress columns."""
+        """Log the update's statistics as ``train/<name>`` (the run-folder contract's progress columns'
+        names) and the objective's state, and tell the listeners."""
         for key, value in stats.items():
             self.logger.record(f"train/{key}", value)
+        for key, value in self.objective_state.items() if self.objective_spec.update_state is not None else ():
+            self.logger.record(f"train/{key}", float(value))
         if "clip_range" in objective_arguments:
             self.logger.record("train/clip_range", objective_arguments["clip_range"])
         if self.clip_range_vf is not None:
@@ -482,14 +445,30 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
 
 
 class _SB3Face:
-    """The SB3 class's side of :func:`adaptive_po.update.run_update`: one run, NumPy batches,
-    SB3's optimizer and gradient clipping, ``target_kl``."""
+    """The SB3 class's side of :func:`adaptive_po.update.run_update`: one run, NumPy batches, SB3's
+    minibatch order (NumPy's global stream), optimizer, gradient clipping and ``target_kl``."""
 
     def __init__(self, model: BatchPolicyOptimization) -> None:
-        self.model = model
+        self.model, self.dist_params = model, model._dist_params
 
+    @th.no_grad()
     def advantages(self, batch: StoredRollout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self.model._advantages(batch)
+        """``(values, advantages, returns)`` under the current critic, valued in one pass with the last
+        observations and the true last ones where a time limit cut an episode (bootstrapped there)."""
+        model, (n_steps, n_envs) = self.model, batch.rewards.shape
+        n = n_steps * n_envs
+        flat = map_observations(lambda o: o.reshape(n, *o.shape[2:]), batch.observations)
+        observations = map_observations(lambda *parts: np.concatenate(parts), flat, batch.last_observation, batch.timeout_observations)
+        all_values = _chunked(model.policy.predict_values, observations, model.device).flatten().cpu().numpy()
+        truncation_values = np.zeros_like(batch.rewards)
+        np.add.at(truncation_values, tuple(batch.timeout_index.T), all_values[n + n_envs :])
+        log_rhos = model._stored_log_prob(batch) - batch.behaviour_log_prob if model.advantage_estimator == "vtrace" else None
+        values = all_values[:n].reshape(n_steps, n_envs)
+        advantages, returns = advantages_and_returns(
+            model.advantage_estimator, batch.rewards, values, batch.episode_starts, all_values[n : n + n_envs], batch.last_dones,
+            gamma=model.gamma, gae_lambda=model.gae_lambda, truncation_values=truncation_values, log_rhos=log_rhos,
+        )
+        return values, advantages, returns
 
     def flatten(self, column: str, values: Any) -> Any:
         flat = map_observations(RolloutBuffer.swap_and_flatten, values)
@@ -500,14 +479,12 @@ class _SB3Face:
     def concatenate(self, parts: list[Any]) -> Any:
         return map_observations(lambda *p: th.as_tensor(np.concatenate(p), device=self.model.device), *parts)
 
-    def dist_params(self, data: dict[str, Any]) -> th.Tensor:
-        return self.model._dist_params(data)
-
     def epoch(self, data: dict[str, Any], n_samples: int) -> Iterator[dict[str, Any]]:
+        self.model._n_updates += 1  # SB3 counts gradient epochs as its n_updates
         permutation = th.as_tensor(np.random.permutation(n_samples), device=self.model.device)
         for start in range(0, n_samples, self.model.batch_size):
             index = permutation[start : start + self.model.batch_size]
-            yield {"observations": _rows(data["observations"], index), **{name: data[name][index] for name in MINIBATCH_KEYS}}
+            yield {name: map_observations(lambda x: x[index], data[name]) for name in ("observations", *MINIBATCH_KEYS)}
 
     def step(self, minibatch: dict[str, Any], arguments: dict[str, Any], clip_range_vf: float | None) -> tuple[dict[str, th.Tensor], bool]:
         model = self.model
@@ -517,9 +494,7 @@ class _SB3Face:
             normalize_advantage=model.normalize_advantage, ent_coef=model.ent_coef, vf_coef=model.vf_coef,
             clip_range_vf=clip_range_vf,
         )
-        if model.target_kl is not None and float(stats["approx_kl"]) > 1.5 * model.target_kl:
-            if model.verbose >= 1:  # SB3's early stopping, before the gradient step
-                print(f"Early stopping due to reaching max kl: {float(stats['approx_kl']):.2f}")
+        if model.target_kl is not None and model._kl_too_far(stats["approx_kl"]):
             return stats, True
         model.policy.optimizer.zero_grad()
         loss.backward()
@@ -543,16 +518,14 @@ _PPO_ONLY_ARGUMENTS = {
 
 
 class ESSPO(BatchPolicyOptimization):
-    """ESS policy optimization (arXiv 2605.12380): the score-function weight capped at the
-    minibatch's normalized effective sample size e_B, and a ``(1 - e_B)`` KL pull toward the
-    behaviour policy instead of PPO's clip. Drop-in for SB3's ``PPO``: its arguments, by keyword or
-    in its order up to ``max_grad_norm``, and the data dials, but not PPO's trust-region knobs
-    ``clip_range``, ``clip_range_vf`` and ``target_kl`` (``TypeError``: they have nothing to act on
-    here, and ignoring one would mislead). Plus:
+    """ESS policy optimization (arXiv 2605.12380): the score-function weight capped at the minibatch's
+    normalized effective sample size e_B and a ``(1 - e_B)`` KL pull toward the behaviour policy,
+    instead of PPO's clip. Drop-in for SB3's ``PPO`` (its arguments, positional up to ``max_grad_norm``,
+    and the data dials) but for its trust-region knobs ``clip_range``, ``clip_range_vf`` and ``target_kl``
+    (``TypeError``: they would act on nothing here, and ignoring one would mislead). Plus:
 
-    :param kl: ``"analytic"`` (default; exact, from the behaviour distribution stored with each
-        transition), ``"sampled"`` (the reference code's estimator at the taken action) or
-        ``"forward"`` (KL(pi_b || pi_theta), the pre-registered variant ``esspo-forward-kl``).
+    :param kl: ``"analytic"`` (exact, from the stored behaviour distribution), ``"sampled"`` (the
+        reference code's estimator) or ``"forward"`` (KL(pi_b || pi_theta), ``esspo-forward-kl``).
     :param ess_cap: cap the weight at e_B (``False``: the uncapped importance weight).
     :param ess_regularizer: add the ``(1 - e_B) * KL`` term.
     """
@@ -573,8 +546,7 @@ class ESSPO(BatchPolicyOptimization):
             if not isinstance(flag, bool):
                 raise ValueError(f"{name} must be True or False, got {flag!r}")
         self.kl, self.ess_cap, self.ess_regularizer = kl, ess_cap, ess_regularizer
-        # kl="forward" pulls with KL(pi_b || pi_theta): the registry entry that declares it
-        objective = "esspo-forward-kl" if kl == "forward" else "esspo"
+        objective = "esspo-forward-kl" if kl == "forward" else "esspo"  # the entry that declares KL(pi_b || pi_theta)
         objective_kwargs = {"kl": kl, "cap": ess_cap, "regularizer": ess_regularizer}
         super().__init__(policy, env, *args, objective=objective, objective_kwargs=objective_kwargs, **kwargs)
 

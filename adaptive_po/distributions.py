@@ -73,12 +73,8 @@ def _logit_components(kind: MultiCategorical, params: Tensor) -> tuple[Tensor, .
 
 
 def categorical_kl(logits_p: Tensor, logits_q: Tensor) -> Tensor:
-    """KL(p || q) per row for categorical distributions given (unnormalized) logits.
-
-    :param logits_p: ``(B, n_actions)`` logits of p (the policy being trained).
-    :param logits_q: ``(B, n_actions)`` logits of q (the behaviour policy).
-    :return: ``(B,)`` KL in nats.
-    """
+    """``(B,)`` KL(p || q) in nats of categorical distributions from their ``(B, n_actions)`` logits
+    (unnormalized): p the policy being trained, q the behaviour policy."""
     log_p = torch.log_softmax(logits_p, dim=-1)
     log_q = torch.log_softmax(logits_q, dim=-1)
     return (log_p.exp() * (log_p - log_q)).sum(-1)

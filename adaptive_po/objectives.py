@@ -55,18 +55,13 @@ SAMPLED_KL_CLAMP = 10.0
 
 @dataclass
 class PolicyBatch:
-    """The tensors one policy-loss evaluation needs, ``(B,)`` unless said otherwise.
-
-    ``log_prob`` (with gradient) and ``behaviour_log_prob`` (recorded when the action was sampled)
-    of the taken actions; ``advantages``; ``kl_behaviour``, the analytic KL(pi_theta || pi_b) per
-    state. Filled only for the objectives that declare them (:class:`ObjectiveSpec`):
-    ``proximal_log_prob``, log pi_prox under the parameters at the start of the update;
-    ``kl_reverse``, KL(pi_b || pi_theta) with gradient; ``fresh``, 1 for the update's fresh
-    transitions and 0 for replayed ones, with ``replay_ess``, the normalized ESS of pi_prox/pi_b over
-    the replayed ones (0-dim, 1 when none); ``batch_ess``, that of pi_theta/pi_b over the whole
-    update, before each step (0-dim, no gradient). ``ess`` is computed here, once: the normalized
-    ESS of this batch's ratios pi_theta/pi_b (0-dim float64, no gradient).
-    """
+    """What one policy-loss evaluation needs, ``(B,)``: the taken actions' ``log_prob`` (with gradient)
+    and ``behaviour_log_prob`` (recorded at sampling), ``advantages``, the analytic KL(pi_theta || pi_b)
+    per state ``kl_behaviour``. Only for the objectives that declare them (:class:`ObjectiveSpec`):
+    ``proximal_log_prob`` (pi_prox, the update's start), ``kl_reverse`` (KL(pi_b || pi_theta)), ``fresh``
+    (1 fresh, 0 replayed) with ``replay_ess`` (e of pi_prox/pi_b over the replayed, 1 if none), ``batch_ess``
+    (e of the whole update before this step; 0-dim). ``ess``, computed once here: the normalized ESS of
+    this batch's pi_theta/pi_b (0-dim float64, no gradient)."""
 
     log_prob: Tensor
     behaviour_log_prob: Tensor
@@ -85,10 +80,17 @@ class PolicyBatch:
 
 @dataclass
 class ObjectiveOutput:
-    """A policy loss (to minimize) and its detached statistics (0-dim tensors)."""
+    """A policy loss (to minimize) and its statistics, detached float64 0-dim: ``cap_fraction``,
+    ``kl_weight`` and ``policy_loss``; those an objective leaves out are 0 (nothing capped, no KL term)
+    and the loss."""
 
     loss: Tensor
     stats: dict[str, Tensor] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        loss = _detached(self.loss)
+        given = {"cap_fraction": loss.new_zeros(()), "kl_weight": loss.new_zeros(()), "policy_loss": loss, **self.stats}
+        self.stats = {name: _detached(value) for name, value in given.items()}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -172,37 +174,27 @@ def _detached(value: Tensor) -> Tensor:
 # Objectives
 # ----------------------------------------------------------------------------------------------
 def _kl_values(batch: PolicyBatch, kl: KLForm) -> Tensor:
-    """Per-sample KL with gradient: ``"analytic"`` KL(pi_theta || pi_b); ``"sampled"``, its estimate
-    at the taken action; ``"forward"``, KL(pi_b || pi_theta) (mass-covering: unbounded as pi_theta
-    narrows below pi_b)."""
-    if kl == "analytic":
-        if batch.kl_behaviour is None:
-            raise ValueError("kl='analytic' needs the behaviour distribution (batch.kl_behaviour is None)")
-        return batch.kl_behaviour
-    if kl == "forward":
-        if batch.kl_reverse is None:
-            raise ValueError("kl='forward' needs KL(pi_b || pi_theta) (batch.kl_reverse is None; declare needs_reverse_kl)")
-        return batch.kl_reverse
-    return sampled_kl(batch.log_prob, batch.behaviour_log_prob)
+    """Per-sample KL with gradient: ``"analytic"`` KL(pi_theta || pi_b), ``"sampled"`` its estimate at the
+    taken action, ``"forward"`` KL(pi_b || pi_theta) (mass-covering: unbounded as pi_theta narrows below pi_b)."""
+    if kl == "sampled":
+        return sampled_kl(batch.log_prob, batch.behaviour_log_prob)
+    values, field_name = (batch.kl_behaviour, "kl_behaviour") if kl == "analytic" else (batch.kl_reverse, "kl_reverse")
+    if values is None:
+        raise ValueError(f"kl={kl!r} needs batch.{field_name}, which is None (the objective must declare it)")
+    return values
 
 
 def ess_policy_loss(
     batch: PolicyBatch, *, kl: KLForm = "analytic", cap: bool = True, regularizer: bool = True, ess: ESSSource = "minibatch",
 ) -> ObjectiveOutput:
     """The batch-adaptive ESS objective (to minimize):
-    ``L = -mean_i[w_i log pi_theta(a_i|s_i) A_i] + (1 - e) mean_i[KL_i]``, ``w_i = min(rho_i, e)`` detached.
-
-    :param kl: the KL's form (:func:`_kl_values`): ``"analytic"`` (exact over the action
-        distribution), ``"sampled"`` (the reference code's estimator) or ``"forward"``.
-    :param cap: ``False`` (ablation): the uncapped weight ``rho``.
-    :param regularizer: ``False`` (ablation): no ``(1 - e) KL`` term.
-    :param ess: e of the minibatch's ratios (``"minibatch"``, the paper's) or of the whole update's
-        at the current parameters (``"batch"``, a pre-registered variant for small minibatches).
+    ``L = -mean_i[w_i log pi_theta(a_i|s_i) A_i] + (1 - e) mean_i[KL_i]``, ``w_i = min(rho_i, e)`` detached;
+    ``kl``: the KL's form (:func:`_kl_values`); ablations: ``cap=False`` (the weight ``rho``),
+    ``regularizer=False`` (no KL term); ``ess``: e of the minibatch's ratios (the paper's) or of the
+    whole update's at the current parameters (``"batch"``, a pre-registered variant for small minibatches).
     """
-    if kl not in KL_FORMS:
-        raise ValueError(f"kl must be one of {KL_FORMS}, got {kl!r}")
-    if ess not in ESS_SOURCES:
-        raise ValueError(f"ess must be one of {ESS_SOURCES}, got {ess!r}")
+    if kl not in KL_FORMS or ess not in ESS_SOURCES:
+        raise ValueError(f"kl must be one of {KL_FORMS} and ess one of {ESS_SOURCES}, got kl={kl!r}, ess={ess!r}")
     if ess == "batch" and batch.batch_ess is None:
         raise ValueError("ess='batch' needs batch.batch_ess (declare needs_batch_ess)")
     e = batch.batch_ess.detach().to(torch.float64) if ess == "batch" else batch.ess
@@ -212,17 +204,10 @@ def ess_policy_loss(
         capped = (ratio > e).to(torch.float64).mean() if cap else ratio.new_zeros(())
         weight = weight64.to(batch.log_prob.dtype)
     policy_term = -(weight * batch.log_prob * batch.advantages).mean()
-
     kl_weight = (1.0 - e).to(batch.log_prob.dtype)
-    kl_values = _kl_values(batch, kl)
-    loss = policy_term + kl_weight * kl_values.mean() if regularizer else policy_term
-
-    stats = {
-        "cap_fraction": capped,
-        "kl_weight": (1.0 - e) if regularizer else e.new_zeros(()),
-        "policy_loss": _detached(policy_term),
-    }
-    return ObjectiveOutput(loss, stats)
+    loss = policy_term + kl_weight * _kl_values(batch, kl).mean() if regularizer else policy_term
+    shown_weight = (1.0 - e) if regularizer else e.new_zeros(())
+    return ObjectiveOutput(loss, {"cap_fraction": capped, "kl_weight": shown_weight, "policy_loss": policy_term})
 
 
 def _check_range(name: str, value: Any, *, strict: bool) -> None:
@@ -495,37 +480,18 @@ def p3o_loss(batch: PolicyBatch, *, kl: KLForm = "analytic") -> ObjectiveOutput:
 
 Objective = Callable[..., ObjectiveOutput]
 
-#: the statistics an objective may report about itself; :func:`objective_statistics` fills gaps
-OBJECTIVE_STATISTICS: tuple[str, ...] = ("cap_fraction", "kl_weight", "policy_loss")
-
-
-def objective_statistics(output: ObjectiveOutput) -> dict[str, Tensor]:
-    """The objective's own statistics, detached float64, with the defaults for those it leaves out:
-    ``cap_fraction`` 0 (nothing capped), ``kl_weight`` 0 (no KL term), ``policy_loss`` the loss."""
-    loss = _detached(output.loss)
-    defaults = {"cap_fraction": loss.new_zeros(()), "kl_weight": loss.new_zeros(()), "policy_loss": loss}
-    return {k: _detached(output.stats[k]) if k in output.stats else defaults[k] for k in OBJECTIVE_STATISTICS}
-
-
 @dataclass(frozen=True)
 class ObjectiveSpec:
-    """A registered objective: the loss, its fixed settings, and what the training loop owes it.
-
-    :param loss: ``loss(batch, **kwargs) -> ObjectiveOutput``; ``description``: one line for
-        ``adaptive-po list`` and ``config.json``; ``kwargs``: fixed keyword arguments (ablations).
-    :param needs_kl: the loss takes the gradient of ``batch.kl_behaviour`` (always computed, detached
-        otherwise). ``needs_proximal``, ``needs_reverse_kl``, ``needs_replay_info`` (``fresh`` and
-        ``replay_ess``), ``needs_batch_ess``: the :class:`PolicyBatch` fields the loop fills.
-    :param tuned: environment-tuned hyper-parameters (fields of
-        :class:`adaptive_po.hyperparams.Hyperparams`, e.g. ``clip_range``) passed to the loss.
-    :param state: per-run state carried across updates, with its start values (a keyword
-        ``initial_<name>`` of the loss overrides one), passed to the loss as 0-dim tensors, one per
-        member in the population engine; ``update_state(state, kl, *, ratio_variance, **arguments)``
-        returns the next (pure tensor code), from the mean KL(pi_b || pi_theta) and the variance
-        of pi_theta/pi_b over the update's data after it.
-    :param advantage_estimator: ``"gae"`` or ``"vtrace"``; ``replay``: older rollouts the algorithm
-        itself replays each update (P3O) where the run's ``replay`` dial is 0.
-    """
+    """A registered objective: ``loss(batch, **kwargs) -> ObjectiveOutput``, one line of ``description``
+    (``adaptive-po list``, ``config.json``), fixed ``kwargs`` (ablations), and what the loop owes it:
+    ``needs_kl``, the gradient of ``batch.kl_behaviour`` (always computed, detached otherwise); the
+    :class:`PolicyBatch` fields ``needs_proximal``, ``needs_reverse_kl``, ``needs_replay_info`` (``fresh``,
+    ``replay_ess``), ``needs_batch_ess``; ``tuned`` hyper-parameters passed to the loss (``clip_range``).
+    ``state``: per-run 0-dim tensors (per member in a population) passed to the loss, from these start
+    values (or the keyword ``initial_<name>``), then ``update_state(state, kl, *, ratio_variance, **arguments)``
+    (pure) after each update from the mean KL(pi_b || pi_theta) and Var(pi_theta/pi_b) over its data.
+    ``advantage_estimator``: ``"gae"`` or ``"vtrace"``; ``replay``: rollouts the algorithm replays (P3O)
+    where the run's dial is 0."""
 
     loss: Objective
     description: str

@@ -33,7 +33,6 @@ from adaptive_po.objectives import (
     PolicyBatch,
     batch_statistics,
     effective_sample_size_from_log_ratios,
-    objective_statistics,
 )
 
 #: knobs of the SB3 class that the population engine does not run, and why: the one place that
@@ -104,8 +103,8 @@ def map_observations(fn: Callable[..., Any], *observations: Any) -> Any:
 @dataclass
 class StoredRollout:
     """One collected batch, frozen (:meth:`adaptive_po.buffers.BehaviourRolloutBuffer.freeze`):
-    ``(n_steps, n_envs, ...)`` arrays, observations a dict of them for Dict spaces.
-    ``behaviour_log_prob`` and ``behaviour_params`` are the distribution the actor sampled from."""
+    ``(n_steps, n_envs, ...)`` arrays (observations: a dict of them for Dict spaces), the behaviour
+    distribution the actor sampled from, and each time-limit cut ``(step, env)`` with its true last observation."""
 
     observations: Observations
     actions: np.ndarray
@@ -115,13 +114,8 @@ class StoredRollout:
     behaviour_params: np.ndarray
     last_observation: Observations
     last_dones: np.ndarray
-    #: (step, env) of each time-limit truncation, and the true last observation there
     timeout_index: np.ndarray
     timeout_observations: Observations
-
-    @property
-    def size(self) -> int:
-        return int(self.rewards.size)
 
 
 # -- data preparation ----------------------------------------------------------------------------
@@ -134,10 +128,9 @@ def advantages_and_returns(
     last_dones: np.ndarray, *, gamma: float, gae_lambda: float, truncation_values: np.ndarray | None = None,
     log_rhos: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(advantages, returns)``, ``(n_steps, N)`` float32 (``N``: one run's environments, or every
-    member's), under the critic that produced ``values``. ``truncation_values``: V(true last
-    observation) where a time limit cut the episode, 0 elsewhere, bootstrapped as ``r + gamma V``;
-    ``log_rhos``: log pi_current / pi_b at the stored actions (V-trace only)."""
+    """``(advantages, returns)``, ``(n_steps, N)`` float32, under the critic that gave ``values``;
+    ``truncation_values``: V(true last observation) where a time limit cut the episode (bootstrapped
+    as ``r + gamma V``), 0 elsewhere; ``log_rhos``: log pi_current / pi_b at the actions (V-trace)."""
     if truncation_values is not None:
         rewards = rewards + gamma * truncation_values
     if estimator == "vtrace":
@@ -153,9 +146,8 @@ def compute_gae(
     rewards: np.ndarray, values: np.ndarray, episode_starts: np.ndarray, last_values: np.ndarray, last_dones: np.ndarray,
     gamma: float, gae_lambda: float,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Generalized advantage estimation over ``(n_steps, n_envs)`` arrays, SB3's convention:
-    ``episode_starts[t]`` says the transition at ``t - 1`` ended an episode (``last_dones`` after
-    the last step). Returns float32 ``(advantages, returns = advantages + values)``."""
+    """GAE over ``(n_steps, n_envs)`` arrays in SB3's convention (``episode_starts[t]``: the step before
+    ended an episode; ``last_dones``: the last did): float32 ``(advantages, advantages + values)``."""
     n_steps = rewards.shape[0]
     advantages = np.zeros_like(rewards, dtype=np.float32)
     last_gae = np.zeros(rewards.shape[1:], dtype=np.float32)
@@ -264,11 +256,10 @@ def minibatch_loss(
     arguments: Mapping[str, Any], *, normalize_advantage: bool, ent_coef: float, vf_coef: float,
     clip_range_vf: float | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """``(loss, statistics)`` of one minibatch from the learner's ``(B, P)`` distribution
-    parameters and ``(B,)`` values (with gradient). ``minibatch`` holds :data:`MINIBATCH_KEYS`,
-    ``replay_ess`` and, for objectives that declare ``needs_batch_ess``, ``batch_ess``;
-    ``arguments`` are the objective's, its per-run state included; ``clip_range_vf`` is SB3's
-    value clipping around the update's start values (``None``: off)."""
+    """``(loss, statistics)`` of one minibatch from the learner's ``(B, P)`` distribution parameters and
+    ``(B,)`` values (with gradient): ``minibatch`` holds :data:`MINIBATCH_KEYS`, ``replay_ess`` and
+    ``batch_ess`` where the objective needs it; ``arguments``: the objective's, its state included;
+    ``clip_range_vf``: SB3's value clipping around the update's start values (``None``: off)."""
     log_prob = D.log_prob(kind, dist_params, minibatch["actions"])
     entropy = D.entropy(kind, dist_params)
     advantages = minibatch["advantages"]
@@ -295,20 +286,15 @@ def minibatch_loss(
     value_loss = torch.mean((minibatch["returns"] - values) ** 2)
     entropy_loss = -torch.mean(entropy)
     loss = output.loss + ent_coef * entropy_loss + vf_coef * value_loss
-    stats = {**batch_statistics(batch), **objective_statistics(output)}
-    stats["value_loss"] = value_loss.detach().to(torch.float64)
-    stats["entropy"] = -entropy_loss.detach().to(torch.float64)
-    stats["loss"] = loss.detach().to(torch.float64)
+    stats = {"value_loss": value_loss, "entropy": -entropy_loss, "loss": loss}
+    stats = {**batch_statistics(batch), **output.stats, **{name: value.detach().to(torch.float64) for name, value in stats.items()}}
     stats["approx_kl"] = approx_kl(log_prob.detach() - minibatch["proximal_log_prob"])
     return loss, stats
 
 
 # -- one update, start to end ---------------------------------------------------------------------
-#: an update's per-transition columns (:func:`training_data`), and those a minibatch takes besides
-#: its observations
-TRAINING_COLUMNS: tuple[str, ...] = (
-    "observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values",
-)
+#: an update's per-transition columns (:func:`training_data`), and those a minibatch takes besides its observations
+TRAINING_COLUMNS = ("observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values")
 MINIBATCH_KEYS: tuple[str, ...] = (*TRAINING_COLUMNS[1:], "proximal_log_prob", "fresh")
 
 #: an epoch listener: ``(epoch, that epoch's minibatch statistics, the update's data)``
@@ -316,15 +302,11 @@ EpochListener = Callable[[int, "list[dict[str, Tensor]]", "dict[str, Any]"], Non
 
 
 class UpdateFace(Protocol):
-    """What differs between the faces that :func:`run_update` drives: one run with SB3's optimizer
-    (``algorithms._SB3Face``) or a stacked population (``population._StackedFace``), whose tensors
-    carry a leading member dimension. ``advantages``: ``(values, advantages, returns)`` of a stored
-    batch under the current critic; ``flatten``: one ``(n_steps, n_envs, ...)`` column as
-    ``(..., N, ...)`` transitions; ``concatenate``: those of every batch as one tensor;
-    ``dist_params``: ``(..., N, P)`` under the current parameters; ``epoch``: one epoch's minibatches
-    in the face's order; ``step``: forward, :func:`minibatch_loss`, gradient and optimizer step, with
-    whether the update stops there (SB3's ``target_kl``); ``update_objective_state``: KL-PPO's
-    coefficient, R2VPO's multiplier, after the epochs."""
+    """What :func:`run_update` asks of one run (``algorithms._SB3Face``) or a stacked population
+    (``population._StackedFace``, tensors with a leading member dimension): a stored batch's
+    ``(values, advantages, returns)`` under the current critic; one ``(n_steps, n_envs, ...)`` column as
+    ``(..., N, ...)`` transitions, every batch's as one; ``(..., N, P)`` distribution parameters; an
+    epoch's minibatches; a step (:func:`minibatch_loss`, gradient, optimizer), True to stop (``target_kl``)."""
 
     def advantages(self, batch: Any) -> tuple[Any, Any, Any]: ...
     def flatten(self, column: str, values: Any) -> Any: ...
@@ -352,25 +334,20 @@ def run_update(
     schedule_values: Mapping[str, Any], objective_state: Mapping[str, Tensor], learning_rate: float,
     clip_range_vf: float | None = None, epoch_listeners: Sequence[EpochListener] = (),
 ) -> tuple[dict[str, Tensor], dict[str, Any]]:
-    """One update, start to end, on ``batches`` (the fresh rollout of ``n_fresh`` transitions first):
-    the data and pi_prox, the learner's log-probs before the update; ``n_epochs`` passes of
-    minibatch steps (the whole batch's ESS before each, for objectives that declare
-    ``needs_batch_ess``; the listeners after each epoch; the face may stop early); the objective's
-    state and the statistics. Returns ``(statistics, data)``."""
+    """One update on ``batches`` (the fresh rollout of ``n_fresh`` transitions first): the data and
+    pi_prox (the log-probs before the update); ``n_epochs`` passes of minibatch steps (the listeners
+    after each; the face may stop early); the objective's state; the statistics. Returns ``(statistics, data)``."""
     data = training_data(face, batches)
     data["proximal_log_prob"] = D.log_prob(kind, face.dist_params(data), data["actions"]).detach()
-    n_samples = data["advantages"].shape[-1]
     data["fresh"], replay_ess = replay_information(data["proximal_log_prob"], data["behaviour_log_prob"], n_fresh)
     arguments = {**schedule_values, **objective_state}
-
     rows: list[dict[str, Tensor]] = []
     for epoch in range(n_epochs):
         epoch_start, stop = len(rows), False
-        for minibatch in face.epoch(data, n_samples):
+        for minibatch in face.epoch(data, data["advantages"].shape[-1]):
             minibatch["replay_ess"] = replay_ess
-            if objective.needs_batch_ess:
-                log_prob = D.log_prob(kind, face.dist_params(data), data["actions"])
-                minibatch["batch_ess"] = whole_batch_ess(log_prob, data["behaviour_log_prob"])
+            if objective.needs_batch_ess:  # e of the whole update at the current parameters, before each step
+                minibatch["batch_ess"] = whole_batch_ess(D.log_prob(kind, face.dist_params(data), data["actions"]), data["behaviour_log_prob"])
             stats, stop = face.step(minibatch, arguments, clip_range_vf)
             rows.append(stats)
             if stop:
@@ -380,31 +357,28 @@ def run_update(
         if stop:
             break
 
-    with torch.no_grad():
-        dist_params = face.dist_params(data)
-        log_prob = D.log_prob(kind, dist_params, data["actions"])
-        final_kl = approx_kl(log_prob - data["proximal_log_prob"])
-        if objective.update_state is not None:
-            face.update_objective_state(
-                mean_reverse_kl(kind, data["behaviour_params"], dist_params),
-                ratio_variance(log_prob, data["behaviour_log_prob"]),
-                schedule_values,
-            )
+    dist_params = face.dist_params(data)
+    log_prob = D.log_prob(kind, dist_params, data["actions"])
+    if objective.update_state is not None:
+        update_objective_state(face, kind, data, dist_params, log_prob, schedule_values)
     statistics = reduce_statistics(
-        rows, approx_kl=final_kl, values=data["values"][..., :n_fresh], returns=data["returns"][..., :n_fresh],
-        learning_rate=learning_rate,
+        rows, approx_kl=approx_kl(log_prob - data["proximal_log_prob"]), learning_rate=learning_rate,
+        values=data["values"][..., :n_fresh], returns=data["returns"][..., :n_fresh],
     )
     return statistics, data
 
 
+@torch.no_grad()
+def update_objective_state(
+    face: UpdateFace, kind: D.Kind, data: Mapping[str, Any], dist_params: Tensor, log_prob: Tensor, schedule_values: Mapping[str, Any],
+) -> None:
+    """KL-PPO's coefficient, R2VPO's multiplier after an update's epochs, from the mean KL(pi_b || pi_theta)
+    and the variance of pi_theta/pi_b over its data at the new parameters (the face stores them)."""
+    reverse_kl = mean_reverse_kl(kind, data["behaviour_params"], dist_params)
+    face.update_objective_state(reverse_kl, ratio_variance(log_prob, data["behaviour_log_prob"]), schedule_values)
+
+
 # -- statistics ----------------------------------------------------------------------------------
-#: what :func:`minibatch_loss` reports of each minibatch (detached float64 0-dim tensors)
-MINIBATCH_STATISTICS: tuple[str, ...] = (
-    "ess", "ratio_max", "ratio_mean", "ratio_above_2", "kl_behaviour", "kl_behaviour_sampled",
-    "cap_fraction", "kl_weight", "policy_loss", "value_loss", "entropy", "loss", "approx_kl",
-)
-
-
 def approx_kl(log_ratio: Tensor) -> Tensor:
     """SB3 PPO's KL estimate ``mean((r - 1) - log r)`` over the last dimension, float64."""
     log_ratio = log_ratio.to(torch.float64)
@@ -437,12 +411,11 @@ def reduce_statistics(
     rows: list[Mapping[str, Tensor]], *, approx_kl: Tensor, values: Tensor, returns: Tensor, learning_rate: float,
 ) -> dict[str, Tensor]:
     """The update's statistics, named as the run-folder contract's progress columns (plus ``loss``),
-    float64 of the rows' shape (``()``, or ``(K,)`` for a population): the minibatches' mean of
-    each of :data:`MINIBATCH_STATISTICS`, but their max ``ratio_max``, the last ``loss``, the
-    least ``ess`` as ``ess_min``; the update's ``approx_kl`` (given); ``explained_variance`` of the
-    fresh rollout's start ``values`` and ``returns`` (``(..., N)``); ``learning_rate``."""
-    column = {name: torch.stack([row[name] for row in rows], dim=-1) for name in MINIBATCH_STATISTICS}
-    stats = {name: column[name].mean(-1) for name in MINIBATCH_STATISTICS}
+    float64 of the rows' shape (``()``, or ``(K,)`` for a population): the minibatches' mean of each
+    of :func:`minibatch_loss`'s, but their max ``ratio_max``, the last ``loss``, the least ``ess`` as
+    ``ess_min``; ``approx_kl`` (given); ``explained_variance`` of the fresh ``values`` and ``returns``."""
+    column = {name: torch.stack([row[name] for row in rows], dim=-1) for name in rows[0]}
+    stats = {name: stacked.mean(-1) for name, stacked in column.items()}
     stats["ratio_max"] = column["ratio_max"].amax(-1)
     stats["loss"] = column["loss"][..., -1]
     stats["approx_kl"] = approx_kl.to(torch.float64)

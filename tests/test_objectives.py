@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from adaptive_po.objectives import (
-    OBJECTIVE_STATISTICS,
     OBJECTIVES,
     PolicyBatch,
     batch_statistics,
@@ -17,7 +16,6 @@ from adaptive_po.objectives import (
     effective_sample_size_from_log_ratios,
     ess_policy_loss,
     get_objective,
-    objective_statistics,
     ppo_clip_loss,
     sampled_kl,
     truncated_is_loss,
@@ -183,15 +181,15 @@ def test_losses_finite_at_extreme_log_ratios(name):
     out.loss.backward()
     assert torch.isfinite(out.loss)
     assert torch.isfinite(batch.log_prob.grad).all()
-    assert all(torch.isfinite(v) for v in objective_statistics(out).values())
+    assert all(torch.isfinite(v) for v in out.stats.values())
     assert all(torch.isfinite(v) for v in batch_statistics(batch).values())
 
 
 def test_statistics_keys_and_values():
     batch = make_batch([math.log(4), 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], kl=torch.tensor([0.5, 0.1, 0.1, 0.1]))
     out = ess_policy_loss(batch, kl="sampled")
-    s = {k: v.item() for k, v in {**batch_statistics(batch), **objective_statistics(out)}.items()}
-    assert set(s) == {"ess", "ratio_max", "ratio_mean", "ratio_above_2", "kl_behaviour", "kl_behaviour_sampled", *OBJECTIVE_STATISTICS}
+    s = {k: v.item() for k, v in {**batch_statistics(batch), **out.stats}.items()}
+    assert set(s) == {"ess", "ratio_max", "ratio_mean", "ratio_above_2", "kl_behaviour", "kl_behaviour_sampled", "cap_fraction", "kl_weight", "policy_loss"}
     assert s["kl_behaviour"] == pytest.approx(0.2)
     # log r + 1/r - 1 at r = 4 and three times 0
     assert s["kl_behaviour_sampled"] == pytest.approx((math.log(4) + 0.25 - 1) / 4, rel=1e-6)
@@ -203,10 +201,10 @@ def test_statistics_keys_and_values():
     assert s["kl_weight"] == pytest.approx(1 - 49 / 76, abs=1e-6)
 
 
-def test_objective_statistics_defaults_for_an_unregularized_loss():
+def test_an_objectives_output_fills_the_statistics_it_leaves_out():
     batch = make_batch([0.5, -0.5], [1.0, -1.0], kl=torch.zeros(2))
     out = truncated_is_loss(batch)
-    s = objective_statistics(out)
+    s = out.stats
     assert s["kl_weight"].item() == 0.0 and s["policy_loss"].item() == pytest.approx(out.loss.item())
     assert s["cap_fraction"].item() == 0.5  # rho = e^0.5 > 1 is truncated
 

@@ -16,7 +16,6 @@ from adaptive_po.objectives import (
     get_objective,
     kl_ppo_loss,
     kl_ppo_update,
-    objective_statistics,
     initial_state,
     p3o_loss,
     r2vpo_loss,
@@ -141,7 +140,7 @@ def test_kl_ppo_loss_and_gradient():
     out.loss.backward()
     assert batch.log_prob.grad.tolist() == pytest.approx([-1.5 / 3, 0.5 / 3, -2.0 / 3])
     assert batch.kl_reverse.grad.tolist() == pytest.approx([2.0 / 3] * 3)
-    stats = objective_statistics(out)
+    stats = out.stats
     assert stats["kl_weight"].item() == 2.0 and stats["kl_weight"].dtype == D
     assert stats["policy_loss"].item() == pytest.approx(policy)
     assert stats["cap_fraction"].item() == 0.0
@@ -252,7 +251,7 @@ def test_r2vpo_loss_gradient_and_statistics():
     # (the mean's own derivative sums to zero against sum(rho - mean) = 0)
     expected = [r * (-a / 4 + 3.0 * 2 * (r - 1.0) / 4) for r, a in zip(rho, adv)]
     assert batch.log_prob.grad.tolist() == pytest.approx(expected, abs=1e-12)
-    stats = objective_statistics(out)
+    stats = out.stats
     assert stats["kl_weight"].item() == 3.0 and stats["policy_loss"].item() == pytest.approx(policy)
     assert stats["cap_fraction"].item() == pytest.approx(2 / 4)  # 1.5 and 0.5 lie outside [0.8, 1.2]
     # on-policy data (rho = 1 everywhere) has no variance: the plain policy gradient, shifted by -lambda v
@@ -510,7 +509,7 @@ def test_new_entries_finite_at_extreme_log_ratios(name):
     out.loss.backward()
     assert torch.isfinite(out.loss) and out.loss.dtype == torch.float32
     assert torch.isfinite(lp.grad).all()
-    stats = objective_statistics(out)
+    stats = out.stats
     assert all(torch.isfinite(v) and v.dtype == D for v in stats.values())
 
 
