@@ -51,7 +51,7 @@ from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
 from adaptive_po.objectives import KL_FORMS, get_objective, initial_state
 from adaptive_po.policy import POLICY_ALIASES, objective_arguments, objective_schedules, policy_heads, with_fused_adam
 from adaptive_po.update import (
-    MINIBATCH_KEYS, Observations, StoredRollout, advantages_and_returns, check_update_settings, map_observations, minibatch_loss, run_update,
+    MINIBATCH_KEYS, StoredRollout, advantages_and_returns, check_update_settings, map_observations, minibatch_loss, run_update,
 )
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
@@ -349,8 +349,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
 
     # -- training ---------------------------------------------------------------------------------
     def _flat_actions(self, actions: np.ndarray) -> np.ndarray:
-        """Stored actions as the distributions take them: ``(N,)`` indices for Discrete, ``(N, d)``
-        otherwise (float32, as SB3's buffer yields them)."""
+        """Stored actions as the distributions take them, float32: ``(N,)`` for Discrete, ``(N, d)`` otherwise."""
         actions = actions.astype(np.float32, copy=False)
         return actions.reshape(-1) if isinstance(self.action_space, spaces.Discrete) else actions
 
@@ -374,6 +373,12 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
     def _log_prob(self, data: dict[str, Any]) -> th.Tensor:
         """log pi_theta(a|s) of every stored transition under the current parameters."""
         return D.log_prob(self.kind, self._dist_params(data), data["actions"])
+
+    def _update_objective_state(self, reverse_kl: th.Tensor, ratio_variance: th.Tensor, schedule_values: dict[str, Any]) -> None:
+        """KL-PPO's coefficient, R2VPO's multiplier after an update (:func:`adaptive_po.update.update_objective_state`)."""
+        self.objective_state = self.objective_spec.update_state(
+            self.objective_state, reverse_kl, ratio_variance=ratio_variance, **schedule_values, **self.objective_state
+        )
 
     def _kl_too_far(self, approx_kl: th.Tensor) -> bool:
         """SB3's ``target_kl`` early stopping, before the gradient step: ``approx_kl > 1.5 target_kl``."""
@@ -449,7 +454,7 @@ class _SB3Face:
     minibatch order (NumPy's global stream), optimizer, gradient clipping and ``target_kl``."""
 
     def __init__(self, model: BatchPolicyOptimization) -> None:
-        self.model, self.dist_params = model, model._dist_params
+        self.model, self.dist_params, self.update_objective_state = model, model._dist_params, model._update_objective_state
 
     @th.no_grad()
     def advantages(self, batch: StoredRollout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -491,8 +496,7 @@ class _SB3Face:
         dist_params, values = policy_heads(model.policy, model.kind, minibatch["observations"])
         loss, stats = minibatch_loss(
             model.objective_spec, model.kind, dist_params, values, minibatch, arguments,
-            normalize_advantage=model.normalize_advantage, ent_coef=model.ent_coef, vf_coef=model.vf_coef,
-            clip_range_vf=clip_range_vf,
+            normalize_advantage=model.normalize_advantage, ent_coef=model.ent_coef, vf_coef=model.vf_coef, clip_range_vf=clip_range_vf,
         )
         if model.target_kl is not None and model._kl_too_far(stats["approx_kl"]):
             return stats, True
@@ -501,12 +505,6 @@ class _SB3Face:
         th.nn.utils.clip_grad_norm_(model.policy.parameters(), model.max_grad_norm)
         model.policy.optimizer.step()
         return stats, False
-
-    def update_objective_state(self, reverse_kl: th.Tensor, ratio_variance: th.Tensor, schedule_values: dict[str, Any]) -> None:
-        model = self.model
-        model.objective_state = model.objective_spec.update_state(
-            model.objective_state, reverse_kl, ratio_variance=ratio_variance, **schedule_values, **model.objective_state
-        )
 
 
 #: SB3 PPO's trust-region arguments, and why ESSPO has none of them

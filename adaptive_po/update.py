@@ -356,7 +356,6 @@ def run_update(
             listener(epoch, rows[epoch_start:], data)
         if stop:
             break
-
     dist_params = face.dist_params(data)
     log_prob = D.log_prob(kind, dist_params, data["actions"])
     if objective.update_state is not None:
