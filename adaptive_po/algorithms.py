@@ -48,7 +48,7 @@ from adaptive_po.collector import (
 from adaptive_po.dials import DIAL_DEFAULTS, DataDials, dials_from_arguments
 from adaptive_po.hyperparams import SB3_DEFAULTS as _D
 from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
-from adaptive_po.objectives import KL_FORMS, get_objective, initial_state
+from adaptive_po.objectives import KL_FORMS, check_arguments, get_objective, initial_state
 from adaptive_po.policy import POLICY_ALIASES, objective_arguments, objective_schedules, policy_heads, with_fused_adam
 from adaptive_po.update import (
     MINIBATCH_KEYS, StoredRollout, advantages_and_returns, check_update_settings, map_observations, minibatch_loss, run_update,
@@ -269,6 +269,7 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         if self.clip_range_vf is not None:  # SB3's type, after construction and after load
             self.clip_range_vf = KnobSchedule(self.clip_range_vf)
         self._objective_schedules = objective_schedules(self.objective_kwargs)
+        check_arguments(self.objective_spec, objective_arguments(self._objective_schedules, 1.0))
         self.collector = Collector(self.dials, seed=self.seed)
         self.collector.attach(self.policy)
 

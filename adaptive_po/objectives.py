@@ -214,7 +214,7 @@ def _check_range(name: str, value: Any, *, strict: bool) -> None:
     """``ValueError`` unless the number ``value`` is > 0 (``strict``) or >= 0. A 0-dim tensor is not
     branched on (the population engine's compiled step passes its schedule values as tensors, and a
     branch on a tensor's value cannot be compiled); the engine checks those itself
-    on Python numbers first (:func:`adaptive_po.population.check_arguments`)."""
+    on Python numbers first (:func:`check_arguments`)."""
     if isinstance(value, Tensor):
         return
     if not (value > 0 if strict else value >= 0):
@@ -512,6 +512,31 @@ def initial_state(spec: ObjectiveSpec, kwargs: Mapping[str, Any]) -> dict[str, f
     """The objective's per-run state at the start of training: each entry of ``spec.state``, or the
     value of the keyword ``initial_<name>`` in ``kwargs`` where given (a variant, the tuner)."""
     return {name: float(kwargs.get(f"initial_{name}", value)) for name, value in spec.state.items()}
+
+
+def check_arguments(spec: ObjectiveSpec, arguments: Mapping[str, Any], state: Mapping[str, Any] | None = None) -> None:
+    """Evaluate the loss once on a two-sample batch, filled as the training loop fills it (the fields
+    ``spec`` declares, the KL with gradient where it needs it), with ``arguments`` (the objective's
+    keyword arguments as Python numbers) and ``state`` (its start values if ``None``; a population's
+    first member): a keyword the loss does not take (``TypeError``), a bad value or a field it uses
+    but does not declare (the loss's own ``ValueError``: an unknown KL form, a clip range <= 0) is
+    named. Both faces call it before the first rollout; the population engine's compiled step, whose
+    numbers are tensors that the objectives do not branch on, also when they change."""
+    pair, one = torch.zeros(2), torch.ones((), dtype=torch.float64)
+    probe = PolicyBatch(
+        log_prob=pair.clone().requires_grad_(), behaviour_log_prob=pair, advantages=torch.tensor([1.0, -1.0]),
+        kl_behaviour=pair.clone().requires_grad_(spec.needs_kl), proximal_log_prob=pair if spec.needs_proximal else None,
+        kl_reverse=pair.clone().requires_grad_() if spec.needs_reverse_kl else None,
+        fresh=torch.tensor([1.0, 0.0]) if spec.needs_replay_info else None, replay_ess=one if spec.needs_replay_info else None,
+        batch_ess=one if spec.needs_batch_ess else None,
+    )
+    state = initial_state(spec, arguments) if state is None else state
+    state = {name: torch.as_tensor(value).reshape(-1)[0].cpu() for name, value in state.items()}
+    with torch.no_grad():
+        try:
+            spec.loss(probe, **{**arguments, **state})
+        except TypeError as error:
+            raise TypeError(f"objective_kwargs {dict(arguments)!r}: {error}") from None
 
 
 #: algorithm name -> objective. Adding an objective is one function above and one entry here.

@@ -48,7 +48,7 @@ from adaptive_po.dials import DataDials
 from adaptive_po.hyperparams import SB3_DEFAULTS, check_hyperparams
 from adaptive_po.member_conv import with_member_convolutions
 from adaptive_po.networks import resolve_policy_kwargs
-from adaptive_po.objectives import PolicyBatch, get_objective, initial_state
+from adaptive_po.objectives import check_arguments, get_objective, initial_state
 from adaptive_po.policy import POLICY_ALIASES, objective_arguments, objective_schedules, policy_heads
 from adaptive_po.staleness import StaleQueue
 from adaptive_po.update import (
@@ -142,19 +142,6 @@ def _as_tensors(values: Any, device: torch.device) -> Any:
     if isinstance(values, float) or (isinstance(values, int) and not isinstance(values, bool)):
         return torch.tensor(float(values), dtype=torch.float64, device=device)
     return values
-
-
-def check_arguments(objective: Any, arguments: dict[str, Any], state: dict[str, Tensor]) -> None:
-    """The objective's own checks of its keyword arguments (``ValueError`` for a clip range below 0,
-    ...), run on a one-sample batch: the compiled step passes numbers as tensors, which the
-    objectives do not branch on."""
-    one = torch.zeros(1)
-    ess = torch.ones((), dtype=torch.float64)
-    batch = PolicyBatch(
-        log_prob=one, behaviour_log_prob=one, advantages=one, kl_behaviour=one, proximal_log_prob=one, kl_reverse=one,
-        fresh=one, replay_ess=ess, batch_ess=ess,
-    )
-    objective.loss(batch, **arguments, **{k: v.reshape(-1)[0].cpu() for k, v in state.items()})
 
 
 def _sampled(kind: D.Kind, clean: Tensor, sampler: Tensor, u: Tensor, record_actual: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -463,6 +450,7 @@ class PopulationLearner:
         self.objective_name = objective
         self.objective_kwargs = {**self.objective_spec.kwargs, **(objective_kwargs or {})}
         self._objective_schedules = objective_schedules(self.objective_kwargs)
+        check_arguments(self.objective_spec, objective_arguments(self._objective_schedules, 1.0))
         self.lr_schedule = FloatSchedule(learning_rate)
         self.n_steps, self.batch_size, self.n_epochs = n_steps, batch_size, n_epochs
         self.gamma, self.gae_lambda = gamma, gae_lambda

@@ -56,7 +56,7 @@ def test_a_registered_objective_trains_through_the_sb3_class(toy_registered):
         n_steps=32, batch_size=32, n_epochs=2, seed=0, device="cpu", policy_lag=1,
     )
     model.learn(64 * 3)
-    assert len(SEEN) == 3 * 2 * 2  # updates x epochs x minibatches
+    assert len(SEEN) == 1 + 3 * 2 * 2  # the arguments' check at construction, then updates x epochs x minibatches
     assert all(s == {"kl_grad": True, "proximal": True, "clip_range": 0.3} for s in SEEN)
     assert model.objective_kwargs == {"kl_coef": 0.05, "clip_range": 0.3}
     # the loop's own statistics come for free: the defaults for what the toy leaves out (nothing
@@ -91,7 +91,7 @@ def test_the_loop_gives_only_what_an_entry_declares(monkeypatch):
     monkeypatch.setitem(OBJECTIVES, "plain-pg", ObjectiveSpec(plain_pg, "plain score function"))
     env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
     BatchPolicyOptimization("MlpPolicy", env, objective="plain-pg", n_steps=16, batch_size=32, n_epochs=1, device="cpu").learn(32)
-    assert seen == [(True, False)]
+    assert seen == [(True, False)] * 2  # the arguments' check at construction, then the one minibatch
 
 
 def test_an_unknown_tuned_knob_is_refused_before_training(monkeypatch, tmp_path):

@@ -403,6 +403,27 @@ def test_esspo_refuses_ppo_only_arguments_and_says_why(argument, value):
     assert argument in ESSPO.__doc__
 
 
+@pytest.mark.parametrize(
+    "objective,kwargs,error,named",
+    [
+        ("esspo", {"kl": "bogus"}, ValueError, "bogus"),
+        ("esspo", {"cap_ess": True}, TypeError, "cap_ess"),
+        ("ppo", {"clip_range": -0.1}, ValueError, "clip_range"),
+        ("cispo", {"eps_high": 0.0}, ValueError, "eps_high"),
+        ("p3o", {"kl": "forward"}, ValueError, "forward"),
+    ],
+)
+def test_bad_objective_arguments_are_named_before_the_first_rollout(objective, kwargs, error, named):
+    """Both faces evaluate the loss once on a probe batch when they are built, so a bad keyword or
+    value of ``objective_kwargs`` is named at construction, not after a rollout."""
+    env = gym.make("CartPole-v1")
+    with pytest.raises(error, match=named):
+        BatchPolicyOptimization("MlpPolicy", "CartPole-v1", objective=objective, objective_kwargs=kwargs, device="cpu")
+    with pytest.raises(error, match=named):
+        PopulationLearner(env.observation_space, env.action_space, [Member(0)], n_steps=4, batch_size=4, n_epochs=1,
+                          objective=objective, objective_kwargs=kwargs)
+
+
 def test_bad_ppo_arguments_name_the_argument():
     with pytest.raises(ValueError, match="clip_range_vf"):
         PPO("MlpPolicy", "CartPole-v1", clip_range_vf=-0.1, device="cpu")
