@@ -48,7 +48,7 @@ from adaptive_po.collector import (
 from adaptive_po.dials import DIAL_DEFAULTS, DataDials, dials_from_arguments
 from adaptive_po.hyperparams import SB3_DEFAULTS as _D
 from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
-from adaptive_po.objectives import KL_FORMS, check_arguments, get_objective, initial_state
+from adaptive_po.objectives import check_arguments, get_objective, initial_state
 from adaptive_po.policy import POLICY_ALIASES, objective_arguments, objective_schedules, policy_heads, with_fused_adam
 from adaptive_po.update import (
     MINIBATCH_KEYS, StoredRollout, advantages_and_returns, check_update_settings, map_observations, minibatch_loss, run_update,
@@ -539,8 +539,6 @@ class ESSPO(BatchPolicyOptimization):
                 f"ESSPO does not take {refused!r} (SB3 PPO's argument): {_PPO_ONLY_ARGUMENTS[refused]}. "
                 "Drop it, or use adaptive_po.PPO for PPO's clipped objective on the same data"
             )
-        if kl not in KL_FORMS:
-            raise ValueError(f"kl must be one of {KL_FORMS}, got {kl!r}")
         for name, flag in (("ess_cap", ess_cap), ("ess_regularizer", ess_regularizer)):
             if not isinstance(flag, bool):
                 raise ValueError(f"{name} must be True or False, got {flag!r}")
