@@ -365,7 +365,7 @@ def kl_ppo_loss(batch: PolicyBatch, *, kl_coef: Tensor | float, kl_target: float
     policy_term = -(ratio * batch.advantages).mean()
     beta = _as_tensor_like(kl_coef, batch.log_prob)
     loss = policy_term + beta * batch.kl_reverse.mean()
-    return ObjectiveOutput(loss, {"kl_weight": _detached(beta), "policy_loss": _detached(policy_term)})
+    return ObjectiveOutput(loss, {"kl_weight": beta, "policy_loss": policy_term})
 
 
 def kl_ppo_update(state: Mapping[str, Any], kl: Tensor | float, *, kl_target: float = 0.01, **_: Any) -> dict[str, Tensor]:
@@ -425,7 +425,7 @@ def r2vpo_loss(
     lam = _as_tensor_like(multiplier, batch.log_prob)
     loss = policy_term + lam * (variance - variance_target)
     outside = ((ratio.detach() - 1.0).abs() > 0.2).to(torch.float64).mean()
-    return ObjectiveOutput(loss, {"kl_weight": _detached(lam), "policy_loss": _detached(policy_term), "cap_fraction": outside})
+    return ObjectiveOutput(loss, {"kl_weight": lam, "policy_loss": policy_term, "cap_fraction": outside})
 
 
 def r2vpo_update(
@@ -474,7 +474,7 @@ def p3o_loss(batch: PolicyBatch, *, kl: KLForm = "analytic") -> ObjectiveOutput:
     policy_term = -(weight * batch.log_prob * batch.advantages).mean()
     kl_weight = (1.0 - e_r.detach()).to(dtype)
     loss = policy_term + kl_weight * (kl_values * replayed).sum() / n_replayed
-    stats = {"cap_fraction": capped, "kl_weight": _detached(kl_weight), "policy_loss": _detached(policy_term)}
+    stats = {"cap_fraction": capped, "kl_weight": kl_weight, "policy_loss": policy_term}
     return ObjectiveOutput(loss, stats)
 
 
