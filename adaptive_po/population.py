@@ -204,7 +204,29 @@ _COMPILED: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
 COMPILE_SECONDS: dict[tuple[Any, ...], float] = {}
 #: the fewest rows a forward pass of the update's terminal observations takes (see ``_advantages``)
 MIN_PASS_ROWS = 8
+#: the most rows a compiled forward pass is padded with to reuse a compilation, or a sixteenth of
+#: its rows where that is more (:func:`_padded_rows`)
+PAD_ROWS = 16
 _FALLBACK_SAID = False
+#: the row counts each compiled forward pass (by its key, K and observation shape) has compiled for
+_FORWARD_ROWS: dict[tuple[Any, ...], list[int]] = {}
+
+
+def _padded_rows(key: tuple[Any, ...], rows: int) -> int:
+    """The rows a compiled forward pass of ``rows`` rows runs: the fewest already compiled for
+    ``key`` that hold them with at most :data:`PAD_ROWS` (or a sixteenth) more, else ``rows``
+    (compiled from then on).
+    An update's passes differ by a few rows (the rollout's values with its last observations: 264
+    rows for CartPole's 256, then its 256 distributions, twice): padded, they share one compilation
+    (4-5 s each, cold). The padding rows are copies of the first; the rows kept are what a pass
+    compiled for their own count gives, to float32 rounding (the kernels' vector loops and their
+    tails fall differently; at CartPole's 256 rows padded to 264, bit for bit)."""
+    done = _FORWARD_ROWS.setdefault(key, [])
+    fits = [n for n in done if rows <= n <= rows + max(PAD_ROWS, rows // 16)]
+    if fits:
+        return min(fits)
+    done.append(rows)
+    return rows
 
 
 def _say_fallback(reason: str) -> None:
@@ -591,9 +613,14 @@ class PopulationLearner:
         an update's whole batch), eager otherwise or where ``eager`` (a pass whose ``B`` changes from
         call to call, which would compile once per ``B``)."""
         if self.compile_step and not eager:
+            rows = obs.shape[1]
+            padded = _padded_rows((*self._forward_key, tuple(obs.shape[:1]), tuple(obs.shape[2:])), rows)
+            if padded > rows:
+                obs = torch.cat([obs, obs[:, :1].expand(-1, padded - rows, *obs.shape[2:])], dim=1)
             out = self._run_compiled(self._forward_key, self._stacked_forward, (params, self.buffers, obs), tuple(obs.shape))
             if out is not None:
-                return out
+                return out[0][:, :rows], out[1][:, :rows]
+            obs = obs[:, :rows]
         return self._stacked_forward(params, self.buffers, obs)
 
     @torch.no_grad()
@@ -663,9 +690,10 @@ class PopulationLearner:
         and dials. Returns ``(actions, behaviour_log_prob, behaviour_params)`` as the collector
         records them: the distribution actually sampled from, or the clean policy's for members
         that record ``behaviour_log_prob="policy"``."""
-        if self._dist_width is None or self.precisions or not self.compile_step:
+        if self._dist_width is None:  # one row, eagerly: a compiled pass would compile for this shape alone
+            self._dist_width = self.forward(self._acting, obs[:, :1], eager=True)[0].shape[-1]
+        if self.precisions or not self.compile_step:
             clean, _ = self.forward(self._acting, obs)
-            self._dist_width = clean.shape[-1]
             return self._act_eagerly(clean, obs)
         # compiled: the draws first (each member's own generators, in the eager order), then the
         # forward pass, the dials, the sampling and the log-probs in one compiled call

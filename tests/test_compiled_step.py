@@ -82,6 +82,30 @@ def test_the_narrow_products_are_the_linear_layers_they_replace():
             torch.testing.assert_close(got[name], value, atol=1e-5, rtol=1e-6, msg=name)
 
 
+def test_a_padded_compiled_pass_gives_the_rows_an_unpadded_one_gives(monkeypatch):
+    """A compiled forward pass of a few rows fewer than one already compiled runs padded to it
+    (population._padded_rows: one compilation fewer), and its rows are those of a pass compiled for
+    their own count, to float32 rounding: the kernels' vector loops and tails fall differently for
+    another row count (here 1 ulp in 2% of the outputs; at CartPole's shapes, 256 rows padded to
+    264, bit for bit); a count far from every compiled one compiles for itself."""
+    learner = _learner("discrete", "esspo", True)
+    obs = torch.randn(learner.k, 40, 4, generator=torch.Generator().manual_seed(1)) * 3
+    monkeypatch.setattr(P, "_FORWARD_ROWS", {})
+    learner.forward(learner.params, obs[:, :32])
+    key = next(iter(P._FORWARD_ROWS))
+    padded = learner.forward(learner.params, obs[:, :25])
+    assert P._FORWARD_ROWS[key] == [32]  # 25 rows ran as 32
+    P._FORWARD_ROWS[key].clear()
+    own = learner.forward(learner.params, obs[:, :25])
+    assert P._FORWARD_ROWS[key] == [25]
+    if P._COMPILED.get(learner._forward_key) is None:
+        pytest.skip("torch.compile is unavailable here: the engine's passes run eagerly")
+    for a, b in zip(padded, own):
+        torch.testing.assert_close(a, b, atol=1e-7, rtol=1e-6)  # float32 rounding (bit for bit at CartPole's 256 rows padded to 264)
+    learner.forward(learner.params, obs[:, :2])  # 2 + 16 < 25: compiled for its own count
+    assert P._FORWARD_ROWS[key] == [25, 2]
+
+
 @pytest.mark.parametrize("algo", sorted(OBJECTIVES))
 @pytest.mark.parametrize("kind", sorted(SPACES))
 def test_the_compiled_step_equals_the_eager_step(kind, algo):
