@@ -349,8 +349,8 @@ def test_terminal_values_are_computed_only_where_an_episode_was_truncated(monkey
         torch.randn(k, t, e, 3, generator=g), torch.randn(k, e, 3, generator=g), torch.zeros(k, e),
     )
     rows = []
-    values = learner.values
-    monkeypatch.setattr(learner, "values", lambda obs, eager=False: rows.append((obs.shape[1], eager)) or values(obs, eager=eager))
+    values, forward = learner.values, learner.forward
+    monkeypatch.setattr(learner, "forward", lambda params, obs, eager=False: rows.append((obs.shape[1], eager)) or forward(params, obs, eager=eager))
     got = learner._advantages(batch)
     assert rows == [(t * e + e, False), (8, True)]  # the 3 truncated positions in the union, eagerly, padded to 8
 
@@ -476,3 +476,24 @@ def test_a_population_learner_keeps_the_memory_its_steps_free():
     _, faults_default = run("plain")
     assert faults_default > 10_000, faults_default  # each block mapped and unmapped: its pages faulted each time
     assert faults_kept < 100, faults_kept
+
+
+def test_an_update_takes_pi_prox_from_its_values_pass(monkeypatch):
+    """The update's log-probs before its first step (pi_prox) come from the pass that valued its
+    observations (same parameters, same rows): two whole-batch passes per update, not three, and
+    the end-of-update pass, after the steps moved the parameters, is computed afresh."""
+    k, t, e = 2, 8, 2
+    learner = PopulationLearner(gym.spaces.Box(-1.0, 1.0, (3,), np.float32), gym.spaces.Discrete(3), [Member(s) for s in range(k)],
+                                objective="ppo", objective_kwargs={"clip_range": 0.2}, n_steps=t, batch_size=8, n_epochs=2)
+    g = torch.Generator().manual_seed(0)
+    obs = torch.randn(k, t, e, 3, generator=g)
+    actions, blp, params = learner.act(obs.reshape(k, t * e, 3))
+    batch = StackedRollout(obs, actions.reshape(k, t, e), torch.randn(k, t, e, generator=g), torch.zeros(k, t, e), blp.reshape(k, t, e),
+                           params.reshape(k, t, e, -1), torch.zeros(k, t, e, dtype=torch.bool), torch.zeros(k, t, e, 3),
+                           torch.randn(k, e, 3, generator=g), torch.zeros(k, e))
+    before = {name: value.clone() for name, value in learner.params.items()}
+    passes, forward = [], learner.forward
+    monkeypatch.setattr(learner, "forward", lambda p, o, eager=False: passes.append((o.shape[1], p["policy.action_net.weight"])) or forward(p, o, eager=eager))
+    learner.update(batch, 1.0)
+    assert [rows for rows, _ in passes] == [t * e + e, t * e]  # the values' pass, then the one after the steps
+    assert torch.equal(passes[0][1], before["policy.action_net.weight"]) and not torch.equal(passes[1][1], passes[0][1])
