@@ -74,25 +74,24 @@ COMPILE_ENV = "ADAPTIVE_PO_COMPILE"
 COMPILE_MIN_STEPS = 6000
 
 
-#: glibc's ``mallopt`` parameters (``malloc.h``): the size from which a block gets a mapping of its
-#: own, and the free memory at the heap's top from which the heap gives memory back to the system
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-#: the largest block glibc can be told to serve from its heap (its ceiling on 64-bit systems)
-HEAP_BLOCK_BYTES = 32 * 2**20
+#: glibc's ``mallopt`` parameters (``malloc.h``): the free memory at the heap's top from which the
+#: heap gives memory back to the system, and the most blocks it maps for themselves
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 _KEEPS_FREED_MEMORY: bool | None = None
 
 
 def keep_freed_memory() -> bool:
-    """Have this process's allocator (glibc) keep the memory it frees, and serve blocks up to
-    :data:`HEAP_BLOCK_BYTES` from its heap; ``True`` where it took the settings, ``False`` elsewhere
-    (another C library: nothing changes). Once per process.
+    """Have this process's allocator (glibc) serve every block from its heap and keep the memory
+    it frees; ``True`` where it took the settings, ``False`` elsewhere (another C library: nothing
+    changes). Once per process.
 
-    A stacked step allocates its activations afresh at every call (a 50-member CartPole minibatch:
-    a dozen 3.3 MB buffers). By default glibc maps such a block for itself and unmaps it when freed,
-    so every call touches new pages: about 1,500 page faults per step, 2.6-3.4 ms of kernel time on
-    a 16-20 ms step (``benchmarks/roofline.py``). Kept, the same buffers are reused: no faults, the
-    same numbers. The price is a resident size that stays at its peak, which a training process
-    reaches anyway."""
+    A stacked step, and each whole-batch pass, allocates its activations afresh at every call (a
+    50-member CartPole minibatch: a dozen 3.3 MB buffers; a Breakout-MinAtar MLP update's pass: 67
+    and 105 MB ones). By default glibc maps such a block for itself and unmaps it when freed, so
+    every call touches new pages: about 1,500 page faults per CartPole step, 2.6-3.4 ms of kernel
+    time on a 16-20 ms step; 4.9 s of kernel time in four Breakout updates of 8 members. Kept, the
+    same memory is reused: no faults, the same numbers. The price is a resident size that stays at
+    its peak, which a training process reaches anyway."""
     global _KEEPS_FREED_MEMORY
     if _KEEPS_FREED_MEMORY is None:
         try:
@@ -102,7 +101,7 @@ def keep_freed_memory() -> bool:
         except (OSError, AttributeError):
             _KEEPS_FREED_MEMORY = False
         else:
-            _KEEPS_FREED_MEMORY = bool(mallopt(_M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+            _KEEPS_FREED_MEMORY = bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
     return _KEEPS_FREED_MEMORY
 
 

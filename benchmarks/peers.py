@@ -100,6 +100,21 @@ BREAKOUT = Cell(
 )
 CELLS = {"cartpole": CARTPOLE, "breakout": BREAKOUT}
 ALGO = "ppo"
+#: what perf.md says after the tables: the cells of this project that the peer cannot run at all
+ONLY_OURS = [
+    "What only this engine runs. rejax 0.1.3 trains on gymnax's tasks (and brax, navix, jumanji, kinetix, craftax), and on "
+    "gymnasium only for five classic-control tasks, one environment at a time through a host callback. So of this "
+    "project's 20 environment files, rejax runs none of these at all:",
+    "- LunarLander-v3 and LunarLanderContinuous-v3 (Box2D);",
+    "- the nine Atari games (ALE through envpool);",
+    "- the five MinAtar games as they ship here: the `minatar` package's dynamics with sticky actions 0.1 and the "
+    "MinAtar CNN (gymnax's versions have no sticky actions and cap episodes at 1,000 steps; the Breakout cell above "
+    "runs ours in gymnax's configuration for that reason);",
+    "- any cell with a data dial: a member's policy lag, replay, action noise, sampler temperature or precision (rejax's "
+    "PPO trains on its own fresh rollouts only), which is what every staleness study here varies;",
+    "- the SB3 class (`BatchPolicyOptimization`), its callbacks, loggers and the RL Zoo;",
+    "- the 15 objectives besides PPO, the ESS objective among them.",
+]
 #: the markers of this benchmark's section of docs/results/perf.md (benchmarks/roofline.py, which
 #: rewrites the rest of that file, keeps the section as it is)
 BEGIN, END = "<!-- peers: written by benchmarks/peers.py -->", "<!-- /peers -->"
@@ -234,7 +249,8 @@ def main() -> int:
             f"Written by `make perf` (`benchmarks/peers.py`) on {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores "
             f"({platform.processor() or platform.machine()}), torch {torch.__version__}: each side one pinned core and one thread, "
             "both at the same time; cold from process start (compilation included), warm a second call (rejax) or population "
-            "(ours) in the same process; returns are the final greedy evaluations (10 episodes) per seed.", "", *lines,
+            "(ours) in the same process; CPU seconds are the process's and its waited-for children's (our compiler's g++ runs); "
+            "returns are the final greedy evaluations (10 episodes) per seed.", "", *lines, *ONLY_OURS,
         ])
     return 0
 

@@ -461,8 +461,9 @@ print(P._KEEPS_FREED_MEMORY, faults())
 
 def test_a_population_learner_keeps_the_memory_its_steps_free():
     """Building a learner has the allocator keep freed blocks (population.keep_freed_memory): the
-    same buffers allocated again touch no new pages, where by default each of the 40 touches its
-    800 pages afresh (a stacked step's 1,500 page faults, 2.6-3.4 ms of a 16-20 ms CartPole step)."""
+    same buffers allocated again touch no new pages, where by default glibc maps and unmaps many of
+    them, faulting their pages in afresh (a stacked CartPole step's 1,500 page faults, 2.6-3.4 ms of
+    a 16-20 ms step)."""
     import subprocess
     import sys
 
@@ -474,7 +475,7 @@ def test_a_population_learner_keeps_the_memory_its_steps_free():
     if kept != "True":
         pytest.skip("this C library takes no mallopt settings (not glibc): nothing to keep")
     _, faults_default = run("plain")
-    assert faults_default > 10_000, faults_default  # each block mapped and unmapped: its pages faulted each time
+    assert faults_default > 1_000, faults_default  # blocks mapped and unmapped: their pages faulted again (3,200-31,600 here)
     assert faults_kept < 100, faults_kept
 
 

@@ -1,0 +1,45 @@
+"""``make perf``'s comparison with pure-JAX PPO (benchmarks/peers.py): its clock, its section of
+docs/results/perf.md, and its behaviour where rejax is not installed (``make perf`` runs it anyway)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import peer_clock  # noqa: E402
+import peers  # noqa: E402
+
+
+def test_the_clock_counts_the_cpu_of_the_children_a_process_waited_for():
+    """Our side's compiler spends its CPU in g++ processes: a clock of the process alone missed it."""
+    before = peer_clock.cpu()
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"], check=True)
+    assert peer_clock.cpu() - before >= 0.4
+
+
+def test_the_section_is_replaced_in_place_and_the_rest_of_the_file_kept(tmp_path):
+    path = tmp_path / "perf.md"
+    path.write_text("# head\n\nkept above\n")
+    peers.write_section(path, ["first"])
+    path.write_text(path.read_text() + "\nkept below\n")
+    peers.write_section(path, ["second", "", "table"])
+    text = path.read_text()
+    assert text.startswith("# head\n\nkept above\n") and text.rstrip().endswith("kept below")
+    assert f"{peers.BEGIN}\nsecond\n\ntable\n{peers.END}" in text and "first" not in text
+
+
+def test_without_rejax_it_says_so_and_succeeds():
+    probe = subprocess.run([sys.executable, "-c", "import rejax"], capture_output=True)
+    if probe.returncode == 0:
+        import pytest
+
+        pytest.skip("rejax is installed in this interpreter")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks/peers.py"), "--cells", "cartpole"], capture_output=True, text=True, check=True)
+    assert "rejax is not installed here" in out.stdout and "skipped" in out.stdout
+
+
+def test_bad_cells_are_named_before_anything_runs():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks/peers.py"), "--cells", "cartpole,pong"], capture_output=True, text=True)
+    assert out.returncode != 0 and "pong" in out.stderr
