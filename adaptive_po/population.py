@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.utils import FloatSchedule, set_random_seed
 from torch import Tensor, nn
 from torch.func import functional_call, grad, stack_module_state, vmap
@@ -523,6 +524,12 @@ class PopulationLearner:
                 policy_class(observation_space, action_space, self.lr_schedule, use_sde=False, **resolve_policy_kwargs(policy_kwargs)).to(self.device)
             )
         self.precision = precision
+        if policies[0].normalize_images and not is_image_space(observation_space):
+            # SB3 asks is_image_space at every forward pass, comparing the space's numpy bounds: the
+            # compiler cannot trace that (a graph break: an MLP on uint8 observations, MinAtar's,
+            # ran its passes and its acting eagerly). Its answer is fixed: given here, once; the
+            # engine's copy preprocesses exactly as before (no image: float, no scaling)
+            policies[0].normalize_images = False
         self._module = _Heads(policies[0], self.kind, LEARNER_PRECISIONS[precision])
         convolutional = any(isinstance(m, nn.Conv2d) for m in self._module.modules())
         if precision != "fp32" and convolutional:

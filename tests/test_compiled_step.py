@@ -82,6 +82,27 @@ def test_the_narrow_products_are_the_linear_layers_they_replace():
             torch.testing.assert_close(got[name], value, atol=1e-5, rtol=1e-6, msg=name)
 
 
+def test_an_mlp_on_uint8_observations_compiles_without_a_graph_break():
+    """SB3's preprocessing asks is_image_space(observation_space) at every pass, comparing the
+    space's numpy bounds, which the compiler cannot trace: for an MLP on uint8 observations that
+    are no image (MinAtar's 0/1 planes) the engine's passes and acting broke out of the compiled
+    graph and ran eagerly. The engine decides it once; the passes compile whole, to the same values."""
+    from torch._dynamo.utils import counters
+
+    space = gym.spaces.Box(0, 1, (3, 2, 2), np.uint8)
+    learners = [PopulationLearner(space, gym.spaces.Discrete(3), MEMBERS, objective="ppo", objective_kwargs={"clip_range": 0.2},
+                                  compile_step=compiled, **TOY) for compiled in (False, True)]
+    obs = torch.randint(0, 2, (2, 5, 3, 2, 2), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    breaks = sum(counters["graph_break"].values())
+    eager, compiled = (learner.forward(learner.params, obs) for learner in learners)
+    learners[1].act(obs), learners[1].act(obs)
+    if P._COMPILED.get(learners[1]._forward_key) is None:
+        pytest.skip("torch.compile is unavailable here: the engine's passes run eagerly")
+    assert sum(counters["graph_break"].values()) == breaks
+    for a, b in zip(compiled, eager):
+        torch.testing.assert_close(a, b, atol=2e-6, rtol=1e-5)
+
+
 def test_a_padded_compiled_pass_gives_the_rows_an_unpadded_one_gives(monkeypatch):
     """A compiled forward pass of a few rows fewer than one already compiled runs padded to it
     (population._padded_rows: one compilation fewer), and its rows are those of a pass compiled for
