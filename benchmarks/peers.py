@@ -201,7 +201,7 @@ def run_cell(cell: Cell, python: str, members: int, steps: int) -> list[tuple[st
 
 
 def table(cell: Cell, rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    lines = [f"| cell | engine | K x steps | cold CPU s | cold wall s | warm CPU s | warm wall s | CPU s per M member-steps, cold | warm | "
+    lines = [f"| cell | engine | K x steps | cold CPU s | cold wall s | warm CPU s | warm wall s | CPU s per M member-steps, cold | CPU s per M member-steps, warm | "
              "final evaluation return, mean (sd) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, r in rows:
         cold, warm, returns, million = r["cold"], r["warm"], r["final_returns"], r["member_steps"] / 1e6
