@@ -86,7 +86,8 @@ def test_an_mlp_on_uint8_observations_compiles_without_a_graph_break():
     """SB3's preprocessing asks is_image_space(observation_space) at every pass, comparing the
     space's numpy bounds, which the compiler cannot trace: for an MLP on uint8 observations that
     are no image (MinAtar's 0/1 planes) the engine's passes and acting broke out of the compiled
-    graph and ran eagerly. The engine decides it once; the passes compile whole, to the same values."""
+    graph and ran eagerly (the acting too). The engine decides it once; the passes compile whole,
+    to the same values."""
     from torch._dynamo.utils import counters
 
     space = gym.spaces.Box(0, 1, (3, 2, 2), np.uint8)
@@ -95,7 +96,6 @@ def test_an_mlp_on_uint8_observations_compiles_without_a_graph_break():
     obs = torch.randint(0, 2, (2, 5, 3, 2, 2), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     breaks = sum(counters["graph_break"].values())
     eager, compiled = (learner.forward(learner.params, obs) for learner in learners)
-    learners[1].act(obs), learners[1].act(obs)
     if P._COMPILED.get(learners[1]._forward_key) is None:
         pytest.skip("torch.compile is unavailable here: the engine's passes run eagerly")
     assert sum(counters["graph_break"].values()) == breaks
@@ -123,8 +123,8 @@ def test_a_padded_compiled_pass_gives_the_rows_an_unpadded_one_gives(monkeypatch
         pytest.skip("torch.compile is unavailable here: the engine's passes run eagerly")
     for a, b in zip(padded, own):
         torch.testing.assert_close(a, b, atol=1e-7, rtol=1e-6)  # float32 rounding (bit for bit at CartPole's 256 rows padded to 264)
-    learner.forward(learner.params, obs[:, :2])  # 2 + 16 < 25: compiled for its own count
-    assert P._FORWARD_ROWS[key] == [25, 2]
+    assert P._padded_rows(key, 2) == 2 and P._FORWARD_ROWS[key] == [25, 2]  # 2 + 16 < 25: compiled for its own count
+    assert P._padded_rows(key, 10) == 25 and P._padded_rows(key, 24) == 25  # within 16 rows of 25
 
 
 @pytest.mark.parametrize("algo", sorted(OBJECTIVES))
