@@ -168,12 +168,23 @@ def _member_loss(module: nn.Module, objective: Any, kind: D.Kind, **settings: An
 
 
 def _as_tensors(values: Any, device: torch.device) -> Any:
-    """Python floats (not bools) in ``values`` (a number, ``None`` or a dict of them) as float64 0-dim tensors."""
+    """Python floats (not bools) in ``values`` (a number, ``None`` or a dict of them) as float64
+    tensors of one element, ``(1,)``: what :func:`_unboxed` turns into the 0-dim float64 tensors
+    that Python numbers become in the eager ops. Not 0-dim on the way in: the compiler gives a
+    0-dim float64 input a symbolic float for its value, which its float pass then specializes and
+    restarts the whole trace for (the compiled step's tracing twice over, about 2 s a population)."""
     if isinstance(values, dict):
         return {k: _as_tensors(v, device) for k, v in values.items()}
     if isinstance(values, float) or (isinstance(values, int) and not isinstance(values, bool)):
-        return torch.tensor(float(values), dtype=torch.float64, device=device)
+        return torch.tensor([float(values)], dtype=torch.float64, device=device)
     return values
+
+
+def _unboxed(values: Any) -> Any:
+    """:func:`_as_tensors`' ``(1,)`` tensors back as 0-dim ones (a view; traced, no copy)."""
+    if isinstance(values, dict):
+        return {k: _unboxed(v) for k, v in values.items()}
+    return values.reshape(()) if isinstance(values, Tensor) else values
 
 
 def _sampled(kind: D.Kind, clean: Tensor, sampler: Tensor, u: Tensor, record_actual: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -204,29 +215,7 @@ _COMPILED: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
 COMPILE_SECONDS: dict[tuple[Any, ...], float] = {}
 #: the fewest rows a forward pass of the update's terminal observations takes (see ``_advantages``)
 MIN_PASS_ROWS = 8
-#: the most rows a compiled forward pass is padded with to reuse a compilation, or a sixteenth of
-#: its rows where that is more (:func:`_padded_rows`)
-PAD_ROWS = 16
 _FALLBACK_SAID = False
-#: the row counts each compiled forward pass (by its key, K and observation shape) has compiled for
-_FORWARD_ROWS: dict[tuple[Any, ...], list[int]] = {}
-
-
-def _padded_rows(key: tuple[Any, ...], rows: int) -> int:
-    """The rows a compiled forward pass of ``rows`` rows runs: the fewest already compiled for
-    ``key`` that hold them with at most :data:`PAD_ROWS` (or a sixteenth) more, else ``rows``
-    (compiled from then on).
-    An update's passes differ by a few rows (the rollout's values with its last observations: 264
-    rows for CartPole's 256, then its 256 distributions, twice): padded, they share one compilation
-    (4-5 s each, cold). The padding rows are copies of the first; the rows kept are what a pass
-    compiled for their own count gives, to float32 rounding (the kernels' vector loops and their
-    tails fall differently; at CartPole's 256 rows padded to 264, bit for bit)."""
-    done = _FORWARD_ROWS.setdefault(key, [])
-    fits = [n for n in done if rows <= n <= rows + max(PAD_ROWS, rows // 16)]
-    if fits:
-        return min(fits)
-    done.append(rows)
-    return rows
 
 
 def _say_fallback(reason: str) -> None:
@@ -242,12 +231,27 @@ def compile_fell_back() -> bool:
     return _FALLBACK_SAID
 
 
+def _trust_the_cpu_flags() -> None:
+    """Let the compiler take the vector instruction sets that the CPU's flags (``/proc/cpuinfo``)
+    list without first building and loading a probe program for each (inductor's
+    ``cpp.vec_isa_ok``; ``$TORCHINDUCTOR_VEC_ISA_OK`` decides where set). The probes are about ten
+    g++ runs, 8 s of one core in every process that starts with an empty compile cache (a cold
+    CartPole population: a fifth of its compilation). Where the C++ compiler cannot build for an
+    instruction set that the CPU has, the kernels fail to compile and the engine runs eagerly,
+    saying so (:func:`call_compiled`)."""
+    import torch._inductor.config as inductor_config
+
+    if os.environ.get("TORCHINDUCTOR_VEC_ISA_OK") is None and inductor_config.cpp.vec_isa_ok is None:
+        inductor_config.cpp.vec_isa_ok = True
+
+
 def _compiled(key: tuple[Any, ...], fn: Callable[..., Any]) -> Callable[..., Any] | None:
     """``torch.compile(fn)``, built once per process and ``key``; ``None`` where unavailable."""
     if key not in _COMPILED:
         try:
             import torch._dynamo
 
+            _trust_the_cpu_flags()
             # every (objective, shape) is one more compilation of the same function
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
             _COMPILED[key] = torch.compile(fn, dynamic=False)
@@ -560,7 +564,10 @@ class PopulationLearner:
         def step(*args: Any) -> Any:
             return _stacked_step(per_member_grad, max_grad_norm, *args)
 
-        self._eager_step = step
+        def boxed_step(*args: Any) -> Any:  # what is compiled: the numbers come boxed (_as_tensors)
+            return step(*args[:6], _unboxed(args[6]), _unboxed(args[7]), *args[8:])
+
+        self._eager_step, self._boxed_step = step, boxed_step
         self._stacked_forward = vmap(self._heads, in_dims=(0, 0, 0))
         self._act_core = _act_core(self._stacked_forward, self.kind)
         #: the width of the flat distribution parameters (known after the first, eager, act)
@@ -615,18 +622,17 @@ class PopulationLearner:
 
     def forward(self, params: dict[str, Tensor], obs: Tensor, *, eager: bool = False) -> tuple[Tensor, Tensor]:
         """``(K, B, ...)`` observations -> ``(K, B, P)`` distribution parameters, ``(K, B)`` values.
-        Compiled with the step (:attr:`compile_step`; one compilation per shape: acting, evaluation,
-        an update's whole batch), eager otherwise or where ``eager`` (a pass whose ``B`` changes from
-        call to call, which would compile once per ``B``)."""
+        Compiled with the step (:attr:`compile_step`), eager otherwise or where ``eager``. One
+        compilation serves every ``B`` (evaluation's 10 rows and an update's 264 at CartPole's;
+        acting is compiled apart, :meth:`act`): ``B`` is a symbolic size in it (a pass of 0 or 1
+        rows still compiles for itself)."""
         if self.compile_step and not eager:
-            rows = obs.shape[1]
-            padded = _padded_rows((*self._forward_key, tuple(obs.shape[:1]), tuple(obs.shape[2:])), rows)
-            if padded > rows:
-                obs = torch.cat([obs, obs[:, :1].expand(-1, padded - rows, *obs.shape[2:])], dim=1)
-            out = self._run_compiled(self._forward_key, self._stacked_forward, (params, self.buffers, obs), tuple(obs.shape))
+            import torch._dynamo
+
+            torch._dynamo.maybe_mark_dynamic(obs, 1)
+            out = self._run_compiled(self._forward_key, self._stacked_forward, (params, self.buffers, obs), (obs.shape[0], *obs.shape[2:]))
             if out is not None:
-                return out[0][:, :rows], out[1][:, :rows]
-            obs = obs[:, :rows]
+                return out
         return self._stacked_forward(params, self.buffers, obs)
 
     @torch.no_grad()
@@ -803,10 +809,10 @@ class PopulationLearner:
             if (shared, clip_range_vf) != self._checked:
                 check_arguments(self.objective_spec, shared, state)
                 self._checked = (shared, clip_range_vf)
-            # the schedules' numbers as float64 0-dim tensors (what Python numbers become in the eager
+            # the schedules' numbers as float64 tensors (what Python numbers become in the eager
             # ops): a compiled step specializes on a number's value and would recompile at every update
             tensor_args = (*args[:6], _as_tensors(shared, self.device), _as_tensors(clip_range_vf, self.device), *args[8:])
-            out = self._run_compiled(self._step_key, self._eager_step, tensor_args, tuple(minibatch["observations"].shape))
+            out = self._run_compiled(self._step_key, self._boxed_step, tensor_args, tuple(minibatch["observations"].shape))
         params, m, v, stats = out if out is not None else self._eager_step(*args)
         for name in params:  # in place in the dictionaries (the acting parameters may be this one)
             self.params[name], self._adam_m[name], self._adam_v[name] = params[name], m[name], v[name]

@@ -103,28 +103,22 @@ def test_an_mlp_on_uint8_observations_compiles_without_a_graph_break():
         torch.testing.assert_close(a, b, atol=2e-6, rtol=1e-5)
 
 
-def test_a_padded_compiled_pass_gives_the_rows_an_unpadded_one_gives(monkeypatch):
-    """A compiled forward pass of a few rows fewer than one already compiled runs padded to it
-    (population._padded_rows: one compilation fewer), and its rows are those of a pass compiled for
-    their own count, to float32 rounding: the kernels' vector loops and tails fall differently for
-    another row count (here 1 ulp in 2% of the outputs; at CartPole's shapes, 256 rows padded to
-    264, bit for bit); a count far from every compiled one compiles for itself."""
+def test_one_compiled_forward_pass_serves_every_row_count():
+    """The compiled forward pass takes its rows as a symbolic size: evaluation's passes and an
+    update's (10 and 264 rows at CartPole's) share one compilation, and each gives what the eager
+    pass gives, to float32 rounding."""
+    from torch._dynamo.utils import counters
+
     learner = _learner("discrete", "esspo", True)
     obs = torch.randn(learner.k, 40, 4, generator=torch.Generator().manual_seed(1)) * 3
-    monkeypatch.setattr(P, "_FORWARD_ROWS", {})
-    learner.forward(learner.params, obs[:, :32])
-    key = next(iter(P._FORWARD_ROWS))
-    padded = learner.forward(learner.params, obs[:, :25])
-    assert P._FORWARD_ROWS[key] == [32]  # 25 rows ran as 32
-    P._FORWARD_ROWS[key].clear()
-    own = learner.forward(learner.params, obs[:, :25])
-    assert P._FORWARD_ROWS[key] == [25]
+    graphs = counters["stats"]["unique_graphs"]
+    passes = [learner.forward(learner.params, obs[:, :rows]) for rows in (32, 25, 10)]
     if P._COMPILED.get(learner._forward_key) is None:
         pytest.skip("torch.compile is unavailable here: the engine's passes run eagerly")
-    for a, b in zip(padded, own):
-        torch.testing.assert_close(a, b, atol=1e-7, rtol=1e-6)  # float32 rounding (bit for bit at CartPole's 256 rows padded to 264)
-    assert P._padded_rows(key, 2) == 2 and P._FORWARD_ROWS[key] == [25, 2]  # 2 + 16 < 25: compiled for its own count
-    assert P._padded_rows(key, 10) == 25 and P._padded_rows(key, 24) == 25  # within 16 rows of 25
+    assert counters["stats"]["unique_graphs"] - graphs == 1
+    for rows, compiled in zip((32, 25, 10), passes):
+        for a, b in zip(compiled, learner.forward(learner.params, obs[:, :rows], eager=True)):
+            torch.testing.assert_close(a, b, atol=2e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("algo", sorted(OBJECTIVES))
