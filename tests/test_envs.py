@@ -221,6 +221,85 @@ def test_cartpole_same_step_reset_convention(backend):
     venv.close()
 
 
+def _balancing_or_random(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Half the envs balance the pole (long episodes, truncated at 500 steps), half act at random."""
+    n = len(obs)
+    smart = (obs[:, 2] + 0.5 * obs[:, 3] > 0).astype(np.int32)
+    return np.where(np.arange(n) < n // 2, smart, rng.integers(0, 2, n)).astype(np.int32)
+
+
+def test_the_in_process_cartpole_pool_is_envpools_bit_for_bit():
+    """CartPolePool against envpool's own pool, on the same actions: every step's observations,
+    rewards, terminated and truncated flags, env ids and elapsed steps equal, through partial sends
+    and the resets of finished envs (a send to a finished env resets it), episodes that end by
+    falling and episodes truncated at 500 steps."""
+    from adaptive_po.environments.cartpole import CartPolePool
+
+    n, seed = 16, 7
+    kwargs = dict(num_envs=n, batch_size=n, seed=seed, num_threads=1)
+    pools = envpool.make_gymnasium("CartPole-v1", **kwargs), CartPolePool("CartPole-v1", **kwargs)
+    first = [pool.reset() for pool in pools]
+    np.testing.assert_array_equal(first[0][0], first[1][0])
+    obs, rng, truncations, falls = first[0][0].copy(), np.random.default_rng(0), 0, 0
+
+    def both(actions, ids=None):  # the arrays of each pool in env order
+        out = []
+        for pool in pools:
+            pool.send(actions) if ids is None else pool.send(actions, ids)
+            o, r, term, trunc, info = pool.recv()
+            order = np.argsort(info["env_id"])
+            out.append([o[order], r[order], term[order], trunc[order], info["env_id"][order], info["elapsed_step"][order]])
+        for a, b in zip(*out):
+            np.testing.assert_array_equal(a, b)
+        return out[0]
+
+    for t in range(1200):
+        actions = _balancing_or_random(obs, rng)
+        ids = np.sort(rng.choice(n, n // 2, replace=False)).astype(np.int32) if t % 3 == 0 else None
+        o, _, term, trunc, env, _ = both(actions if ids is None else actions[ids], ids)
+        obs[env] = o
+        truncations, falls = truncations + trunc.sum(), falls + term.sum()
+        if (term | trunc).any():
+            finished = env[term | trunc]
+            obs[finished] = both(np.zeros(len(finished), np.int32), finished)[0]
+    assert truncations >= 8 and falls >= 100
+
+
+def test_cartpole_steps_in_process_with_the_envpool_backends_numbers():
+    """make_vec_env's CartPole steps the in-process pool, and the VecEnv it gives returns what the
+    same adapter over envpool's pool returns: every step (step_wait and step_some), with the
+    terminal observations, truncation flags and episode statistics."""
+    from adaptive_po.environments.cartpole import CartPolePool
+
+    n = 8
+    venvs = [EnvpoolVecEnv("CartPole-v1", n, 3, in_process=flag) for flag in (True, False)]
+    assert isinstance(make_vec_env("CartPole-v1", 2, 0, backend="envpool")._pool, CartPolePool)
+    assert isinstance(venvs[0]._pool, CartPolePool) and not isinstance(venvs[1]._pool, CartPolePool)
+    obs = [venv.reset() for venv in venvs]
+    np.testing.assert_array_equal(*obs)
+    rng, episodes = np.random.default_rng(1), 0
+    for t in range(700):
+        actions = _balancing_or_random(obs[0], rng)
+        if t % 4 == 0:
+            ids = np.flatnonzero(rng.random(n) < 0.5)
+            out = [venv.step_some(actions[ids], ids) for venv in venvs]
+        else:
+            ids, out = np.arange(n), [venv.step(actions) for venv in venvs]
+        for a, b in zip(out[0][:3], out[1][:3]):
+            np.testing.assert_array_equal(a, b)
+        for mine, theirs in zip(out[0][3], out[1][3]):
+            assert mine.keys() == theirs.keys()
+            if "episode" in mine:
+                episodes += 1
+                assert mine["episode"]["r"] == theirs["episode"]["r"] and mine["episode"]["l"] == theirs["episode"]["l"]
+                np.testing.assert_array_equal(mine["terminal_observation"], theirs["terminal_observation"])
+                assert mine["TimeLimit.truncated"] == theirs["TimeLimit.truncated"]
+        obs[0][ids] = out[0][0]
+    assert episodes >= 50
+    for venv in venvs:
+        venv.close()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     ("env_id", "action", "limit"),

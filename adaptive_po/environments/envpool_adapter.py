@@ -41,6 +41,11 @@ class EnvpoolVecEnv(VecEnv):
 
     ``env_is_wrapped(Monitor)`` is True: the ``episode`` infos follow SB3's
     ``Monitor`` (so ``evaluate_policy`` counts whole Atari games).
+
+    CartPole is the exception to "C++ pool": ``in_process`` (the default) steps it with
+    :class:`~adaptive_po.environments.cartpole.CartPolePool`, envpool's dynamics and generators
+    in numpy, the same arrays bit for bit without the hand-over to envpool's worker thread
+    (0.45 -> 0.13 ms a vector step of 400 environments with their resets, on one core).
     """
 
     def __init__(
@@ -52,8 +57,12 @@ class EnvpoolVecEnv(VecEnv):
         atari: bool = False,
         training: bool = True,
         num_threads: int = 1,
+        in_process: bool = True,
     ) -> None:
         self.env_id = env_id
+        #: CartPole steps in this process (:class:`~adaptive_po.environments.cartpole.CartPolePool`,
+        #: envpool's numbers bit for bit) unless False
+        self.in_process = bool(in_process)
         self.atari = bool(atari)
         self.training = bool(training)
         self.episodic_life = self.atari and self.training
@@ -102,10 +111,15 @@ class EnvpoolVecEnv(VecEnv):
     def _build_pool(self, seed: int) -> None:
         import envpool
 
+        from adaptive_po.environments import cartpole
+
         with warnings.catch_warnings():
             # envpool builds float32 Boxes from float64 bounds; gymnasium warns about that.
             warnings.filterwarnings("ignore", message=".*precision lowered by casting.*")
-            pool = envpool.make_gymnasium(self.env_id, **self.envpool_make_kwargs(seed))
+            if self.in_process and self.env_id in cartpole.IDS:
+                pool = cartpole.CartPolePool(self.env_id, **self.envpool_make_kwargs(seed))
+            else:
+                pool = envpool.make_gymnasium(self.env_id, **self.envpool_make_kwargs(seed))
             _ = pool.observation_space, pool.action_space
         self._pool = pool
         self._seed = seed
