@@ -945,10 +945,13 @@ class _StackedFace:
         of the compiled steps' time). A short last minibatch is gathered on its own."""
         order, size, k = self._order(n_samples), self.learner.batch_size, self.learner.k
         full = n_samples // size
+        # the rows of every member's column as one flat gather, already in (minibatch, K, row)
+        # order: index_select on the flattened column, about 3x faster than indexing (K, N) twice
+        rows = (self.members * n_samples + order[:, : full * size]).reshape(k, full, size).transpose(0, 1).reshape(-1)
         blocks = {}
         for name in ("observations", *MINIBATCH_KEYS):
-            column = data[name][self.members, order[:, : full * size]]
-            blocks[name] = column.reshape(k, full, size, *column.shape[2:]).transpose(0, 1).contiguous()
+            column = data[name]
+            blocks[name] = column.reshape(k * n_samples, *column.shape[2:]).index_select(0, rows).reshape(full, k, size, *column.shape[2:])
         for i in range(full):
             yield {name: block[i] for name, block in blocks.items()}
         if full * size < n_samples:

@@ -240,6 +240,7 @@ def test_the_in_process_cartpole_pool_is_envpools_bit_for_bit():
     pools = envpool.make_gymnasium("CartPole-v1", **kwargs), CartPolePool("CartPole-v1", **kwargs)
     first = [pool.reset() for pool in pools]
     np.testing.assert_array_equal(first[0][0], first[1][0])
+    assert first[1][0].flags.c_contiguous
     obs, rng, truncations, falls = first[0][0].copy(), np.random.default_rng(0), 0, 0
 
     def both(actions, ids=None):  # the arrays of each pool in env order
@@ -247,6 +248,7 @@ def test_the_in_process_cartpole_pool_is_envpools_bit_for_bit():
         for pool in pools:
             pool.send(actions) if ids is None else pool.send(actions, ids)
             o, r, term, trunc, info = pool.recv()
+            assert o.flags.c_contiguous  # as envpool lays them out (a compiled pass guards on strides)
             order = np.argsort(info["env_id"])
             out.append([o[order], r[order], term[order], trunc[order], info["env_id"][order], info["elapsed_step"][order]])
         for a, b in zip(*out):

@@ -104,7 +104,7 @@ class CartPolePool:
     def reset(self) -> tuple[np.ndarray, dict[str, Any]]:
         self._reset(self._all)
         self._sent = None
-        return self._state.T.astype(np.float32), self._info(self._all)
+        return self._state.T.astype(np.float32, order="C"), self._info(self._all)
 
     def send(self, action: np.ndarray, env_id: np.ndarray | None = None) -> None:
         ids = self._all if env_id is None else np.asarray(env_id, dtype=np.int32)
@@ -124,7 +124,7 @@ class CartPolePool:
         ids, reset = self._sent
         self._sent = None
         whole = len(ids) == self.n and ids is self._all
-        obs = (self._state if whole else self._state[:, ids]).T.astype(np.float32)
+        obs = (self._state if whole else self._state[:, ids]).T.astype(np.float32, order="C")  # C order, as envpool gives them
         done = self._done[ids]
         truncated = done & (self._elapsed[ids] >= self.max_episode_steps)
         reward = np.where(reset, np.float32(0.0), np.float32(1.0))
