@@ -190,6 +190,18 @@ def _random_rollout(learner, n_steps=4, n_envs=2):
     )
 
 
+def test_the_sampling_draws_made_ahead_are_the_draws_of_one_request_per_act():
+    """A categorical learner draws its members' uniform floats ahead, in blocks: every act still
+    gets what a torch.rand per member per act would give, through several blocks and shapes."""
+    import adaptive_po.population as P
+
+    learner = _learner([Member(3), Member(11)])
+    generators = [torch.Generator().manual_seed(seed) for seed in (3, 11)]
+    for shape in [(8, 2)] * (2 * P.DRAW_BLOCK + 5) + [(3, 2), (5, 2)] + [(8, 2)] * P.DRAW_BLOCK:
+        expected = torch.stack([torch.rand(shape, generator=g) for g in generators])
+        assert torch.equal(learner._draws(torch.Size(shape))[1], expected)
+
+
 def test_the_lag_dial_gives_each_member_its_own_k_old_parameters():
     lags = [0, 1, 3]
     learner = _learner([Member(s, policy_lag=lag) for s, lag in enumerate(lags)])
