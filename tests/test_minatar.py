@@ -99,6 +99,38 @@ def test_gymnax_configuration_plays_without_sticky_actions_and_cuts_episodes_at_
     assert dones[0] and infos[0]["TimeLimit.truncated"]
 
 
+@pytest.mark.parametrize("env_id", ["MinAtar/Breakout-v1", "MinAtar/Breakout-gymnax-v1"])
+def test_breakout_played_all_at_once_is_the_packages_game_step_for_step(env_id):
+    """Breakout's games stepped at once in numpy (BreakoutGames) against the package's own games,
+    on the same actions: every observation, reward and done, through step and step_some, sticky
+    actions (each game's random stream) and not, lost balls, scores and resets, with the terminal
+    observations and episode statistics; and the choice by the number of games."""
+    n = 12
+    fast, package = (minatar_backend.MinAtarVecEnv(env_id, n, 5, vectorized=flag) for flag in (True, False))
+    assert fast._batch is not None and package._batch is None
+    assert make_vec_env(env_id, minatar_backend.VECTORIZED_MIN_GAMES, 0)._batch is not None
+    assert make_vec_env(env_id, minatar_backend.VECTORIZED_MIN_GAMES - 1, 0)._batch is None
+    np.testing.assert_array_equal(fast.reset(), package.reset())
+    rng, episodes, points = np.random.default_rng(0), 0, 0.0
+    for t in range(1500):
+        actions = rng.integers(0, 3, n)
+        if t % 5 == 0:
+            ids = np.flatnonzero(rng.random(n) < 0.5)
+            out = [venv.step_some(actions[ids], ids) for venv in (fast, package)]
+        else:
+            out = [venv.step(actions) for venv in (fast, package)]
+        for a, b in zip(out[0][:3], out[1][:3]):
+            np.testing.assert_array_equal(a, b)
+        for mine, theirs in zip(out[0][3], out[1][3]):
+            assert mine.keys() == theirs.keys()
+            if "episode" in mine:
+                episodes, points = episodes + 1, points + mine["episode"]["r"]
+                assert (mine["episode"]["r"], mine["episode"]["l"]) == (theirs["episode"]["r"], theirs["episode"]["l"])
+                assert mine["TimeLimit.truncated"] == theirs["TimeLimit.truncated"]
+                np.testing.assert_array_equal(mine["terminal_observation"], theirs["terminal_observation"])
+    assert episodes >= 500 and points >= 100
+
+
 def test_bad_ids_and_a_missing_extra_are_named_before_anything_is_built(monkeypatch):
     with pytest.raises(ValueError, match="MinAtar/Pong-v1"):
         minatar_backend.MinAtarVecEnv("MinAtar/Pong-v1", 1, 0)
