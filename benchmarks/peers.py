@@ -178,8 +178,11 @@ def run_cell(cell: Cell, python: str, members: int, steps: int) -> list[tuple[st
     trained = per_eval * -(-steps // cell.eval_every)  # what rejax trains; ours trains the same
     with tempfile.TemporaryDirectory(prefix="peers-") as name:
         tmp = Path(name)
+        (tmp / "tmp").mkdir()
+        # cold: nothing compiled before, not even the precompiled header that torch keeps in its
+        # default cache under the temporary directory (a few seconds of g++ once per machine)
         child = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ADAPTIVE_PO_COMPILE": "1",
-                 "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor")}  # cold: nothing compiled before
+                 "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"), "TMPDIR": str(tmp / "tmp")}
         peer_cmd = [python, str(ROOT / "benchmarks/peer_rejax.py"), "--env", cell.gymnax_id, "--members", str(members),
                     "--steps", str(steps), "--eval-every", str(cell.eval_every), "--eval-episodes", str(cell.eval_episodes),
                     "--config", json.dumps(cell.rejax)]
@@ -248,8 +251,9 @@ def main() -> int:
             "## Beside its peer: pure-JAX PPO (rejax) on the same core", "",
             f"Written by `make perf` (`benchmarks/peers.py`) on {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores "
             f"({platform.processor() or platform.machine()}), torch {torch.__version__}: each side one pinned core and one thread, "
-            "both at the same time; cold from process start (compilation included), warm a second call (rejax) or population "
-            "(ours) in the same process; CPU seconds are the process's and its waited-for children's (our compiler's g++ runs); "
+            "both at the same time; cold from process start (compilation included; ours with empty compile caches, torch's "
+            "precompiled header included, so that later processes on the same machine start faster than this), warm a second "
+            "call (rejax) or population (ours) in the same process; CPU seconds are the process's and its waited-for children's (our compiler's g++ runs); "
             "returns are the final greedy evaluations (10 episodes) per seed.", "", *lines, *ONLY_OURS,
         ])
     return 0

@@ -3,13 +3,15 @@
 Two backends build the same environments with the same conventions:
 
 * ``"envpool"``: envpool's C++ pool (classic control, LunarLander and the Atari v5
-  games), adapted by :class:`EnvpoolVecEnv` (:mod:`.envpool_adapter`).
+  games), adapted by :class:`EnvpoolVecEnv` (:mod:`.envpool_adapter`); CartPole's pool runs in
+  this process in numpy (:mod:`.cartpole`, envpool's numbers bit for bit).
 * ``"gymnasium"``: any registered gymnasium id, each env wrapped in SB3's
   :class:`~stable_baselines3.common.monitor.Monitor` and vectorized with
   :class:`~stable_baselines3.common.vec_env.DummyVecEnv` (:mod:`.gymnasium_backend`).
 
 * ``"minatar"``: MinAtar's five games (``MinAtar/Breakout-v1``, ...), an optional extra,
-  stepped in one Python loop by :class:`MinAtarVecEnv` (:mod:`.minatar`).
+  stepped in one Python loop by :class:`MinAtarVecEnv` (:mod:`.minatar`); Breakout's games
+  all at once in numpy from 32 on (:mod:`.minatar_breakout`, the package's game step for step).
 
 :mod:`.ids` resolves ids and picks the backend; :mod:`.atari` holds the Atari settings.
 
