@@ -22,6 +22,11 @@ Rows (8 envs each, uniformly random actions, pre-generated so RNG cost is exclud
 * ``SB3 DummyVecEnv``         - what ``make_vec_env(..., backend="gymnasium")`` returns.
 * ``SB3 SubprocVecEnv``       - one process per env.
 
+(CartPole's ``adaptive_po envpool`` row steps the in-process pool,
+:mod:`adaptive_po.environments.cartpole`.) After the table, the environments the population engine
+steps in this process, at a population's size, against what they replace
+(:func:`bench_in_process`).
+
 For Pong-v5 every Python-side row uses the same preprocessing chain as the gymnasium
 backend (AtariPreprocessing + FIRE reset + frame stack + Monitor + episodic life + clip),
 so all rows do the same emulation work.
@@ -400,6 +405,43 @@ def bench_training(env_id: str, steps: int, rounds: int, seed: int) -> str:
     )
 
 
+#: the in-process environments at a population's scale: (env id, games, what the engine runs, what it replaces)
+IN_PROCESS = [("CartPole-v1", 400, "in-process pool (numpy)", "envpool's C++ pool"),
+              ("MinAtar/Breakout-gymnax-v1", 512, "all games at once (numpy)", "the package, game by game")]
+
+
+def bench_in_process(rounds: int, steps: int, seed: int) -> list[str]:
+    """The environments the engine steps in this process (CartPole's pool, Breakout's games) against
+    what they replace, at a population's size (CartPole K=50 x 8 envs, Breakout K=8 x 64), through
+    the same VecEnv (same-step resets, episode statistics), random actions, alternating blocks of
+    ``steps`` vector steps for ``rounds`` rounds: median ms per vector step and the ratio."""
+    from adaptive_po.environments import EnvpoolVecEnv, available_backends
+    from adaptive_po.environments.minatar import MinAtarVecEnv
+
+    lines = ["| env | games | engine's | ms per vector step | replaced | ms per vector step | ratio |", "|---|---:|---|---:|---|---:|---:|"]
+    for env_id, n, mine, theirs in IN_PROCESS:
+        if env_id.startswith("MinAtar") and "minatar" not in available_backends(env_id):
+            continue
+        build = (lambda flag: EnvpoolVecEnv(env_id, n, seed, in_process=flag)) if not env_id.startswith("MinAtar") else (
+            lambda flag: MinAtarVecEnv(env_id, n, seed, vectorized=flag))
+        venvs = [build(True), build(False)]
+        actions = np.random.default_rng(seed).integers(0, int(venvs[0].action_space.n), size=(steps, n))
+        times: list[list[float]] = [[], []]
+        for venv in venvs:
+            venv.reset()
+        for r in range(rounds):
+            for j in (0, 1) if r % 2 == 0 else (1, 0):
+                start = time.perf_counter()
+                for a in actions:
+                    venvs[j].step(a)
+                times[j].append((time.perf_counter() - start) / steps * 1e3)
+        ours_ms, theirs_ms = float(np.median(times[0])), float(np.median(times[1]))
+        lines.append(f"| {env_id} | {n} | {mine} | {ours_ms:.3f} | {theirs} | {theirs_ms:.3f} | {theirs_ms / ours_ms:.1f}x |")
+        for venv in venvs:
+            venv.close()
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=2000, help="max vector steps per timed block (Atari rows: steps/8)")
@@ -436,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     for line in summaries:
         if line:
             print("# " + line)
+    print("# the environments the population engine steps in this process, at a population's size (the same arrays as what they replace, tested):")
+    for line in bench_in_process(4 if args.quick else 10, 100 if args.quick else 300, args.seed):
+        print(line, flush=True)
     for env_id in [e.strip() for e in args.train_envs.split(",") if e.strip()]:
         full, quick = TRAIN_STEPS.get(env_id, TRAIN_STEPS["CartPole-v1"])
         print("# " + bench_training(env_id, quick if args.quick else full, args.train_rounds, args.seed), flush=True)

@@ -43,3 +43,16 @@ def test_without_rejax_it_says_so_and_succeeds():
 def test_bad_cells_are_named_before_anything_runs():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks/peers.py"), "--cells", "cartpole,pong"], capture_output=True, text=True)
     assert out.returncode != 0 and "pong" in out.stderr
+
+
+def test_make_perf_prints_the_in_process_environments_beside_what_they_replace():
+    """throughput.py's population-scale table: one row per in-process environment (CartPole's
+    pool, Breakout's games, where the minatar extra is installed), both timings and their ratio."""
+    import throughput
+
+    lines = throughput.bench_in_process(rounds=1, steps=3, seed=0)
+    rows = {line.split(" | ")[0].strip("| "): line for line in lines[2:]}
+    assert "CartPole-v1" in rows and len(rows) == len(lines) - 2 >= 1
+    for line in rows.values():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert float(cells[3]) > 0 and float(cells[5]) > 0 and cells[6].endswith("x")
