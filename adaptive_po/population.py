@@ -647,7 +647,7 @@ class PopulationLearner:
     @torch.no_grad()
     def deterministic_actions(self, obs: Tensor) -> Tensor:
         """The clean current policy's actions (for evaluation), ``(K, B[, d])``."""
-        return D.mode(self.kind, self.forward(self.params, obs)[0])
+        return D.mode(self.kind, self.policy_params(self.params, obs))
 
     # -- acting -----------------------------------------------------------------------------------
     @property
@@ -714,15 +714,43 @@ class PopulationLearner:
             return self._act_eagerly(clean, obs)
         # compiled: the draws first (each member's own generators, in the eager order), then the
         # forward pass, the dials, the sampling and the log-probs in one compiled call
+        z, u = self._draws(D.sampling_noise_shape(self.kind, torch.Size((obs.shape[1], self._dist_width))))
+        return self._run_act_core(self._acting, obs, z, u, self.record_actual.view(self.k, 1, 1))
+
+    def _run_act_core(self, params: dict[str, Tensor], obs: Tensor, z: Tensor | None, u: Tensor, record_actual: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The compiled act (:func:`_act_core`) with the learner's dials; one compilation for every
+        row count (acting's and :meth:`policy_params`'s: the rows are a symbolic size)."""
+        import torch._dynamo
+
         shape = (self.k, 1, 1)  # the dials per member, over (K, B, P) distribution parameters
-        noise_shape = D.sampling_noise_shape(self.kind, torch.Size((obs.shape[1], self._dist_width)))
-        z, u = self._draws(noise_shape)
         args = (
-            self._acting, self.buffers, obs, self.noise.view(shape) if z is not None else None, z,
-            self.temperature.view(shape) if bool((self.temperature != 1.0).any()) else None, u, self.record_actual.view(shape),
+            params, self.buffers, obs, self.noise.view(shape) if z is not None else None, z,
+            self.temperature.view(shape) if bool((self.temperature != 1.0).any()) else None, u, record_actual,
         )
-        out = self._run_compiled(self._act_key, self._act_core, args, tuple(obs.shape))
+        for rows in (obs, z, u):
+            if rows is not None:
+                torch._dynamo.maybe_mark_dynamic(rows, 1)
+        out = self._run_compiled(self._act_key, self._act_core, args, (obs.shape[0], *obs.shape[2:]))
         return out if out is not None else self._act_core(*args)
+
+    @torch.no_grad()
+    def policy_params(self, params: dict[str, Tensor], obs: Tensor) -> Tensor:
+        """The clean policy's distribution parameters ``(K, B, P)`` under ``params``: the actor
+        alone. Compiled, the act's compilation computes them (its draws zero, every member
+        recording the clean policy: the same function to float32 rounding), so evaluation and an
+        update's passes after its steps (approx_kl, the batch ESS) skip the critic that
+        :meth:`forward` computes, without a compilation of their own."""
+        if self.precisions or not self.compile_step:
+            return self.forward(params, obs)[0]
+        if self._dist_width is None:
+            self._dist_width = self.forward(params, obs[:, :1], eager=True)[0].shape[-1]
+        noise_shape = D.sampling_noise_shape(self.kind, torch.Size((obs.shape[1], self._dist_width)))
+
+        def zeros() -> Tensor:  # a tensor per use: the compiled act guards against one passed twice
+            return torch.zeros((self.k, *noise_shape), dtype=torch.float32, device=self.device)
+
+        z = zeros() if bool((self.noise > 0).any()) else None
+        return self._run_act_core(params, obs, z, zeros(), torch.zeros((self.k, 1, 1), dtype=torch.bool, device=self.device))[2]
 
     def _draws(self, noise_shape: torch.Size) -> tuple[Tensor | None, Tensor]:
         """Each member's action-noise draw (``None`` when no member is noisy) and sampling draw."""
@@ -745,7 +773,7 @@ class PopulationLearner:
             stock = fresh if stock is None else torch.cat([stock[:, self._draws_used :], fresh], dim=1)
             self._draw_stock, self._draws_used = stock, 0
         self._draws_used += need
-        return stock[:, self._draws_used - need : self._draws_used].reshape(self.k, *noise_shape)
+        return stock[:, self._draws_used - need : self._draws_used].reshape(self.k, *noise_shape).contiguous()
 
     def _act_eagerly(self, clean: Tensor, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         noise_shape = D.sampling_noise_shape(self.kind, clean.shape[1:])
@@ -943,7 +971,7 @@ class _StackedFace:
         same = all(learner.params[name] is value for name, value in self._valued_with.items())
         if same and parts and sum(p.shape[1] for p in parts) == data["observations"].shape[1]:
             return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
-        return learner.forward(learner.params, data["observations"])[0]
+        return learner.policy_params(learner.params, data["observations"])
 
     def _order(self, n_samples: int) -> Tensor:
         """``(K, n_samples)``: each member's order of the epoch's transitions (its own generator)."""

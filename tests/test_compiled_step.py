@@ -121,6 +121,25 @@ def test_one_compiled_forward_pass_serves_every_row_count():
             torch.testing.assert_close(a, b, atol=2e-6, rtol=1e-5)
 
 
+def test_the_policy_alone_rides_the_compiled_act_for_every_row_count():
+    """policy_params (evaluation's and an update's passes after its steps) is the act's compilation
+    with zero draws and the clean policy recorded: acting and three other row counts compile once,
+    and each gives the forward pass's distribution parameters to float32 rounding."""
+    from torch._dynamo.utils import counters
+
+    learner = _learner("discrete", "esspo", True)
+    obs = torch.randn(learner.k, 40, 4, generator=torch.Generator().manual_seed(2)) * 3
+    learner.act(obs[:, :8])
+    graphs = counters["stats"]["unique_graphs"]
+    alone = [learner.policy_params(learner.params, obs[:, :rows]) for rows in (32, 25, 10)]
+    learner.act(obs[:, :8])
+    if P._COMPILED.get(learner._act_key) is None:
+        pytest.skip("torch.compile is unavailable here: the engine's passes run eagerly")
+    assert counters["stats"]["unique_graphs"] == graphs  # no compilation beside the act's
+    for rows, params in zip((32, 25, 10), alone):
+        torch.testing.assert_close(params, learner.forward(learner.params, obs[:, :rows], eager=True)[0], atol=2e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("algo", sorted(OBJECTIVES))
 @pytest.mark.parametrize("kind", sorted(SPACES))
 def test_the_compiled_step_equals_the_eager_step(kind, algo):
