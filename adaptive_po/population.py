@@ -572,7 +572,7 @@ class PopulationLearner:
         self._eager_step, self._boxed_step = step, boxed_step
         self._stacked_forward = vmap(self._heads, in_dims=(0, 0, 0))
         self._act_core = _act_core(self._stacked_forward, self.kind)
-        #: the width of the flat distribution parameters (known after the first, eager, act)
+        #: the width of the flat distribution parameters (from one row's eager pass: :meth:`_noise_shape`)
         self._dist_width: int | None = None
         self._checked: tuple[Any, ...] | None = None
         #: what the compiled step's code depends on besides its tensors' shapes (which its guards check)
@@ -707,15 +707,21 @@ class PopulationLearner:
         and dials. Returns ``(actions, behaviour_log_prob, behaviour_params)`` as the collector
         records them: the distribution actually sampled from, or the clean policy's for members
         that record ``behaviour_log_prob="policy"``."""
-        if self._dist_width is None:  # one row, eagerly: a compiled pass would compile for this shape alone
-            self._dist_width = self.forward(self._acting, obs[:, :1], eager=True)[0].shape[-1]
         if self.precisions or not self.compile_step:
             clean, _ = self.forward(self._acting, obs)
             return self._act_eagerly(clean, obs)
         # compiled: the draws first (each member's own generators, in the eager order), then the
         # forward pass, the dials, the sampling and the log-probs in one compiled call
-        z, u = self._draws(D.sampling_noise_shape(self.kind, torch.Size((obs.shape[1], self._dist_width))))
+        z, u = self._draws(self._noise_shape(self._acting, obs))
         return self._run_act_core(self._acting, obs, z, u, self.record_actual.view(self.k, 1, 1))
+
+    def _noise_shape(self, params: dict[str, Tensor], obs: Tensor) -> torch.Size:
+        """The shape of one member's sampling draws for ``obs``' rows, before any pass over them:
+        the distribution's width comes from one row's eager pass, once (a compiled pass would
+        compile for that shape alone)."""
+        if self._dist_width is None:
+            self._dist_width = self.forward(params, obs[:, :1], eager=True)[0].shape[-1]
+        return D.sampling_noise_shape(self.kind, torch.Size((obs.shape[1], self._dist_width)))
 
     def _run_act_core(self, params: dict[str, Tensor], obs: Tensor, z: Tensor | None, u: Tensor, record_actual: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The compiled act (:func:`_act_core`) with the learner's dials; one compilation for every
@@ -742,9 +748,7 @@ class PopulationLearner:
         :meth:`forward` computes, without a compilation of their own."""
         if self.precisions or not self.compile_step:
             return self.forward(params, obs)[0]
-        if self._dist_width is None:
-            self._dist_width = self.forward(params, obs[:, :1], eager=True)[0].shape[-1]
-        noise_shape = D.sampling_noise_shape(self.kind, torch.Size((obs.shape[1], self._dist_width)))
+        noise_shape = self._noise_shape(params, obs)
 
         def zeros() -> Tensor:  # a tensor per use: the compiled act guards against one passed twice
             return torch.zeros((self.k, *noise_shape), dtype=torch.float32, device=self.device)

@@ -219,14 +219,19 @@ class MinAtarVecEnv(VecEnv):
         if ended.any():
             now = round(time.time() - self._t_start, 6)
             for i, cut in zip(ids[ended].tolist(), truncated[ended].tolist()):
-                infos[i] = {
-                    "terminal_observation": self._obs[i].copy(),
-                    "TimeLimit.truncated": bool(cut),
-                    "episode": {"r": round(float(self._ep_ret[i]), 6), "l": int(self._ep_len[i]), "t": now},
-                }
+                infos[i] = self._episode_end(i, self._obs[i].copy(), cut, now)
             dones[ids[ended]] = True
             self._reset_batch(ids[ended])
         return self._obs.copy(), rewards, dones, infos
+
+    def _episode_end(self, i: int, last: np.ndarray, truncated: bool, now: float) -> dict[str, Any]:
+        """The infos of game ``i``'s step that ended its episode (before its reset): the last
+        observation, whether the time limit cut it, and the ``Monitor``-style statistics."""
+        return {
+            "terminal_observation": last,
+            "TimeLimit.truncated": bool(truncated),
+            "episode": {"r": round(float(self._ep_ret[i]), 6), "l": int(self._ep_len[i]), "t": now},
+        }
 
     def _step(self, ids: Sequence[int], actions: list[int]) -> VecEnvStepReturn:
         """Step games ``ids`` with ``actions`` (one each); arrays over all games, the others untouched."""
@@ -245,11 +250,7 @@ class MinAtarVecEnv(VecEnv):
             if terminal or truncated:
                 last = np.empty_like(obs[i])
                 self._observe(i, last)
-                infos[i] = {
-                    "terminal_observation": last,
-                    "TimeLimit.truncated": bool(truncated),
-                    "episode": {"r": round(float(self._ep_ret[i]), 6), "l": int(self._ep_len[i]), "t": round(time.time() - self._t_start, 6)},
-                }
+                infos[i] = self._episode_end(i, last, truncated, round(time.time() - self._t_start, 6))
                 dones[i] = True
                 self._reset_game(i)
             else:
