@@ -233,27 +233,15 @@ def compile_fell_back() -> bool:
     return _FALLBACK_SAID
 
 
-def _trust_the_cpu_flags() -> None:
-    """Let the compiler take the vector instruction sets that the CPU's flags (``/proc/cpuinfo``)
-    list without first building and loading a probe program for each (inductor's
-    ``cpp.vec_isa_ok``; ``$TORCHINDUCTOR_VEC_ISA_OK`` decides where set). The probes are about ten
-    g++ runs, 8 s of one core in every process that starts with an empty compile cache (a cold
-    CartPole population: a fifth of its compilation). Where the C++ compiler cannot build for an
-    instruction set that the CPU has, the kernels fail to compile and the engine runs eagerly,
-    saying so (:func:`call_compiled`)."""
-    import torch._inductor.config as inductor_config
-
-    if os.environ.get("TORCHINDUCTOR_VEC_ISA_OK") is None and inductor_config.cpp.vec_isa_ok is None:
-        inductor_config.cpp.vec_isa_ok = True
-
-
 def _compiled(key: tuple[Any, ...], fn: Callable[..., Any]) -> Callable[..., Any] | None:
     """``torch.compile(fn)``, built once per process and ``key``; ``None`` where unavailable."""
     if key not in _COMPILED:
         try:
             import torch._dynamo
 
-            _trust_the_cpu_flags()
+            from adaptive_po import compile_setup
+
+            compile_setup.prepare()  # fewer g++ runs for the same kernels (its text says how)
             # every (objective, shape) is one more compilation of the same function
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
             _COMPILED[key] = torch.compile(fn, dynamic=False)

@@ -1,0 +1,237 @@
+"""How the population engine sets up inductor's C++ compilation on CPU: fewer compiler runs for the
+same machine code.
+
+A population compiles three graphs (the act, the forward pass, the minibatch step). With inductor's
+defaults on CPU, a process that starts with an empty compile cache runs g++ about twenty times:
+
+* **probe builds** of small programs, one per instruction set and extension, to learn whether the
+  compiler can build for what the CPU's flags (``/proc/cpuinfo``) list, each followed by a child
+  Python that loads the probe;
+* **one build per kernel**, each of which loads torch's precompiled header (about 150 MB, a quarter
+  of a second) and links on its own.
+
+:func:`prepare` (called once, before the first compilation) changes three things, none of which
+changes a kernel's source, its compiler flags or its machine code:
+
+0. **Inductor compiles in this process** (one compile thread, where ``$TORCHINDUCTOR_COMPILE_THREADS``
+   does not say otherwise). On more than one core, inductor would start a pool of compiler
+   processes (a sidecar and a worker per core, each importing torch) to build kernels in parallel;
+   with a graph's kernels in one library (2 below) there is little left to build in parallel, and
+   the pool's start is CPU time of its own.
+
+1. **The CPU's flags are trusted** (inductor's ``cpp.vec_isa_ok``, and the same for the AVX-512
+   BF16/VNNI and AMX extensions that the CPU reports at run time): no probe builds. Where
+   ``$TORCHINDUCTOR_VEC_ISA_OK`` or ``cpp.vec_isa_ok`` is set, that decides and the probes are
+   inductor's. AMX-FP16 (which needs a newer compiler than the rest) keeps its probe.
+2. **The kernels of one compiled graph are built as one library** (:func:`bundle_kernels`): the
+   generated module asks for its kernels one by one and then waits for them; they are built
+   together at that wait, one g++ run per graph, each kernel renamed, with Python bindings for all
+   of them. Built through inductor's own code cache (its flags, its precompiled header, its file
+   cache: a later process loads the library without compiling). A graph with one kernel, or a
+   bundle that fails to build, goes inductor's way, kernel by kernel.
+   ``ADAPTIVE_PO_BUNDLE_KERNELS=0`` turns this off.
+
+Measured on one core, a cold CartPole population's compilation: see ``docs/results/perf.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Callable
+
+#: the scalar argument types the bundle's bindings parse (pointers are tensors' data)
+_SCALARS = {"int64_t": "PyLong_AsSsize_t", "long": "PyLong_AsSsize_t", "float": "PyFloat_AsDouble", "double": "PyFloat_AsDouble"}
+_PREPARED = False
+#: libraries built by :func:`_build_bundle` in this process, and kernels built one by one (for tests)
+BUILT = {"bundles": 0, "kernels_in_bundles": 0, "single": 0}
+
+
+def bundling_enabled() -> bool:
+    """``ADAPTIVE_PO_BUNDLE_KERNELS`` (default on): build a graph's kernels as one library."""
+    return os.environ.get("ADAPTIVE_PO_BUNDLE_KERNELS", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def prepare() -> None:
+    """Compile in this process, trust the CPU's flags and bundle kernels (see the module's text); once
+    per process."""
+    global _PREPARED
+    if _PREPARED:
+        return
+    _PREPARED = True
+    import torch._inductor.config as inductor_config
+
+    if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
+        inductor_config.compile_threads = 1
+    trust_the_cpu_flags()
+    if bundling_enabled():
+        bundle_kernels()
+
+
+def trust_the_cpu_flags() -> None:
+    """Let the compiler take the vector instruction sets and extensions that the CPU reports without
+    first building, and loading in a child Python, a probe program for each (inductor's
+    ``cpp.vec_isa_ok``; ``$TORCHINDUCTOR_VEC_ISA_OK`` decides where set). The probes are about ten
+    g++ runs, 8 s of one core in every process that starts with an empty compile cache. Where the
+    C++ compiler cannot build for an instruction set that the CPU has, the kernels fail to compile
+    and the engine runs eagerly, saying so (:func:`adaptive_po.population.call_compiled`)."""
+    import torch._inductor.config as inductor_config
+    from torch._inductor import cpu_vec_isa
+
+    if os.environ.get("TORCHINDUCTOR_VEC_ISA_OK") is not None or inductor_config.cpp.vec_isa_ok is not None:
+        return
+    inductor_config.cpp.vec_isa_ok = True
+    probe = cpu_vec_isa.VecISA.check_build
+    if getattr(probe, "_adaptive_po", False):
+        return
+    # the extensions' probes run only where torch's run-time check finds the extension on the CPU
+    # (AVX-512 BF16, VNNI, AMX); AMX-FP16 needs g++ 13, so it keeps its probe
+    keep = (cpu_vec_isa.VecAMX._amx_fp16_code,)
+
+    def check_build(self: Any, code: str) -> bool:
+        if inductor_config.cpp.vec_isa_ok is True and code not in keep:
+            return True
+        return probe(self, code)
+
+    check_build._adaptive_po = True  # type: ignore[attr-defined]
+    cpu_vec_isa.VecISA.check_build = check_build  # type: ignore[method-assign]
+
+
+class _Kernel:
+    """Stands where inductor's compiled kernel would, until its module's wait builds the bundle."""
+
+    def __init__(self, owner: Any, argtypes: list[str], source: str) -> None:
+        self.owner, self.argtypes, self.source = owner, list(argtypes), source
+        self.fn: Callable[..., Any] | None = None
+
+    def result(self) -> Callable[..., Any]:
+        if self.fn is None:
+            _build_pending(self.owner)
+        assert self.fn is not None
+        return self.fn
+
+    def __call__(self, *args: Any) -> Any:
+        return self.result()(*args)
+
+
+def bundle_kernels() -> None:
+    """Build the kernels of each inductor-generated module as one library (see the module's text):
+    ``AsyncCompile.cpp_pybinding`` defers, ``AsyncCompile.wait`` builds. Only where inductor
+    compiles in this process (one compile thread), as the engine sets it."""
+    from torch._inductor import async_compile as ac
+
+    cls = ac.AsyncCompile
+    if getattr(cls.cpp_pybinding, "_adaptive_po", False):
+        return
+    original_pybinding, original_wait = cls.cpp_pybinding, cls.wait
+
+    def cpp_pybinding(self: Any, argtypes: list[str], source_code: str) -> Any:
+        if ac.get_compile_threads() > 1 or not bundling_enabled():
+            return original_pybinding(self, argtypes, source_code)
+        kernel = _Kernel(self, argtypes, source_code)
+        self.__dict__.setdefault("_adaptive_po_pending", []).append(kernel)
+        return kernel
+
+    def wait(self: Any, scope: dict[str, Any]) -> None:
+        original_wait(self, scope)
+        for name, value in list(scope.items()):
+            if isinstance(value, _Kernel):
+                scope[name] = value.result()
+
+    cpp_pybinding._adaptive_po = True  # type: ignore[attr-defined]
+    cls.cpp_pybinding, cls.wait = cpp_pybinding, wait  # type: ignore[method-assign]
+
+
+def _build_pending(owner: Any) -> None:
+    """Build every kernel ``owner`` (one generated module's ``AsyncCompile``) has deferred."""
+    from torch._inductor.codecache import CppPythonBindingsCodeCache
+
+    pending = [k for k in owner.__dict__.pop("_adaptive_po_pending", []) if k.fn is None]
+    if len(pending) > 1:
+        try:
+            library = _build_bundle(pending)
+            for i, kernel in enumerate(pending):
+                kernel.fn = getattr(library, f"kernel_{i}")
+            BUILT["bundles"] += 1
+            BUILT["kernels_in_bundles"] += len(pending)
+            return
+        except Exception:  # noqa: BLE001 - inductor's way below builds (or reports) each kernel
+            pass
+    for kernel in pending:
+        kernel.fn = CppPythonBindingsCodeCache.load_pybinding(kernel.argtypes, kernel.source)
+        BUILT["single"] += 1
+
+
+_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"][^>\"]+[>\"]\s*$", re.M)
+
+
+def bundle_source(kernels: list[tuple[list[str], str]]) -> str:
+    """One C++ source with every kernel of ``kernels`` (argument types, inductor's source with its
+    ``kernel`` function), the i-th renamed ``kernel_i``, and a Python module ``kernel`` with a
+    binding for each. Raises ``ValueError`` for an argument type it does not bind."""
+    includes: list[str] = []
+    for _, source in kernels:
+        includes += [line.strip() for line in _INCLUDE.findall(source) if line.strip() not in includes]
+    parts = ["// kernels built together by adaptive_po.compile_setup", *includes, "#define PY_SSIZE_T_CLEAN",
+             "#include <Python.h>", "#include <stdexcept>", "#include <cstdlib>", "#include <cerrno>", "#include <cstdint>"]
+    for i, (_, source) in enumerate(kernels):
+        parts += [f"#define kernel kernel_{i}", _INCLUDE.sub("", source), "#undef kernel"]
+    parts += [
+        "static void* (*adaptive_po_data_ptr)(PyObject*);",
+        "static inline PyObject* adaptive_po_arg(PyObject* args, Py_ssize_t n) { return PyTuple_GET_ITEM(args, n); }",
+    ]
+    methods = []
+    for i, (argtypes, _) in enumerate(kernels):
+        parsed = []
+        for n, argtype in enumerate(argtypes):
+            kind = argtype.replace("const ", "").strip()
+            if kind.endswith("*"):
+                parsed.append(f"static_cast<{kind}>(adaptive_po_data_ptr(adaptive_po_arg(args, {n})))")
+            elif kind in _SCALARS:
+                parsed.append(f"adaptive_po_scalar<{kind}>(args, {n}, {_SCALARS[kind]})")
+            else:
+                raise ValueError(f"no binding for argument type {argtype!r}")
+        call = ", ".join(parsed)
+        parts.append(
+            f"static PyObject* kernel_{i}_py(PyObject*, PyObject* args) {{\n"
+            f"  try {{\n"
+            f"    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != {len(argtypes)}) throw std::runtime_error(\"kernel_{i}: {len(argtypes)} arguments required\");\n"
+            f"    kernel_{i}({call});\n"
+            f"    Py_RETURN_NONE;\n"
+            f"  }} catch (std::exception const& e) {{ PyErr_SetString(PyExc_RuntimeError, e.what()); return nullptr; }}\n"
+            f"}}")
+        methods.append(f'  {{"kernel_{i}", kernel_{i}_py, METH_VARARGS, ""}},')
+    # the scalar parser must precede the bindings that use it
+    parts.insert(parts.index("static void* (*adaptive_po_data_ptr)(PyObject*);") + 2,
+                 "template <typename T, typename R> static inline T adaptive_po_scalar(PyObject* args, Py_ssize_t n, R (*parse)(PyObject*)) {\n"
+                 "  R value = parse(PyTuple_GET_ITEM(args, n));\n"
+                 "  if (value == static_cast<R>(-1) && PyErr_Occurred()) throw std::runtime_error(\"a scalar argument did not parse\");\n"
+                 "  return static_cast<T>(value);\n"
+                 "}")
+    parts += [
+        "static PyMethodDef adaptive_po_methods[] = {", *methods, "  {nullptr, nullptr, 0, nullptr}};",
+        'static struct PyModuleDef adaptive_po_module = {PyModuleDef_HEAD_INIT, "kernel", nullptr, -1, adaptive_po_methods};',
+        # inductor's loader names the module "kernel" and passes the tensor data pointer getter's
+        # address in this variable (torch/_inductor/codecache.py, CppPythonBindingsCodeCache)
+        "PyMODINIT_FUNC PyInit_kernel(void) {",
+        '  const char* addr = std::getenv("_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR");',
+        "  char* end = nullptr;",
+        "  errno = 0;",
+        "  uintptr_t value = addr ? std::strtoull(addr, &end, 10) : 0;",
+        "  if (!addr || errno != 0 || end == addr || value == 0) {",
+        '    PyErr_SetString(PyExc_RuntimeError, "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR is not set");',
+        "    return nullptr;",
+        "  }",
+        "  adaptive_po_data_ptr = reinterpret_cast<void* (*)(PyObject*)>(value);",
+        "  return PyModule_Create(&adaptive_po_module);",
+        "}",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _build_bundle(kernels: list[_Kernel]) -> Any:
+    """The Python module (inductor's loader, its cache and flags) holding ``kernel_0`` ... of ``kernels``."""
+    from torch._inductor.codecache import CppPythonBindingsCodeCache
+
+    source = bundle_source([(k.argtypes, k.source) for k in kernels])
+    return CppPythonBindingsCodeCache.load_async(source, "cpu")()

@@ -1,0 +1,92 @@
+"""adaptive_po.compile_setup: a compiled graph's kernels built as one library give the same results,
+bit for bit, as inductor's one library per kernel; the CPU's flags are trusted without probe builds,
+with the same compiler flags; what the bundle cannot bind goes inductor's way."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from adaptive_po import compile_setup as C
+
+pytestmark = pytest.mark.xdist_group("compiled-steps")
+
+#: a graph whose pointwise work the products split into several kernels; run with the bundling on,
+#: then (inductor's caches emptied, the generated module loaded again) with it off
+SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    import torch
+    torch.set_num_threads(1)
+    from torch._inductor import cpu_vec_isa
+    from adaptive_po import compile_setup as C
+    C.prepare()
+
+    def f(x, w1, w2, n):
+        h = torch.tanh(torch.bmm(x, w1) + 0.5)
+        g = torch.sigmoid(torch.bmm(h, w2)) * h.sum(-1, keepdim=True)
+        return g.exp().mean(1) / (1.0 + h.square().mean()), torch.softmax(g[:, :n.shape[0]], -1)
+
+    torch.manual_seed(0)
+    args = (torch.randn(5, 33, 7), torch.randn(5, 7, 19), torch.randn(5, 19, 19), torch.zeros(3))
+    outs, libraries = {}, {}
+    for label in ("bundled", "single"):
+        os.environ["ADAPTIVE_PO_BUNDLE_KERNELS"] = "1" if label == "bundled" else "0"
+        torch._dynamo.reset()
+        from torch._inductor.codecache import PyCodeCache, CppPythonBindingsCodeCache
+        PyCodeCache.cache_clear(purge=True)
+        CppPythonBindingsCodeCache.cache_clear()
+        outs[label] = torch.compile(f, dynamic=False)(*args)
+        libraries[label] = sum(name.endswith(".so") for _, _, names in os.walk(os.environ["TORCHINDUCTOR_CACHE_DIR"]) for name in names)
+    same = all(torch.equal(a, b) for a, b in zip(outs["bundled"], outs["single"]))
+    eager = all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(outs["bundled"], f(*args)))
+    isa = cpu_vec_isa.pick_vec_isa()
+    print(json.dumps({"libraries": libraries, "same": same, "eager": eager, "built": C.BUILT, "isa": str(isa), "flags": isa.build_arch_flags() if isa else ""}))
+""")
+
+
+def _run(tmp_path, **env):
+    """SCRIPT's JSON line, in a child with its own compile cache under ``tmp_path``."""
+    child = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), **env}
+    child.pop("TORCHINDUCTOR_VEC_ISA_OK", None)
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=child, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def trusted(tmp_path_factory):
+    """SCRIPT as the engine runs it: the CPU's flags trusted, kernels bundled."""
+    return _run(tmp_path_factory.mktemp("trusted"))
+
+
+def test_a_graphs_kernels_built_as_one_library_are_inductors_kernels_bit_for_bit(trusted):
+    result = trusted
+    assert result["built"]["bundles"] >= 1 and result["built"]["kernels_in_bundles"] >= 2, result
+    # the second compile, inductor's way: one more library per kernel
+    assert result["libraries"]["single"] - result["libraries"]["bundled"] == result["built"]["kernels_in_bundles"], result
+    assert result["same"], "bundled kernels differ from inductor's own"
+    assert result["eager"]
+
+
+def test_trusting_the_cpu_flags_picks_what_the_probes_pick(trusted, tmp_path):
+    """The instruction set and compiler flags that trusting the CPU's flags gives are what inductor's
+    probe builds give (``TORCHINDUCTOR_VEC_ISA_OK`` set, to an empty value: the probes decide)."""
+    probed = _run(tmp_path, TORCHINDUCTOR_VEC_ISA_OK="", ADAPTIVE_PO_BUNDLE_KERNELS="0")
+    assert (trusted["isa"], trusted["flags"]) == (probed["isa"], probed["flags"])
+
+
+def test_the_bundle_binds_every_kernel_and_refuses_what_it_cannot_bind():
+    a = "\n#include <torch/csrc/inductor/cpp_prefix.h>\nextern \"C\" void kernel(float* out, const int64_t ks0)\n{ out[0] = ks0; }\n"
+    b = "\n#include <torch/csrc/inductor/cpp_prefix.h>\nextern \"C\" void kernel(const double* x, float* y, float s)\n{ y[0] = x[0] * s; }\n"
+    source = C.bundle_source([(["float*", "const int64_t"], a), (["const double*", "float*", "float"], b)])
+    assert source.count("#include <torch/csrc/inductor/cpp_prefix.h>") == 1
+    assert source.index("cpp_prefix.h") < source.index("#define kernel kernel_0") < source.index("#define kernel kernel_1")
+    for i, n in ((0, 2), (1, 3)):
+        assert f'{{"kernel_{i}", kernel_{i}_py, METH_VARARGS, ""}}' in source
+        assert f"!= {n}) throw" in source
+    assert "PyInit_kernel" in source
+    with pytest.raises(ValueError, match="uintptr_t"):
+        C.bundle_source([(["uintptr_t"], a), (["float*"], b)])
