@@ -13,17 +13,16 @@ defaults on CPU, a process that starts with an empty compile cache runs g++ abou
 :func:`prepare` (called once, before the first compilation) changes three things, none of which
 changes a kernel's source, its compiler flags or its machine code:
 
-0. **Inductor compiles in this process** (one compile thread, where ``$TORCHINDUCTOR_COMPILE_THREADS``
+1. **Inductor compiles in this process** (one compile thread, where ``$TORCHINDUCTOR_COMPILE_THREADS``
    does not say otherwise). On more than one core, inductor would start a pool of compiler
    processes (a sidecar and a worker per core, each importing torch) to build kernels in parallel;
-   with a graph's kernels in one library (2 below) there is little left to build in parallel, and
+   with a graph's kernels in one library (3 below) there is little left to build in parallel, and
    the pool's start is CPU time of its own.
-
-1. **The CPU's flags are trusted** (inductor's ``cpp.vec_isa_ok``, and the same for the AVX-512
+2. **The CPU's flags are trusted** (inductor's ``cpp.vec_isa_ok``, and the same for the AVX-512
    BF16/VNNI and AMX extensions that the CPU reports at run time): no probe builds. Where
    ``$TORCHINDUCTOR_VEC_ISA_OK`` or ``cpp.vec_isa_ok`` is set, that decides and the probes are
    inductor's. AMX-FP16 (which needs a newer compiler than the rest) keeps its probe.
-2. **The kernels of one compiled graph are built as one library** (:func:`bundle_kernels`): the
+3. **The kernels of one compiled graph are built as one library** (:func:`bundle_kernels`): the
    generated module asks for its kernels one by one and then waits for them; they are built
    together at that wait, one g++ run per graph, each kernel renamed, with Python bindings for all
    of them. Built through inductor's own code cache (its flags, its precompiled header, its file
@@ -43,7 +42,8 @@ from typing import Any, Callable
 #: the scalar argument types the bundle's bindings parse (pointers are tensors' data)
 _SCALARS = {"int64_t": "PyLong_AsSsize_t", "long": "PyLong_AsSsize_t", "float": "PyFloat_AsDouble", "double": "PyFloat_AsDouble"}
 _PREPARED = False
-#: libraries built by :func:`_build_bundle` in this process, and kernels built one by one (for tests)
+#: in this process: libraries built by :func:`_build_bundle`, the kernels in them, and the kernels of
+#: deferred modules built one by one after all (one kernel in the module, or a bundle that failed)
 BUILT = {"bundles": 0, "kernels_in_bundles": 0, "single": 0}
 
 
@@ -163,6 +163,18 @@ def _build_pending(owner: Any) -> None:
 
 
 _INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"][^>\"]+[>\"]\s*$", re.M)
+#: what the bindings need, after the kernels' own includes and before the kernels: Python's API, the
+#: tensor data pointer getter (set by the module's init) and the scalar arguments' parser
+_BINDING_PREAMBLE = [
+    "#define PY_SSIZE_T_CLEAN", "#include <Python.h>", "#include <stdexcept>", "#include <cstdlib>", "#include <cerrno>",
+    "#include <cstdint>",
+    "static void* (*adaptive_po_data_ptr)(PyObject*);",
+    "template <typename T, typename R> static inline T adaptive_po_scalar(PyObject* args, Py_ssize_t n, R (*parse)(PyObject*)) {\n"
+    "  R value = parse(PyTuple_GET_ITEM(args, n));\n"
+    "  if (value == static_cast<R>(-1) && PyErr_Occurred()) throw std::runtime_error(\"a scalar argument did not parse\");\n"
+    "  return static_cast<T>(value);\n"
+    "}",
+]
 
 
 def bundle_source(kernels: list[tuple[list[str], str]]) -> str:
@@ -171,22 +183,19 @@ def bundle_source(kernels: list[tuple[list[str], str]]) -> str:
     binding for each. Raises ``ValueError`` for an argument type it does not bind."""
     includes: list[str] = []
     for _, source in kernels:
-        includes += [line.strip() for line in _INCLUDE.findall(source) if line.strip() not in includes]
-    parts = ["// kernels built together by adaptive_po.compile_setup", *includes, "#define PY_SSIZE_T_CLEAN",
-             "#include <Python.h>", "#include <stdexcept>", "#include <cstdlib>", "#include <cerrno>", "#include <cstdint>"]
+        for line in _INCLUDE.findall(source):
+            if line.strip() not in includes:
+                includes.append(line.strip())
+    parts = ["// kernels built together by adaptive_po.compile_setup", *includes, *_BINDING_PREAMBLE]
     for i, (_, source) in enumerate(kernels):
         parts += [f"#define kernel kernel_{i}", _INCLUDE.sub("", source), "#undef kernel"]
-    parts += [
-        "static void* (*adaptive_po_data_ptr)(PyObject*);",
-        "static inline PyObject* adaptive_po_arg(PyObject* args, Py_ssize_t n) { return PyTuple_GET_ITEM(args, n); }",
-    ]
     methods = []
     for i, (argtypes, _) in enumerate(kernels):
         parsed = []
         for n, argtype in enumerate(argtypes):
             kind = argtype.replace("const ", "").strip()
             if kind.endswith("*"):
-                parsed.append(f"static_cast<{kind}>(adaptive_po_data_ptr(adaptive_po_arg(args, {n})))")
+                parsed.append(f"static_cast<{kind}>(adaptive_po_data_ptr(PyTuple_GET_ITEM(args, {n})))")
             elif kind in _SCALARS:
                 parsed.append(f"adaptive_po_scalar<{kind}>(args, {n}, {_SCALARS[kind]})")
             else:
@@ -201,13 +210,6 @@ def bundle_source(kernels: list[tuple[list[str], str]]) -> str:
             f"  }} catch (std::exception const& e) {{ PyErr_SetString(PyExc_RuntimeError, e.what()); return nullptr; }}\n"
             f"}}")
         methods.append(f'  {{"kernel_{i}", kernel_{i}_py, METH_VARARGS, ""}},')
-    # the scalar parser must precede the bindings that use it
-    parts.insert(parts.index("static void* (*adaptive_po_data_ptr)(PyObject*);") + 2,
-                 "template <typename T, typename R> static inline T adaptive_po_scalar(PyObject* args, Py_ssize_t n, R (*parse)(PyObject*)) {\n"
-                 "  R value = parse(PyTuple_GET_ITEM(args, n));\n"
-                 "  if (value == static_cast<R>(-1) && PyErr_Occurred()) throw std::runtime_error(\"a scalar argument did not parse\");\n"
-                 "  return static_cast<T>(value);\n"
-                 "}")
     parts += [
         "static PyMethodDef adaptive_po_methods[] = {", *methods, "  {nullptr, nullptr, 0, nullptr}};",
         'static struct PyModuleDef adaptive_po_module = {PyModuleDef_HEAD_INIT, "kernel", nullptr, -1, adaptive_po_methods};',
