@@ -185,3 +185,47 @@ def test_the_compile_switch(monkeypatch, setting, planned, wanted):
     assert P.compile_wanted(planned) is wanted
     # auto never compiles a CNN's step (measured no faster); an explicit 1 still does
     assert P.compile_wanted(planned, "CnnPolicy") is (wanted and setting == "1")
+
+
+def test_a_call_like_one_that_ran_skips_the_guards_and_a_new_one_is_guarded():
+    """A compiled call whose arguments have the signature of one that ran (shapes, strides, dtypes,
+    constants, grad mode) runs without dynamo's guards; a new signature is guarded and compiles
+    where it must (one row: its own graph beside the symbolic one). Each pass gives, unguarded, what
+    it gave guarded, bit for bit, and the eager pass to float32 rounding."""
+    from torch._dynamo.utils import counters
+
+    # an observation width of its own: compiled callables are shared by the learners of a process
+    space = gym.spaces.Box(-np.inf, np.inf, (7,), np.float32)
+    learner = PopulationLearner(space, gym.spaces.Discrete(3), MEMBERS, objective="esspo", compile_step=True, **TOY)
+    obs = torch.randn(learner.k, 12, 7, generator=torch.Generator().manual_seed(3)) * 3
+    graphs = counters["stats"]["unique_graphs"]
+    first = learner.forward(learner.params, obs[:, :10])  # guarded (a new signature), compiled
+    if P._COMPILED.get(learner._forward_key) is None:
+        pytest.skip("torch.compile is unavailable here: the engine's passes run eagerly")
+    seen = P._RAN[learner._forward_key][1]
+    assert len(seen) == 1
+    again = learner.forward(learner.params, obs[:, :10])  # unguarded
+    one = learner.forward(learner.params, obs[:, :1])  # a new signature: guarded, its own graph
+    assert len(seen) == 2 and counters["stats"]["unique_graphs"] - graphs == 2
+    # unguarded among two cache entries: dynamo's differentiating guards pick each call's graph
+    for rows, before in ((10, first), (1, one), (10, first)):
+        out = learner.forward(learner.params, obs[:, :rows])
+        for a, b, c in zip(out, before, learner.forward(learner.params, obs[:, :rows], eager=True)):
+            assert torch.equal(a, b)
+            torch.testing.assert_close(a, c, atol=2e-6, rtol=1e-5)
+    assert all(torch.equal(a, b) for a, b in zip(again, first))
+    assert counters["stats"]["unique_graphs"] - graphs == 2 and len(seen) == 2
+
+
+def test_the_signature_of_a_call():
+    """Calls share a signature only where their compiled code is the same: tensors by shape, strides
+    and dtype; constants by type and value; dictionaries by keys; anything unhashable never."""
+    sig = P._signature
+    x = torch.zeros(3, 4)
+    assert sig((x, {"a": x, "b": None}, 1.0)) == sig((torch.ones(3, 4), {"a": torch.ones(3, 4), "b": None}, 1.0))
+    for other in ((x.t().contiguous().t(), {"a": x, "b": None}, 1.0), (x, {"a": x.double(), "b": None}, 1.0),
+                  (x, {"c": x, "b": None}, 1.0), (x, {"a": x, "b": True}, 1.0), (x, {"a": x, "b": None}, 1),
+                  (x[:2], {"a": x, "b": None}, 1.0)):
+        assert sig(other) != sig((x, {"a": x, "b": None}, 1.0))
+    assert sig((True,)) != sig((1,)) and sig(([1],)) == sig(([1],))
+    assert sig((object(),)) != sig((object(),))
