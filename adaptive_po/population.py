@@ -615,6 +615,8 @@ class PopulationLearner:
         self._acting = self._initial
         self.noise = torch.tensor([m.action_noise for m in self.members], device=self.device, dtype=torch.float32)
         self.temperature = torch.tensor([m.sampler_temperature for m in self.members], device=self.device, dtype=torch.float32)
+        #: whether any member's acting is noisy, or tempered (asked at every act: once, here)
+        self._noisy, self._tempered = bool((self.noise > 0).any()), bool((self.temperature != 1.0).any())
         self.objective_state = {
             k: torch.full((self.k,), v, device=self.device) for k, v in initial_state(self.objective_spec, self.objective_kwargs).items()
         }
@@ -757,7 +759,7 @@ class PopulationLearner:
         shape = (self.k, 1, 1)  # the dials per member, over (K, B, P) distribution parameters
         args = (
             params, self.buffers, obs, self.noise.view(shape) if z is not None else None, z,
-            self.temperature.view(shape) if bool((self.temperature != 1.0).any()) else None, u, record_actual,
+            self.temperature.view(shape) if self._tempered else None, u, record_actual,
         )
         for rows in (obs, z, u):
             if rows is not None:
@@ -779,13 +781,13 @@ class PopulationLearner:
         def zeros() -> Tensor:  # a tensor per use: the compiled act guards against one passed twice
             return torch.zeros((self.k, *noise_shape), dtype=torch.float32, device=self.device)
 
-        z = zeros() if bool((self.noise > 0).any()) else None
+        z = zeros() if self._noisy else None
         return self._run_act_core(params, obs, z, zeros(), torch.zeros((self.k, 1, 1), dtype=torch.bool, device=self.device))[2]
 
     def _draws(self, noise_shape: torch.Size) -> tuple[Tensor | None, Tensor]:
         """Each member's action-noise draw (``None`` when no member is noisy) and sampling draw."""
         z = None
-        if bool((self.noise > 0).any()):
+        if self._noisy:
             z = torch.stack([torch.randn(noise_shape, generator=g, device=self.device) for g in self.noise_generators])
         if self.kind != "categorical":
             return z, torch.stack([torch.randn(noise_shape, generator=g, device=self.device) for g in self.action_generators])
@@ -809,7 +811,7 @@ class PopulationLearner:
         noise_shape = D.sampling_noise_shape(self.kind, clean.shape[1:])
         shape = (self.k, *([1] * (clean.dim() - 1)))
         z, u = self._draws(noise_shape)
-        tempered = bool((self.temperature != 1.0).any())
+        tempered = self._tempered
         sampler = S.behaviour_params(
             self.kind, self._sampler_forward(clean, obs) if self.precisions else clean,
             sigma=self.noise.view(self.k, *([1] * (z.dim() - 1))) if z is not None else None, standard_normal=z,
