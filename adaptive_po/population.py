@@ -265,8 +265,9 @@ def call_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any,
         started = time.perf_counter()
         if signature in seen:
             # a call like one that ran: its compiled code without dynamo's guards (hundreds of
-            # checks of the arguments and the network's modules, about 50 us a call); a new
-            # signature, or a signature met by another cache entry, is guarded as usual
+            # checks of the arguments and the network's modules, about 50 us a call); where the
+            # callable has several cache entries, dynamo still runs the guards that tell them
+            # apart (those that have failed before). A new signature is guarded as usual
             with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
                 out = compiled(*args)
         else:
@@ -291,8 +292,8 @@ def _ran_signatures(key: tuple[Any, ...], compiled: Callable[..., Any]) -> set[A
 def _signature(values: Any) -> Any:
     """What the compiled code of a pure function depends on in its arguments (tuples and dicts of
     tensors and constants): each tensor's shape, strides, dtype and device, each other value, the
-    structure. Two calls with one signature (and one grad mode) run the same compiled code. A value
-    that cannot be hashed gets a signature of its own (its calls stay guarded)."""
+    structure. Two calls with one signature (and one grad mode) run the same compiled code. Any
+    other kind of value gets a signature of its own, never met again (its calls stay guarded)."""
     if isinstance(values, Tensor):
         return (values.shape, values.stride(), values.dtype, values.device)
     if isinstance(values, dict):
