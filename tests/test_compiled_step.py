@@ -187,11 +187,15 @@ def test_the_compile_switch(monkeypatch, setting, planned, wanted):
     assert P.compile_wanted(planned, "CnnPolicy") is (wanted and setting == "1")
 
 
-def test_a_call_like_one_that_ran_skips_the_guards_and_a_new_one_is_guarded():
+def test_a_call_like_one_that_ran_runs_its_compiled_code_directly_and_a_new_one_is_guarded(monkeypatch):
     """A compiled call whose arguments have the signature of one that ran (shapes, strides, dtypes,
-    constants, grad mode) runs without dynamo's guards; a new signature is guarded and compiles
-    where it must (one row: its own graph beside the symbolic one). Each pass gives, unguarded, what
-    it gave guarded, bit for bit, and the eager pass to float32 rounding."""
+    constants, grad mode) runs the compiled code dynamo chose for that one, directly: neither
+    dynamo's guards nor its unguarded way (its stance) is asked. A new signature is guarded and
+    compiles where it must (one row: its own graph beside the symbolic one), and each signature
+    keeps its own graph. Each pass gives, directly, what it gave guarded, bit for bit, and the
+    eager pass to float32 rounding."""
+    import types
+
     from torch._dynamo.utils import counters
 
     # an observation width of its own: compiled callables are shared by the learners of a process
@@ -207,7 +211,14 @@ def test_a_call_like_one_that_ran_skips_the_guards_and_a_new_one_is_guarded():
     again = learner.forward(learner.params, obs[:, :10])  # unguarded
     one = learner.forward(learner.params, obs[:, :1])  # a new signature: guarded, its own graph
     assert len(seen) == 2 and counters["stats"]["unique_graphs"] - graphs == 2
-    # unguarded among two cache entries: dynamo's differentiating guards pick each call's graph
+    direct = list(seen.values())
+    assert all(isinstance(f, types.FunctionType) for f in direct) and direct[0].__code__ is not direct[1].__code__
+
+    def stance(*args, **kwargs):  # dynamo's unguarded way: not taken by a call that runs directly
+        raise AssertionError("a call with a known signature went through dynamo")
+
+    monkeypatch.setattr(torch.compiler, "set_stance", stance)
+    # each signature its own graph, between two cache entries
     for rows, before in ((10, first), (1, one), (10, first)):
         out = learner.forward(learner.params, obs[:, :rows])
         for a, b, c in zip(out, before, learner.forward(learner.params, obs[:, :rows], eager=True)):
@@ -215,6 +226,28 @@ def test_a_call_like_one_that_ran_skips_the_guards_and_a_new_one_is_guarded():
             torch.testing.assert_close(a, c, atol=2e-6, rtol=1e-5)
     assert all(torch.equal(a, b) for a, b in zip(again, first))
     assert counters["stats"]["unique_graphs"] - graphs == 2 and len(seen) == 2
+    assert P._COMPILED[learner._forward_key] is not None  # no call fell back to the eager pass
+
+
+def test_code_that_resumes_after_a_graph_break_runs_through_dynamo():
+    """Compiled code with a graph break resumes in a function that dynamo's frame evaluation
+    compiles: it gets no direct function, and its repeated calls (through dynamo, unguarded) give
+    what the first gave."""
+
+    def broken(x):
+        y = torch.sin(x) * 2
+        torch._dynamo.graph_break()
+        return torch.cos(y) + 1
+
+    x = torch.linspace(-2, 2, 11)
+    key = ("test-graph-break",)
+    first = P.call_compiled(key, broken, (x,))
+    if first is None:
+        pytest.skip("torch.compile is unavailable here")
+    again = P.call_compiled(key, broken, (x,))
+    assert list(P._RAN[key][1].values()) == [None]
+    assert torch.equal(first, again)
+    torch.testing.assert_close(first, broken(x))
 
 
 def test_the_signature_of_a_call():
