@@ -267,6 +267,43 @@ def test_the_in_process_cartpole_pool_is_envpools_bit_for_bit():
     assert truncations >= 8 and falls >= 100
 
 
+@pytest.mark.parametrize("env_id", ["CartPole-v0", "CartPole-v1"])
+def test_the_in_process_cartpole_pools_spec_is_envpools(env_id):
+    """CartPolePool's config and spaces, built without envpool, are envpool's spec's: its defaults,
+    each id's episode limit and reward threshold, the caller's keys; an unknown key is refused."""
+    from adaptive_po.environments.cartpole import CartPolePool, spec_config
+
+    for config in ({}, {"num_envs": 4}, {"num_envs": 4, "batch_size": 2}, {"num_envs": 4, "seed": 7, "max_episode_steps": 100, "num_threads": 1}):
+        assert spec_config(env_id, **config) == envpool.make_spec(env_id, **config).config._asdict(), config
+    spec, pool = envpool.make_spec(env_id, num_envs=3, seed=1), CartPolePool(env_id, num_envs=3, seed=1)
+    theirs = spec.gymnasium_observation_space
+    assert pool.observation_space.dtype == theirs.dtype and pool.observation_space.shape == theirs.shape
+    np.testing.assert_array_equal(pool.observation_space.low, theirs.low)
+    np.testing.assert_array_equal(pool.observation_space.high, theirs.high)
+    assert pool.action_space == spec.gymnasium_action_space
+    with pytest.raises(TypeError, match="frame_skip"):
+        spec_config(env_id, frame_skip=4)
+    with pytest.raises(ValueError, match="Acrobot-v1"):
+        spec_config("Acrobot-v1")
+
+
+def test_a_cartpole_process_does_not_import_envpool():
+    """Choosing the envpool backend for CartPole and stepping it in process needs no envpool import
+    (envpool imports every family it has: half a second of a process's start)."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from adaptive_po.environments import make_vec_env, resolve_backend\n"
+        "backend, env_id = resolve_backend({'envpool': 'CartPole-v1', 'gymnasium': 'CartPole-v1'}, 'auto')\n"
+        "venv = make_vec_env(env_id, 4, 0, backend)\n"
+        "venv.reset(); venv.step(__import__('numpy').zeros(4, int))\n"
+        "print(backend, type(venv._pool).__name__, 'envpool' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["envpool", "CartPolePool", "False"]
+
+
 def test_cartpole_steps_in_process_with_the_envpool_backends_numbers():
     """make_vec_env's CartPole steps the in-process pool, and the VecEnv it gives returns what the
     same adapter over envpool's pool returns: every step (step_wait and step_some), with the

@@ -41,8 +41,46 @@ TAU = 0.02
 THETA_THRESHOLD = 12 * 2 * math.pi / 360
 X_THRESHOLD = 2.4
 INIT_RANGE = 0.05
-#: envpool ids this pool stands in for (their spec gives the episode limit)
-IDS = ("CartPole-v0", "CartPole-v1")
+#: envpool ids this pool stands in for, with what their envpool spec sets apart from the defaults
+#: (:data:`CONFIG_DEFAULTS`): the episode limit and the reward threshold
+SPECS: dict[str, dict[str, Any]] = {
+    "CartPole-v0": {"max_episode_steps": 200, "reward_threshold": 195.0},
+    "CartPole-v1": {"max_episode_steps": 500, "reward_threshold": 475.0},
+}
+IDS = tuple(SPECS)
+#: envpool's config keys for CartPole and their defaults (``base_path``: :func:`_assets_path`);
+#: ``batch_size`` 0 means ``num_envs``
+CONFIG_DEFAULTS: dict[str, Any] = {
+    "num_envs": 1, "batch_size": 0, "num_threads": 0, "max_num_players": 1, "thread_affinity_offset": -1, "base_path": None,
+    "seed": 42, "env_seed": [], "gym_reset_return_info": True,
+}
+#: the observation bounds envpool's spec gives (float64 thresholds as float32): twice the cart's
+#: and the pole's limits, the velocities unbounded
+OBSERVATION_HIGH = np.array([X_THRESHOLD * 2, np.inf, THETA_THRESHOLD * 2, np.inf], dtype=np.float32)
+
+
+def _assets_path() -> str:
+    """envpool's ``base_path`` (its assets folder beside the package), found without importing it."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("envpool")
+    root = os.path.dirname(os.path.dirname(spec.origin)) if spec is not None and spec.origin else ""
+    return os.path.join(root, "envpool_assets")
+
+
+def spec_config(env_id: str, **config: Any) -> dict[str, Any]:
+    """``envpool.make_spec(env_id, **config).config`` as a dict, without importing envpool (which
+    imports every environment family it has, jumanji's renderer among them: half a second of a
+    CartPole process's start). ``tests/test_envs.py`` holds it to envpool's."""
+    if env_id not in SPECS:
+        raise ValueError(f"CartPolePool runs {IDS}, not {env_id!r}")
+    unknown = sorted(set(config) - set(CONFIG_DEFAULTS) - set(SPECS[env_id]))
+    if unknown:
+        raise TypeError(f"envpool's {env_id} has no config key {', '.join(map(repr, unknown))}")
+    out = {**CONFIG_DEFAULTS, "base_path": _assets_path(), **SPECS[env_id], **config}
+    out["batch_size"] = out["batch_size"] or out["num_envs"]
+    return {key: out[key] for key in (*CONFIG_DEFAULTS, *SPECS[env_id])}
 
 
 class CartPolePool:
@@ -52,17 +90,14 @@ class CartPolePool:
     velocity."""
 
     def __init__(self, env_id: str, **config: Any) -> None:
-        import envpool
+        import gymnasium as gym
 
-        if env_id not in IDS:
-            raise ValueError(f"CartPolePool runs {IDS}, not {env_id!r}")
-        spec = envpool.make_spec(env_id, **config)
-        self.config = dict(spec.config._asdict())
+        self.config = spec_config(env_id, **config)
         num_envs, seed = self.config["num_envs"], self.config["seed"]
         if self.config["batch_size"] != num_envs:
             raise ValueError(f"CartPolePool steps every environment sent at once: batch_size {self.config['batch_size']} != num_envs {num_envs}")
-        self.observation_space = spec.gymnasium_observation_space
-        self.action_space = spec.gymnasium_action_space
+        self.observation_space = gym.spaces.Box(-OBSERVATION_HIGH, OBSERVATION_HIGH, dtype=np.float32)
+        self.action_space = gym.spaces.Discrete(2)
         self.max_episode_steps = int(self.config["max_episode_steps"])
         self.n = int(num_envs)
         self._rngs = [np.random.RandomState(seed + i) for i in range(self.n)]

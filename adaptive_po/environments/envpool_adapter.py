@@ -109,8 +109,6 @@ class EnvpoolVecEnv(VecEnv):
         return kw
 
     def _build_pool(self, seed: int) -> None:
-        import envpool
-
         from adaptive_po.environments import cartpole
 
         with warnings.catch_warnings():
@@ -119,6 +117,8 @@ class EnvpoolVecEnv(VecEnv):
             if self.in_process and self.env_id in cartpole.IDS:
                 pool = cartpole.CartPolePool(self.env_id, **self.envpool_make_kwargs(seed))
             else:
+                import envpool
+
                 pool = envpool.make_gymnasium(self.env_id, **self.envpool_make_kwargs(seed))
             _ = pool.observation_space, pool.action_space
         self._pool = pool

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import importlib.util
 from typing import Any
 
 import gymnasium as gym
@@ -114,9 +115,23 @@ def envpool_id(env_id: str) -> str | None:
     """envpool's id for ``env_id`` (``ALE/Pong-v5`` -> ``Pong-v5``), or None if envpool cannot build it."""
     if is_atari(env_id):
         return _envpool_atari().get(_atari_key(env_id))
-    if env_id in ENVPOOL_CLASSIC_IDS and env_id in _envpool_registry():
+    if env_id in ENVPOOL_CLASSIC_IDS and (env_id in _in_process_ids() and _envpool_installed() or env_id in _envpool_registry()):
         return env_id
     return None
+
+
+@functools.cache
+def _envpool_installed() -> bool:
+    """Whether envpool can be imported (asked without importing it)."""
+    return importlib.util.find_spec("envpool") is not None
+
+
+def _in_process_ids() -> tuple[str, ...]:
+    """The envpool ids whose environments step in this process, without envpool (CartPole's): the
+    registry's answer is known for them, and reading it would import envpool (half a second)."""
+    from adaptive_po.environments import cartpole
+
+    return cartpole.IDS
 
 
 def gymnasium_id(env_id: str) -> str | None:
