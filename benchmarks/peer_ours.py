@@ -45,8 +45,19 @@ def main() -> int:
             raise SystemExit(f"{len(bad)} members did not complete: {bad[0].get('error', bad[0])}")
         return [json.loads((Path(o["run_dir"]) / "summary.json").read_text())["final_eval_return_mean"] for o in outcomes]
 
+    import resource
+
+    from adaptive_po import population as P
+
+    before = {"cpu_s": peer_clock.cpu(), "wall_s": peer_clock.wall()}
     returns = population("cold", range(args.members))
     cold = {"cpu_s": peer_clock.cpu(), "wall_s": peer_clock.wall()}
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    first_calls: dict[str, float] = {}  # each compiled callable's first calls: tracing, compiling, building its kernels
+    for (key, _), seconds in P.COMPILE_SECONDS.items():
+        kind = key[0] if key[0] in ("act", "forward") else "step"
+        first_calls[kind] = first_calls.get(kind, 0.0) + seconds
+    cold["parts"] = {"before_population": before, "first_calls_wall_s": first_calls, "children_cpu_s": children.ru_utime + children.ru_stime}
     warm_returns, warm = peer_clock.measure(lambda: population("warm", range(args.members, 2 * args.members)))
     print(json.dumps({"engine": "adaptive-po", "torch": torch.__version__, "members": args.members, "cold": cold, "warm": warm,
                       "final_returns": returns, "warm_final_returns": warm_returns}))

@@ -215,6 +215,15 @@ def table(cell: Cell, rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
     (_, theirs), (_, ours) = rows
     lines.append(f"\n{cell.name}: ours / rejax, CPU seconds: cold {ours['cold']['cpu_s'] / theirs['cold']['cpu_s']:.2f}x, "
                  f"warm {ours['warm']['cpu_s'] / theirs['warm']['cpu_s']:.2f}x")
+    parts = ours["cold"].get("parts")
+    if parts:
+        calls = parts["first_calls_wall_s"]
+        named = ", ".join(f"{name} {calls[name]:.1f}" for name in ("act", "forward", "step") if name in calls)
+        lines.append(f"\nWhere our cold run's time went beyond the warm one's: {parts['before_population']['cpu_s']:.1f} CPU s before "
+                     f"the first population (the interpreter's start and the imports); the compiled callables' first calls "
+                     f"(dynamo's tracing, inductor's compilation and the g++ builds of their kernels, torch's precompiled header "
+                     f"with the first), {sum(calls.values()):.1f} wall s ({named}), of which the g++ processes "
+                     f"{parts['children_cpu_s']:.1f} CPU s.")
     return lines
 
 

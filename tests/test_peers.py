@@ -1,6 +1,7 @@
 """``make perf``'s comparison with pure-JAX PPO (benchmarks/peers.py): its clock, its section of
 docs/results/perf.md, and its behaviour where rejax is not installed (``make perf`` runs it anyway)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,26 @@ def test_make_perf_prints_the_in_process_environments_beside_what_they_replace()
     for line in rows.values():
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert float(cells[3]) > 0 and float(cells[5]) > 0 and cells[6].endswith("x")
+
+
+def test_our_side_says_where_its_cold_run_went(tmp_path):
+    """peer_ours.py reports, besides its cold and warm clocks, what the cold run spent before the
+    first population and in the compiled callables' first calls (the act, the forward pass, the
+    step), with the g++ processes' CPU; the peer table prints that line under the ratios."""
+    import json
+
+    envs = peers.our_envs_dir(peers.CARTPOLE, tmp_path)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/peer_ours.py"), "--members", "2", "--steps", "64", "--envs-dir", str(envs),
+         "--out", str(tmp_path / "runs")], capture_output=True, text=True, check=True, env={**os.environ, "ADAPTIVE_PO_COMPILE": "1"},
+    )
+    ours = json.loads(out.stdout.strip().splitlines()[-1])
+    parts = ours["cold"]["parts"]
+    assert 0 < parts["before_population"]["cpu_s"] < ours["cold"]["cpu_s"]
+    assert set(parts["first_calls_wall_s"]) == {"act", "forward", "step"} and all(s > 0 for s in parts["first_calls_wall_s"].values())
+    assert 0 <= parts["children_cpu_s"] <= ours["cold"]["cpu_s"]
+    theirs = {**ours, "jax": "x", "cold": {"cpu_s": 1.0, "wall_s": 1.0}}
+    for row in (ours, theirs):
+        row["member_steps"] = 128
+    lines = peers.table(peers.CARTPOLE, [("rejax", theirs), ("adaptive-po", ours)])
+    assert any(line.startswith("\nWhere our cold run's time went") and "act " in line and "step " in line for line in lines)
