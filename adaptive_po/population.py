@@ -288,7 +288,9 @@ def call_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any,
         _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0][:200])
         return None
     if signature not in ran:
-        ran[signature] = _direct_function(fn, args)
+        # what ``compiled`` runs: the function it was made from (the first caller's, where the
+        # learners of a process share a compiled callable), its closure the one dynamo traced
+        ran[signature] = _direct_function(getattr(compiled, "_torchdynamo_orig_callable", fn), args)
     COMPILE_SECONDS.setdefault((key, shapes), time.perf_counter() - started)
     return out
 

@@ -227,6 +227,15 @@ def test_a_call_like_one_that_ran_runs_its_compiled_code_directly_and_a_new_one_
     assert all(torch.equal(a, b) for a, b in zip(again, first))
     assert counters["stats"]["unique_graphs"] - graphs == 2 and len(seen) == 2
     assert P._COMPILED[learner._forward_key] is not None  # no call fell back to the eager pass
+    # a second learner of the process shares the compiled callable (made from the first's function):
+    # its new signature (another row count, the symbolic graph) runs directly too
+    monkeypatch.undo()
+    other = PopulationLearner(space, gym.spaces.Discrete(3), MEMBERS, objective="esspo", compile_step=True, **TOY)
+    guarded = other.forward(other.params, obs[:, :5])
+    assert len(seen) == 3 and isinstance(list(seen.values())[-1], types.FunctionType)
+    monkeypatch.setattr(torch.compiler, "set_stance", stance)
+    assert all(torch.equal(a, b) for a, b in zip(other.forward(other.params, obs[:, :5]), guarded))
+    assert counters["stats"]["unique_graphs"] - graphs == 2
 
 
 def test_code_that_resumes_after_a_graph_break_runs_through_dynamo():
