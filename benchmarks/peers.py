@@ -219,11 +219,10 @@ def table(cell: Cell, rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
     if parts:
         calls = parts["first_calls_wall_s"]
         named = ", ".join(f"{name} {calls[name]:.1f}" for name in ("act", "forward", "step") if name in calls)
-        lines.append(f"\nWhere our cold run's time went beyond the warm one's: {parts['before_population']['cpu_s']:.1f} CPU s before "
-                     f"the first population (the interpreter's start and the imports); the compiled callables' first calls "
-                     f"(dynamo's tracing, inductor's compilation and the g++ builds of their kernels, torch's precompiled header "
-                     f"with the first), {sum(calls.values()):.1f} wall s ({named}), of which the g++ processes "
-                     f"{parts['children_cpu_s']:.1f} CPU s.")
+        lines.append(f"\nWhat our cold run paid that the warm one did not: {parts['before_population']['cpu_s']:.1f} CPU s of imports "
+                     f"before the first population; {sum(calls.values()):.1f} wall s in the compiled callables' first calls ({named}: "
+                     f"dynamo's tracing, inductor's compilation, the g++ builds of their kernels, torch's precompiled header with the "
+                     f"first), of which the g++ processes' {parts['children_cpu_s']:.1f} CPU s.")
     return lines
 
 

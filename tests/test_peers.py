@@ -79,4 +79,4 @@ def test_our_side_says_where_its_cold_run_went(tmp_path):
     for row in (ours, theirs):
         row["member_steps"] = 128
     lines = peers.table(peers.CARTPOLE, [("rejax", theirs), ("adaptive-po", ours)])
-    assert any(line.startswith("\nWhere our cold run's time went") and "act " in line and "step " in line for line in lines)
+    assert any(line.startswith("\nWhat our cold run paid that the warm one did not") and "act " in line and "step " in line for line in lines)
