@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from adaptive_po.environments.cartpole import IDS as IN_PROCESS_IDS
 from adaptive_po.environments.minatar import MINATAR_GAMES, MINATAR_GYMNAX_GAMES, is_minatar, minatar_available
 
 #: Backend names accepted by :func:`~adaptive_po.environments.make_vec_env` (besides
@@ -115,7 +116,9 @@ def envpool_id(env_id: str) -> str | None:
     """envpool's id for ``env_id`` (``ALE/Pong-v5`` -> ``Pong-v5``), or None if envpool cannot build it."""
     if is_atari(env_id):
         return _envpool_atari().get(_atari_key(env_id))
-    if env_id in ENVPOOL_CLASSIC_IDS and (env_id in _in_process_ids() and _envpool_installed() or env_id in _envpool_registry()):
+    # the ids that step in this process (CartPole's) need envpool installed, not its registry read:
+    # reading it imports envpool, every family it has (half a second)
+    if env_id in ENVPOOL_CLASSIC_IDS and (env_id in IN_PROCESS_IDS and _envpool_installed() or env_id in _envpool_registry()):
         return env_id
     return None
 
@@ -124,14 +127,6 @@ def envpool_id(env_id: str) -> str | None:
 def _envpool_installed() -> bool:
     """Whether envpool can be imported (asked without importing it)."""
     return importlib.util.find_spec("envpool") is not None
-
-
-def _in_process_ids() -> tuple[str, ...]:
-    """The envpool ids whose environments step in this process, without envpool (CartPole's): the
-    registry's answer is known for them, and reading it would import envpool (half a second)."""
-    from adaptive_po.environments import cartpole
-
-    return cartpole.IDS
 
 
 def gymnasium_id(env_id: str) -> str | None:
