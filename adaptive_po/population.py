@@ -59,7 +59,9 @@ from adaptive_po.update import (
     check_population_settings,
     check_update_settings,
     minibatch_loss,
+    replay_information,
     run_update,
+    whole_batch_ess,
 )
 
 #: Adam's constants as SB3's actor-critics use them (eps = 1e-5), see policy.with_fused_adam
@@ -220,6 +222,11 @@ _FALLBACK_SAID = False
 #: function that runs that signature's compiled code directly (``None`` where there is none:
 #: :func:`_direct_function`)
 _RAN: dict[tuple[Any, ...], tuple[Callable[..., Any], dict[Any, Callable[..., Any] | None]]] = {}
+#: per compiled callable's key: the signature :func:`prime_compiled` compiled it for, until its first call
+_PRIMED: dict[tuple[Any, ...], Any] = {}
+#: the callables (their keys' first element) whose first call came with another signature than the
+#: one compiled ahead for it (that compilation was spent for nothing; the tests keep this empty)
+PRIME_MISSES: list[Any] = []
 #: the acts whose uniform sampling draws each member's generator makes at once (:meth:`PopulationLearner._uniform_draw`)
 DRAW_BLOCK = 64
 
@@ -288,11 +295,51 @@ def call_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any,
         _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0][:200])
         return None
     if signature not in ran:
+        primed = _PRIMED.pop(key, None)
+        if primed is not None and primed != signature:
+            PRIME_MISSES.append(key[0])
         # what ``compiled`` runs: the function it was made from (the first caller's, where the
         # learners of a process share a compiled callable), its closure the one dynamo traced
         ran[signature] = _direct_function(getattr(compiled, "_torchdynamo_orig_callable", fn), args)
     COMPILE_SECONDS.setdefault((key, shapes), time.perf_counter() - started)
     return out
+
+
+def compile_ahead_wanted() -> bool:
+    """``ADAPTIVE_PO_COMPILE_AHEAD`` (default on): the population engine compiles the first update's
+    forward pass and step before the first act (:meth:`PopulationLearner.compile_ahead`)."""
+    return os.environ.get("ADAPTIVE_PO_COMPILE_AHEAD", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def prime_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any, ...], shapes: tuple[Any, ...] = ()) -> bool:
+    """Compile ``fn`` for ``args``' signature now, without running it: under
+    :func:`adaptive_po.compile_setup.deferred_builds` the call stops at its first kernel, and the
+    kernels are built with those of the next compiled call that runs, in its compiler run. ``args``
+    must be the caller's own (copies of what the later call passes: the call may run the products
+    before its first kernel). The seconds go into :data:`COMPILE_SECONDS` under ``(key, shapes)``.
+    False where compiling is unavailable or fails (then the later call runs eagerly, as
+    :func:`call_compiled` would have) or where this signature has already run."""
+    from adaptive_po import compile_setup
+
+    compiled = _compiled(key, fn)
+    if compiled is None:
+        return False
+    signature = (torch.is_grad_enabled(), _signature(args))
+    if signature in _ran_signatures(key, compiled):
+        return False
+    started = time.perf_counter()
+    try:
+        with compile_setup.deferred_builds():
+            compiled(*args)
+    except compile_setup.Deferred:
+        pass
+    except Exception as err:  # noqa: BLE001 - a compiler failure: eager from now on
+        _COMPILED[key] = None
+        _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0][:200])
+        return False
+    _PRIMED[key] = signature
+    COMPILE_SECONDS.setdefault((key, shapes), time.perf_counter() - started)
+    return True
 
 
 def _ran_signatures(key: tuple[Any, ...], compiled: Callable[..., Any]) -> dict[Any, Callable[..., Any] | None]:
@@ -942,6 +989,65 @@ class PopulationLearner:
         for name in params:  # in place in the dictionaries (the acting parameters may be this one)
             self.params[name], self._adam_m[name], self._adam_v[name] = params[name], m[name], v[name]
         return stats
+
+    def compile_ahead(self, obs: Tensor) -> None:
+        """Compile the first update's forward pass and minibatch step now, before the first act,
+        for the signatures the update will call them with (``obs``: a ``(K, n_envs, ...)``
+        observation tensor as the collector stores them). Their kernels wait and are built with the
+        act's at its first call (:func:`prime_compiled`): one g++ run for the population instead
+        of three, each of which parses the header the kernels include. Nothing of the learner's
+        runs or changes: the calls take zeros and copies, and stop at their first kernel; the
+        numbers are those a compilation at the first update gives. Only compiled learners without
+        low-precision samplers (their acting runs eagerly), where ``ADAPTIVE_PO_COMPILE_AHEAD``
+        is not off.
+
+        The arguments mirror :meth:`_valued`'s pass and :func:`adaptive_po.update.run_update`'s
+        first minibatch (:meth:`_StackedFace.epoch`); where the first call's signature differs all
+        the same, that call compiles as before and :data:`PRIME_MISSES` names it."""
+        if not self.compile_step or self.precisions or not compile_ahead_wanted():
+            return
+        import torch._dynamo
+
+        k, e, shape = self.k, obs.shape[1], tuple(obs.shape[2:])
+        n = self.n_steps * e  # the first update's transitions: its rollout, nothing replayed yet
+        params, buffers = ({name: v.clone() for name, v in d.items()} for d in (self.params, self.buffers))
+        with torch.no_grad():
+            rows = torch.zeros((k, n + e, *shape), dtype=obs.dtype, device=self.device)  # the rollout and its last observations
+            torch._dynamo.maybe_mark_dynamic(rows, 1)
+            if not prime_compiled(self._forward_key, self._stacked_forward, (params, buffers, rows), (k, *shape)):
+                return
+            # one row's eager pass gives each column's dtype and trailing shape
+            dist = self._stacked_forward(params, buffers, torch.zeros((k, 1, *shape), dtype=obs.dtype, device=self.device))[0]
+            actions = D.mode(self.kind, dist)
+            log_prob = D.log_prob(self.kind, dist, actions)
+        size = min(self.batch_size, n)
+
+        def column(example: Tensor, count: int = size) -> Tensor:
+            return torch.zeros((k, count, *example.shape[2:]), dtype=example.dtype, device=self.device)
+
+        floats = column(log_prob)
+        proximal, behaviour = column(log_prob, n), column(log_prob, n)
+        fresh, replay_ess = replay_information(proximal, behaviour, n)
+        examples = {
+            "observations": column(obs), "actions": column(actions), "behaviour_log_prob": floats, "behaviour_params": column(dist),
+            "advantages": floats, "returns": floats, "values": floats, "proximal_log_prob": floats, "fresh": column(fresh),
+        }
+        minibatch = {name: examples[name].clone() for name in ("observations", *MINIBATCH_KEYS)}
+        minibatch["replay_ess"] = replay_ess
+        if self.objective_spec.needs_batch_ess:
+            minibatch["batch_ess"] = whole_batch_ess(proximal, behaviour)
+        arguments = {**self.objective_arguments(1.0), **{name: v.clone() for name, v in self.objective_state.items()}}
+        state = {name: arguments[name] for name in self.objective_state}
+        shared = {name: v for name, v in arguments.items() if name not in self.objective_state}
+        clip_range_vf = None if self.clip_range_vf is None else self.clip_range_vf(1.0)
+        moments = ({name: v.clone() for name, v in d.items()} for d in (self._adam_m, self._adam_v))
+        # as :meth:`_step` passes them
+        args = (
+            params, buffers, *moments, minibatch, state, _as_tensors(shared, self.device), _as_tensors(clip_range_vf, self.device),
+            self.alive.clone(), self._scalar(1.0), self._scalar(1.0),
+        )
+        with torch.enable_grad():
+            prime_compiled(self._step_key, self._boxed_step, args, (k, size, *shape))
 
     def objective_arguments(self, progress_remaining: float) -> dict[str, Any]:
         return objective_arguments(self._objective_schedules, progress_remaining)

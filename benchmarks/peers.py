@@ -179,8 +179,8 @@ def run_cell(cell: Cell, python: str, members: int, steps: int) -> list[tuple[st
     with tempfile.TemporaryDirectory(prefix="peers-") as name:
         tmp = Path(name)
         (tmp / "tmp").mkdir()
-        # cold: nothing compiled before, not even the precompiled header that torch keeps in its
-        # default cache under the temporary directory (a few seconds of g++ once per machine)
+        # cold: nothing compiled before (inductor's cache, and anything its compiler keeps under
+        # the temporary directory, empty), as on a machine's first run
         child = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ADAPTIVE_PO_COMPILE": "1",
                  "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"), "TMPDIR": str(tmp / "tmp")}
         peer_cmd = [python, str(ROOT / "benchmarks/peer_rejax.py"), "--env", cell.gymnax_id, "--members", str(members),
@@ -221,8 +221,8 @@ def table(cell: Cell, rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
         named = ", ".join(f"{name} {calls[name]:.1f}" for name in ("act", "forward", "step") if name in calls)
         lines.append(f"\nWhat our cold run paid that the warm one did not: {parts['before_population']['cpu_s']:.1f} CPU s of imports "
                      f"before the first population; {sum(calls.values()):.1f} wall s in the compiled callables' first calls ({named}: "
-                     f"dynamo's tracing, inductor's compilation, the g++ builds of their kernels, torch's precompiled header with the "
-                     f"first), of which the g++ processes' {parts['children_cpu_s']:.1f} CPU s.")
+                     f"dynamo's tracing and inductor's compilation; the forward pass and the step are compiled ahead and their "
+                     f"kernels built with the act's, in its first call), of which the g++ processes' {parts['children_cpu_s']:.1f} CPU s.")
     return lines
 
 
@@ -259,8 +259,8 @@ def main() -> int:
             "## Beside its peer: pure-JAX PPO (rejax) on the same core", "",
             f"Written by `make perf` (`benchmarks/peers.py`) on {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores "
             f"({platform.processor() or platform.machine()}), torch {torch.__version__}: each side one pinned core and one thread, "
-            "both at the same time; cold from process start (compilation included; ours with empty compile caches, torch's "
-            "precompiled header included, so that later processes on the same machine start faster than this), warm a second "
+            "both at the same time; cold from process start (compilation included; ours with empty compile caches, as on a "
+            "machine's first run: later processes load the compiled kernels from the cache), warm a second "
             "call (rejax) or population (ours) in the same process; CPU seconds are the process's and its waited-for children's (our compiler's g++ runs); "
             "returns are the final greedy evaluations (10 episodes) per seed.", "", *lines, *ONLY_OURS,
         ])

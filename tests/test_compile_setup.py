@@ -90,3 +90,49 @@ def test_the_bundle_binds_every_kernel_and_refuses_what_it_cannot_bind():
     assert "PyInit_kernel" in source
     with pytest.raises(ValueError, match="uintptr_t"):
         C.bundle_source([(["uintptr_t"], a), (["float*"], b)])
+
+
+#: a toy population learner's act and two updates, its forward pass and step compiled ahead or not
+#: (``ADAPTIVE_PO_COMPILE_AHEAD``): a digest of what they computed, the libraries built, the misses
+AHEAD = textwrap.dedent("""
+    import hashlib, json
+    import gymnasium as gym, numpy as np, torch
+    torch.set_num_threads(1)
+    from adaptive_po import compile_setup as C, population as P
+    from adaptive_po.population import Member, PopulationLearner, StackedRollout
+
+    space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    members = [Member(3, policy_lag=1, action_noise=0.3), Member(4)]
+    learner = PopulationLearner(space, gym.spaces.Discrete(2), members, objective="ppo", compile_step=True,
+                                n_steps=4, batch_size=8, n_epochs=2, learning_rate=3e-3, policy_kwargs={"net_arch": [16]})
+    learner.compile_ahead(torch.zeros(2, 2, 4))
+    g, digest, k, t, e = torch.Generator().manual_seed(0), hashlib.sha256(), 2, 4, 2
+    for update in range(2):
+        obs = torch.randn(k, t, e, 4, generator=g)
+        actions, blp, params = learner.act(obs.reshape(k, t * e, 4))
+        shape = (k, t, e)
+        rollout = StackedRollout(obs, actions.reshape(shape), torch.randn(shape, generator=g), torch.zeros(shape), blp.reshape(shape),
+                                 params.reshape(*shape, -1), torch.zeros(shape, dtype=torch.bool), torch.zeros(*shape, 4),
+                                 torch.randn(k, e, 4, generator=g), torch.zeros(k, e))
+        stats = learner.update(rollout, 0.7)
+        for tensor in (actions, blp, params, *stats.values(), *learner.params.values()):
+            digest.update(tensor.detach().numpy().tobytes())
+    print(json.dumps({"digest": digest.hexdigest(), "built": C.BUILT, "misses": P.PRIME_MISSES, "eager": P.compile_fell_back()}))
+""")
+
+
+def test_compiling_ahead_builds_a_populations_kernels_once_and_computes_the_same_bits(tmp_path):
+    """The first update's forward pass and step compiled before the first act (their kernels built
+    with the act's, one library) compute what they compute compiled at the first update, bit for
+    bit: actions, log-probs, statistics and parameters over two updates."""
+    results = {}
+    for ahead in ("1", "0"):
+        child = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / ahead), "ADAPTIVE_PO_COMPILE_AHEAD": ahead}
+        out = subprocess.run([sys.executable, "-c", AHEAD], env=child, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        results[ahead] = json.loads(out.stdout.strip().splitlines()[-1])
+    if results["1"]["eager"]:
+        pytest.skip("torch.compile is unavailable here: the engine runs eagerly")
+    assert results["1"]["digest"] == results["0"]["digest"]
+    assert results["1"]["misses"] == []
+    assert results["1"]["built"]["bundles"] == 1 and results["0"]["built"]["bundles"] == 3, results

@@ -271,3 +271,33 @@ def test_the_signature_of_a_call():
         assert sig(other) != sig((x, {"a": x, "b": None}, 1.0))
     assert sig((True,)) != sig((1,)) and sig(([1],)) == sig(([1],))
     assert sig((object(),)) != sig((object(),))
+
+
+@pytest.mark.parametrize("kind, algo, width", [("discrete", "ppo", 5), ("continuous", "esspo-batch-ess", 6)])
+def test_compiling_ahead_gives_the_first_updates_own_graphs_built_with_the_first_act(kind, algo, width):
+    """:meth:`PopulationLearner.compile_ahead` compiles the forward pass and the step for exactly the
+    signatures the first update calls them with (no graph compiled after it but the act's; its
+    first call builds every kernel in one library), and changes nothing of the learner's."""
+    from torch._dynamo.utils import counters
+
+    from adaptive_po import compile_setup as C
+
+    # an observation width of its own: compiled callables are shared by the learners of a process
+    observation_space, action_space = gym.spaces.Box(-np.inf, np.inf, (width,), np.float32), SPACES[kind][1]
+    kwargs = {"clip_range": 0.2} if "clip_range" in OBJECTIVES[algo].tuned else None
+    learner = PopulationLearner(observation_space, action_space, MEMBERS, objective=algo, objective_kwargs=kwargs, compile_step=True, **TOY)
+    before = {name: v.clone() for name, v in learner.params.items()}
+    misses, graphs = list(P.PRIME_MISSES), counters["stats"]["unique_graphs"]
+    learner.compile_ahead(torch.zeros(learner.k, 2, width))
+    if P._COMPILED.get(learner._step_key) is None:
+        pytest.skip("torch.compile is unavailable here: the engine runs eagerly")
+    assert learner._forward_key in P._PRIMED and learner._step_key in P._PRIMED
+    assert counters["stats"]["unique_graphs"] - graphs == 2
+    assert all(torch.equal(learner.params[name], v) for name, v in before.items()) and learner._adam_count == 0
+    bundles = C.BUILT["bundles"]
+    learner.update(_rollout(learner, seed=0), 0.7)  # the act (its first call builds), then the update
+    assert P.PRIME_MISSES == misses and learner._forward_key not in P._PRIMED and learner._step_key not in P._PRIMED
+    assert counters["stats"]["unique_graphs"] - graphs == 3  # the act's, and nothing recompiled
+    if C.bundling_enabled():
+        assert C.BUILT["bundles"] - bundles == 1
+    assert P._COMPILED[learner._step_key] is not None and P._COMPILED[learner._forward_key] is not None

@@ -380,6 +380,9 @@ class _Population:
 
     def train(self) -> None:
         self.observer.started(self)
+        # the first update's compilations now, built with the first act's (one compiler run)
+        shape = self.train_env.observation_space.shape
+        self.learner.compile_ahead(self._obs_tensor(np.zeros((self.k, self.n_envs, *shape), self.obs_dtype)))
         self.evaluate(0)
         obs = self._reset()
         starts = np.ones((self.k, self.n_envs), np.float32)
