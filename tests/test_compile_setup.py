@@ -136,3 +136,41 @@ def test_compiling_ahead_builds_a_populations_kernels_once_and_computes_the_same
     assert results["1"]["digest"] == results["0"]["digest"]
     assert results["1"]["misses"] == []
     assert results["1"]["built"]["bundles"] == 1 and results["0"]["built"]["bundles"] == 3, results
+
+
+def test_a_vector_loops_plain_index_gets_the_stride_that_simplify_gives_it(monkeypatch):
+    """Every index of a compiled graph whose stride along a vector loop inductor asks (a graph of
+    symbolic sizes, so that its indices have them), without divisions or modulos, gets from the
+    index as it is the stride it gets from inductor's whole rewrite with ``sympy.simplify``."""
+    import torch
+    from torch._inductor import sizevars
+    from torch.utils._sympy.functions import FloorDiv, ModularIndexing
+
+    C.prepare()
+    patched = sizevars.simplify_index_in_vec_range
+    assert getattr(patched, "_adaptive_po", False)
+    asked = []
+
+    def recording(index, var, vec_length):
+        asked.append((index, var, vec_length))
+        return patched(index, var, vec_length)
+
+    monkeypatch.setattr(sizevars, "simplify_index_in_vec_range", recording)
+
+    def f(x, w):  # sizes met nowhere else in the tests: the strides' caches have not seen these indices
+        h = torch.sigmoid(torch.bmm(x, w) * 1.5 - 0.25)
+        return (h * x[..., :1]).sum(1), torch.log_softmax(h.transpose(1, 2) + h.mean(1, keepdim=True).transpose(1, 2), -1)
+
+    torch.manual_seed(0)
+    args = (torch.randn(3, 41, 29), torch.randn(3, 29, 37))
+    sizevars.stride_at_vec_range.cache_clear()  # every index asked again, whatever this process compiled before
+    with torch._inductor.config.patch(fx_graph_cache=False):  # generated, not loaded from an earlier run's cache
+        out = torch.compile(f, dynamic=True)(*args)
+    for a, b in zip(out, f(*args)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    plain = [(i, v, n) for i, v, n in asked if not i.has(FloorDiv, ModularIndexing)]
+    assert len(plain) >= 5 and any(i.free_symbols - {v} for i, v, _ in plain), asked  # symbolic sizes among them
+    original = patched._adaptive_po_original
+    monkeypatch.setattr(sizevars, "simplify_index_in_vec_range", original)  # inductor's own, recursion included
+    for index, var, vec_length in plain:
+        assert sizevars.stride_at(index, var) == sizevars.stride_at(original.__wrapped__(index, var, vec_length), var), index
