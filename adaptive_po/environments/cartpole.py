@@ -109,11 +109,12 @@ class CartPolePool:
 
     def _reset(self, ids: np.ndarray) -> None:
         """Each of ``ids`` starts an episode: four uniform draws from its own generator."""
-        for i in ids.tolist():
-            words = self._rngs[i].randint(0, 2**32, size=8, dtype=np.uint32).astype(np.float64)
-            canonical = (words[0::2] + words[1::2] * 2.0**32) / 2.0**64
+        if len(ids):
+            # each environment's draws from its own generator; the arithmetic on all of them at once
+            words = np.stack([self._rngs[i].randint(0, 2**32, size=8, dtype=np.uint32) for i in ids.tolist()]).astype(np.float64)
+            canonical = (words[:, 0::2] + words[:, 1::2] * 2.0**32) / 2.0**64
             canonical = np.where(canonical >= 1.0, np.nextafter(1.0, 0.0), canonical)
-            self._state[:, i] = canonical * (INIT_RANGE - -INIT_RANGE) + -INIT_RANGE
+            self._state[:, ids] = (canonical * (INIT_RANGE - -INIT_RANGE) + -INIT_RANGE).T
         self._elapsed[ids] = 0
         self._done[ids] = False
 
