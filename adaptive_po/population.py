@@ -317,8 +317,9 @@ def prime_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any
     kernels are built with those of the next compiled call that runs, in its compiler run. ``args``
     must be the caller's own (copies of what the later call passes: the call may run the products
     before its first kernel). The seconds go into :data:`COMPILE_SECONDS` under ``(key, shapes)``.
-    False where compiling is unavailable or fails (then the later call runs eagerly, as
-    :func:`call_compiled` would have) or where this signature has already run."""
+    Returns whether ``fn`` runs compiled: False where compiling is unavailable or fails (then the
+    later call runs eagerly, as :func:`call_compiled` would have). A signature that has already run
+    (another learner of the process) is not compiled again."""
     from adaptive_po import compile_setup
 
     compiled = _compiled(key, fn)
@@ -326,7 +327,7 @@ def prime_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any
         return False
     signature = (torch.is_grad_enabled(), _signature(args))
     if signature in _ran_signatures(key, compiled):
-        return False
+        return True
     started = time.perf_counter()
     try:
         with compile_setup.deferred_builds():

@@ -303,3 +303,22 @@ def test_compiling_ahead_gives_the_first_updates_own_graphs_built_with_the_first
     if C.bundling_enabled():
         assert C.BUILT["bundles"] - bundles == 1
     assert P._COMPILED[learner._step_key] is not None and P._COMPILED[learner._forward_key] is not None
+
+
+def test_a_second_population_of_a_process_compiles_ahead_what_it_has_not_compiled():
+    """In a process that ran a population already (the bench's inline runs), the next one's forward
+    pass has run with its signature and is not compiled again; its own step (another objective) is
+    still compiled ahead, for its first update's signature."""
+    observation_space, action_space = gym.spaces.Box(-np.inf, np.inf, (8,), np.float32), SPACES["discrete"][1]
+    first = PopulationLearner(observation_space, action_space, MEMBERS, objective="ppo", objective_kwargs={"clip_range": 0.2}, compile_step=True, **TOY)
+    first.compile_ahead(torch.zeros(first.k, 2, 8))
+    if P._COMPILED.get(first._step_key) is None:
+        pytest.skip("torch.compile is unavailable here: the engine runs eagerly")
+    first.update(_rollout(first, seed=0), 0.7)
+    second = PopulationLearner(observation_space, action_space, MEMBERS, objective="spo", compile_step=True, **TOY)
+    assert second._forward_key == first._forward_key and second._step_key != first._step_key
+    misses = list(P.PRIME_MISSES)
+    second.compile_ahead(torch.zeros(second.k, 2, 8))
+    assert second._forward_key not in P._PRIMED and second._step_key in P._PRIMED
+    second.update(_rollout(second, seed=1), 0.7)
+    assert P.PRIME_MISSES == misses and second._step_key not in P._PRIMED
