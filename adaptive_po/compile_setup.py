@@ -30,7 +30,7 @@ changes a kernel's source, its compiler flags or its machine code:
    goes inductor's way, kernel by kernel. ``ADAPTIVE_PO_BUNDLE_KERNELS=0`` turns this off.
    **Graphs compiled ahead share that library** (:func:`deferred_builds`): the population engine
    compiles its first update's graphs before its first act, and the act's first call builds them
-   all in one g++ run. Each g++ run parses the header the kernels include (about 1.5 s here), so
+   all in one g++ run. Each g++ run parses the header the kernels include (about 1.3 s here), so
    a CartPole population's three graphs build in 3.8 s instead of 6.8 s of three runs.
 4. **No precompiled header** where kernels are bundled (``$TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS``
    decides where set): inductor would first build it (3.0 s, 155 MB), which pays only from about
@@ -130,8 +130,8 @@ def trust_the_cpu_flags() -> None:
 def dtype_rules_once() -> None:
     """Inductor's dtype propagation handler is a singleton whose ``__init__`` sets its few hundred
     rules again at every construction (``DtypePropagationOpsHandler()``: 62 us, about 4,900 times
-    in the compilation of a CartPole population's step alone). Set them once, and again only where the rules
-    registered since have changed in number; the same rules."""
+    in the compilation of a CartPole population's step alone). Set them once, and again only where
+    the rules registered since have changed in number; the same rules."""
     from torch._inductor import utils as inductor_utils
     from torch._inductor.dtype_propagation import DtypePropagationOpsHandler
 
@@ -205,10 +205,10 @@ class Deferred(Exception):
 def deferred_builds() -> Iterator[None]:
     """Compile without building: the modules inductor generates meanwhile keep their kernels
     waiting, and a call of one raises :class:`Deferred` (so a compiled function called here to be
-    compiled stops at its first kernel: what ran before it is only the products, on the call's
-    own outputs). The next kernel called outside builds every waiting kernel with its own module's,
-    in one compiler run: one parse of the header they all include (about 1.5 s of a g++ run here)
-    instead of one per graph. Only where the kernels are bundled (:func:`bundle_kernels`);
+    compiled stops at its first kernel: what runs before it, the batched products left to the BLAS,
+    writes only the call's own new buffers). The next kernel called outside builds every waiting
+    kernel with its own module's, in one compiler run: one parse of the header they all include
+    (about 1.3 s of a g++ run here) instead of one per graph. Only where the kernels are bundled (:func:`bundle_kernels`);
     elsewhere inductor builds as it compiles and the call runs to its end."""
     global _DEFERRING
     previous, _DEFERRING = _DEFERRING, True
