@@ -88,8 +88,11 @@ def prepare() -> None:
         # (population.call_compiled: a known signature, or dynamo's guards): the generated wrapper's
         # checks of every input's sizes and strides at every call are redundant (about 1 us an input)
         inductor_config.size_asserts = False
-    dtype_rules_once()
-    vector_strides_without_simplify()
+    for speed_up in (dtype_rules_once, vector_strides_without_simplify):
+        try:
+            speed_up()
+        except (ImportError, AttributeError):  # another torch's internals: compiled as inductor does
+            pass
     if bundling_enabled():
         bundle_kernels()
         if "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS" not in os.environ:
