@@ -66,9 +66,14 @@ _WAITING: list[Any] = []
 BUILT = {"bundles": 0, "kernels_in_bundles": 0, "single": 0}
 
 
+def switched_on(variable: str) -> bool:
+    """An on/off environment variable that is on by default: off for ``0``, ``false``, ``no`` or ``off``."""
+    return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def bundling_enabled() -> bool:
     """``ADAPTIVE_PO_BUNDLE_KERNELS`` (default on): build a graph's kernels as one library."""
-    return os.environ.get("ADAPTIVE_PO_BUNDLE_KERNELS", "1").strip().lower() not in ("0", "false", "no", "off")
+    return switched_on("ADAPTIVE_PO_BUNDLE_KERNELS")
 
 
 def prepare() -> None:
@@ -211,8 +216,8 @@ def deferred_builds() -> Iterator[None]:
     compiled stops at its first kernel: what runs before it, the batched products left to the BLAS,
     writes only the call's own new buffers). The next kernel called outside builds every waiting
     kernel with its own module's, in one compiler run: one parse of the header they all include
-    (about 1.3 s of a g++ run here) instead of one per graph. Only where the kernels are bundled (:func:`bundle_kernels`);
-    elsewhere inductor builds as it compiles and the call runs to its end."""
+    (about 1.3 s of a g++ run here) instead of one per graph. Only where the kernels are bundled
+    (:func:`bundle_kernels`); elsewhere inductor builds as it compiles and the call runs to its end."""
     global _DEFERRING
     previous, _DEFERRING = _DEFERRING, True
     try:

@@ -239,6 +239,12 @@ def _say_fallback(reason: str) -> None:
         print(f"adaptive-po: the population engine runs eagerly: compilation failed ({reason})", file=sys.stderr, flush=True)
 
 
+def _compile_failed(key: tuple[Any, ...], err: Exception) -> None:
+    """``key``'s compilation failed: eager from now on, said once (:func:`_say_fallback`)."""
+    _COMPILED[key] = None
+    _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0][:200])
+
+
 def compile_fell_back() -> bool:
     """Whether a compilation failed in this process (its steps ran eagerly from then on)."""
     return _FALLBACK_SAID
@@ -291,8 +297,7 @@ def call_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any,
         else:
             out = compiled(*args)
     except Exception as err:  # noqa: BLE001 - a compiler failure: eager from now on
-        _COMPILED[key] = None
-        _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0][:200])
+        _compile_failed(key, err)
         return None
     if signature not in ran:
         primed = _PRIMED.pop(key, None)
@@ -308,7 +313,9 @@ def call_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any,
 def compile_ahead_wanted() -> bool:
     """``ADAPTIVE_PO_COMPILE_AHEAD`` (default on): the population engine compiles the first update's
     forward pass and step before the first act (:meth:`PopulationLearner.compile_ahead`)."""
-    return os.environ.get("ADAPTIVE_PO_COMPILE_AHEAD", "1").strip().lower() not in ("0", "false", "no", "off")
+    from adaptive_po.compile_setup import switched_on
+
+    return switched_on("ADAPTIVE_PO_COMPILE_AHEAD")
 
 
 def prime_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any, ...], shapes: tuple[Any, ...] = ()) -> bool:
@@ -335,8 +342,7 @@ def prime_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any
     except compile_setup.Deferred:
         pass
     except Exception as err:  # noqa: BLE001 - a compiler failure: eager from now on
-        _COMPILED[key] = None
-        _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0][:200])
+        _compile_failed(key, err)
         return False
     _PRIMED[key] = signature
     COMPILE_SECONDS.setdefault((key, shapes), time.perf_counter() - started)
@@ -982,14 +988,24 @@ class PopulationLearner:
             if (shared, clip_range_vf) != self._checked:
                 check_arguments(self.objective_spec, shared, state)
                 self._checked = (shared, clip_range_vf)
-            # the schedules' numbers as float64 tensors (what Python numbers become in the eager
-            # ops): a compiled step specializes on a number's value and would recompile at every update
-            tensor_args = (*args[:6], _as_tensors(shared, self.device), _as_tensors(clip_range_vf, self.device), *args[8:])
-            out = self._run_compiled(self._step_key, self._boxed_step, tensor_args, tuple(minibatch["observations"].shape))
+            out = self._run_compiled(self._step_key, self._boxed_step, self._boxed_arguments(args), tuple(minibatch["observations"].shape))
         params, m, v, stats = out if out is not None else self._eager_step(*args)
         for name in params:  # in place in the dictionaries (the acting parameters may be this one)
             self.params[name], self._adam_m[name], self._adam_v[name] = params[name], m[name], v[name]
         return stats
+
+    def _boxed_arguments(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """:meth:`_step`'s arguments as the compiled step takes them (:attr:`_boxed_step`): the
+        schedules' numbers (``shared``, ``clip_range_vf``) as float64 tensors, what Python numbers
+        become in the eager ops; a compiled step would specialize on a number's value and recompile
+        at every update."""
+        return (*args[:6], _as_tensors(args[6], self.device), _as_tensors(args[7], self.device), *args[8:])
+
+    def _state_and_shared(self, arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """An update's objective ``arguments`` split into the objective's state (per member) and the
+        rest (the schedules' values, shared by the members), as :meth:`_step` takes them."""
+        state = {name: arguments[name] for name in self.objective_state}
+        return state, {name: v for name, v in arguments.items() if name not in self.objective_state}
 
     def compile_ahead(self, obs: Tensor) -> None:
         """Compile the first update's forward pass and minibatch step now, before the first act,
@@ -1011,7 +1027,10 @@ class PopulationLearner:
 
         k, e, shape = self.k, obs.shape[1], tuple(obs.shape[2:])
         n = self.n_steps * e  # the first update's transitions: its rollout, nothing replayed yet
-        params, buffers = ({name: v.clone() for name, v in d.items()} for d in (self.params, self.buffers))
+        def copies(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
+            return {name: v.clone() for name, v in tensors.items()}
+
+        params, buffers = copies(self.params), copies(self.buffers)
         with torch.no_grad():
             rows = torch.zeros((k, n + e, *shape), dtype=obs.dtype, device=self.device)  # the rollout and its last observations
             torch._dynamo.maybe_mark_dynamic(rows, 1)
@@ -1037,18 +1056,15 @@ class PopulationLearner:
         minibatch["replay_ess"] = replay_ess
         if self.objective_spec.needs_batch_ess:
             minibatch["batch_ess"] = whole_batch_ess(proximal, behaviour)
-        arguments = {**self.objective_arguments(1.0), **{name: v.clone() for name, v in self.objective_state.items()}}
-        state = {name: arguments[name] for name in self.objective_state}
-        shared = {name: v for name, v in arguments.items() if name not in self.objective_state}
+        state, shared = self._state_and_shared({**self.objective_arguments(1.0), **copies(self.objective_state)})
         clip_range_vf = None if self.clip_range_vf is None else self.clip_range_vf(1.0)
-        moments = ({name: v.clone() for name, v in d.items()} for d in (self._adam_m, self._adam_v))
         # as :meth:`_step` passes them
         args = (
-            params, buffers, *moments, minibatch, state, _as_tensors(shared, self.device), _as_tensors(clip_range_vf, self.device),
-            self.alive.clone(), self._scalar(1.0), self._scalar(1.0),
+            params, buffers, copies(self._adam_m), copies(self._adam_v), minibatch, state, shared, clip_range_vf, self.alive.clone(),
+            self._scalar(1.0), self._scalar(1.0),
         )
         with torch.enable_grad():
-            prime_compiled(self._step_key, self._boxed_step, args, (k, size, *shape))
+            prime_compiled(self._step_key, self._boxed_step, self._boxed_arguments(args), (k, size, *shape))
 
     def objective_arguments(self, progress_remaining: float) -> dict[str, Any]:
         return objective_arguments(self._objective_schedules, progress_remaining)
@@ -1196,8 +1212,7 @@ class _StackedFace:
 
     def step(self, minibatch: dict[str, Tensor], arguments: dict[str, Any], clip_range_vf: float | None) -> tuple[dict[str, Tensor], bool]:
         learner = self.learner
-        state = {k: arguments[k] for k in learner.objective_state}
-        shared = {k: v for k, v in arguments.items() if k not in learner.objective_state}
+        state, shared = learner._state_and_shared(arguments)
         return learner._step(minibatch, state, shared, clip_range_vf, self.lr), False
 
     def update_objective_state(self, reverse_kl: Tensor, ratio_variance: Tensor, schedule_values: dict[str, Any]) -> None:
