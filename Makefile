@@ -15,7 +15,7 @@ export OMP_NUM_THREADS ?= 1
 help:
 	@echo "make bench              the quick suite: Pendulum, LunarLander x esspo, ppo x lag 0, 16 x 5 seeds (40 runs, about 3 min on 2 CPU cores), then its report"
 	@echo "make test               the test suite, on every core"
-	@echo "make bench-full         the classic suite: 5 environments x all 16 algorithms x 5 seeds x lags 0-8 x noise 0, 0.5 (4,000 runs, about 11.5 h on 2 CPU cores)"
+	@echo "make bench-full         the classic suite: 5 environments x all 17 algorithms x 5 seeds x lags 0-8 x noise 0, 0.5 (4,250 runs, about 12.2 h on 2 CPU cores)"
 	@echo "make bench-staleness    4 classic environments x esspo, ppo, decoupled-ppo, tis-pg x lags 0-64 x 5 seeds (320 runs, about 18 min on 2 CPU cores); report into docs/results/staleness"
 	@echo "make bench-paper        the paper's conditions: 10 objectives x fresh, lag 16, T=1.2, fp8 (own or learner log-probs) x 3 environments x 5 seeds (750 runs, about 29 min on 2 CPU cores); report into docs/results/paper"
 	@echo "make bench-sensitivity  the tuning tax: each objective over its own and the shared knobs x 3 conditions x 2 environments x 3 seeds (792 runs, about 17 min on 2 CPU cores)"
@@ -42,7 +42,7 @@ help:
 	@echo "make minatar-learning-pilot  one slice (HOURS=2) of the MinAtar learning-budget pilot: ppo at lags 0 and 8 on the five games at 2M steps; then which games qualify (docs/results/minatar-learning)"
 	@echo "make bench-minatar-learning  one slice (HOURS=2) of the MinAtar learning-budget study on the games the pilot selected; resumes from its committed per_run.csv"
 	@echo "make minatar-learning-from-table  the MinAtar learning-budget study's verdicts and figures from its committed files"
-	@echo "make mutations          62 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid) and the analysis (Welch, Holm, TOST, normalization), each run against its own fast tests; the table into docs/results/mutations.md"
+	@echo "make mutations          67 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid) and the analysis (Welch, Holm, TOST, normalization), each run against its own fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines, and with the peers extra our engine beside pure-JAX PPO, rejax)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
 	@echo "make clean-runs         delete the folders the bench targets write under runs/"

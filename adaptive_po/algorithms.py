@@ -51,7 +51,7 @@ from adaptive_po.hyperparams import HyperparameterError, check_hyperparams
 from adaptive_po.objectives import check_arguments, get_objective, initial_state
 from adaptive_po.policy import POLICY_ALIASES, objective_arguments, objective_schedules, policy_heads, with_fused_adam
 from adaptive_po.update import (
-    MINIBATCH_KEYS, StoredRollout, advantages_and_returns, check_update_settings, map_observations, minibatch_loss, run_update,
+    StoredRollout, advantages_and_returns, check_update_settings, map_observations, minibatch_columns, minibatch_loss, run_update,
 )
 
 SelfAlgo = TypeVar("SelfAlgo", bound="BatchPolicyOptimization")
@@ -490,7 +490,7 @@ class _SB3Face:
         permutation = th.as_tensor(np.random.permutation(n_samples), device=self.model.device)
         for start in range(0, n_samples, self.model.batch_size):
             index = permutation[start : start + self.model.batch_size]
-            yield {name: map_observations(lambda x: x[index], data[name]) for name in ("observations", *MINIBATCH_KEYS)}
+            yield {name: map_observations(lambda x: x[index], data[name]) for name in minibatch_columns(self.model.objective_spec)}
 
     def step(self, minibatch: dict[str, Any], arguments: dict[str, Any], clip_range_vf: float | None) -> tuple[dict[str, th.Tensor], bool]:
         model = self.model

@@ -60,7 +60,8 @@ class PolicyBatch:
     per state ``kl_behaviour``. Only for the objectives that declare them (:class:`ObjectiveSpec`):
     ``proximal_log_prob`` (pi_prox, the update's start), ``kl_reverse`` (KL(pi_b || pi_theta)), ``fresh``
     (1 fresh, 0 replayed) with ``replay_ess`` (e of pi_prox/pi_b over the replayed, 1 if none), ``batch_ess``
-    (e of the whole update before this step; 0-dim). ``ess``, computed once here: the normalized ESS of
+    (e of the whole update before this step; 0-dim), ``query_dual`` (each sample's query's trust-region
+    dual variable, :func:`quatro_query_duals`). ``ess``, computed once here: the normalized ESS of
     this batch's pi_theta/pi_b (0-dim float64, no gradient)."""
 
     log_prob: Tensor
@@ -72,6 +73,7 @@ class PolicyBatch:
     fresh: Tensor | None = None
     replay_ess: Tensor | None = None
     batch_ess: Tensor | None = None
+    query_dual: Tensor | None = None
     ess: Tensor = field(init=False)
 
     def __post_init__(self) -> None:
@@ -478,6 +480,108 @@ def p3o_loss(batch: PolicyBatch, *, kl: KLForm = "analytic") -> ObjectiveOutput:
     return ObjectiveOutput(loss, stats)
 
 
+# ----------------------------------------------------------------------------------------------
+# After QUATRO: a per-query KL trust region, solved by its dual (see :func:`quatro_loss`)
+# ----------------------------------------------------------------------------------------------
+#: the dual variable is searched over [QUATRO_DUAL_RANGE[0], QUATRO_DUAL_RANGE[1]] x the query's
+#: advantage spread (largest |A - mean|), by this many bisection steps on its logarithm
+QUATRO_DUAL_RANGE: tuple[float, float] = (1e-3, 1e3)
+QUATRO_BISECTION_STEPS = 40
+
+
+def tilted_kl(advantages: Tensor, dual: Tensor) -> Tensor:
+    """``KL(q || uniform)`` of the tilt ``q_i ∝ exp(A_i / lambda)`` over the last dimension, in nats:
+    the divergence from pi_old of the policy the trust region's Lagrangian picks for a query whose
+    samples (drawn from pi_old) have advantages ``A`` (``(..., T)``), at ``dual = lambda`` (``(...,)``,
+    > 0). ``sum_i q_i z_i - (logsumexp(z) - log T)`` with ``z = A / lambda``: finite for any finite
+    input, non-increasing in lambda, from ``log(T / #argmax)`` (lambda -> 0) to 0 (lambda -> inf)."""
+    z = advantages / dual.unsqueeze(-1)
+    log_mean = torch.logsumexp(z, -1) - math.log(advantages.shape[-1])
+    return (torch.softmax(z, -1) * z).sum(-1) - log_mean
+
+
+@torch.no_grad()
+def quatro_dual(advantages: Tensor, *, radius: float | Tensor) -> Tensor:
+    """Each query's dual variable of the KL trust region ``E_old[r log r] <= radius``: ``advantages``
+    ``(..., Q, T)``, the ``T`` samples of each of ``Q`` queries (pi_old's), gives ``(..., Q)`` float64.
+
+    The dual ``g(lambda) = lambda * radius + lambda * log mean_i exp(A_i / lambda)`` is convex with
+    ``g'(lambda) = radius - tilted_kl(A, lambda)``, so its minimizer solves ``tilted_kl = radius``
+    (:func:`tilted_kl` decreases in lambda). Found by :data:`QUATRO_BISECTION_STEPS` bisection steps on
+    ``log lambda`` between :data:`QUATRO_DUAL_RANGE` times the query's spread ``s = max|A - mean A|``:
+    where even the lowest lambda keeps the tilt within the radius (a radius at or above
+    ``log(T / #argmax)``), the lowest (the constraint is slack: ``g`` increases, its minimum is at the
+    lower end); where even the highest does not (a radius below ~1e-7), the highest. ``s = 0`` (all
+    advantages equal: every policy scores the same) gives 0. No data-dependent branch: vmap-safe,
+    compilable; shift-invariant and scale-equivariant in ``A`` (``lambda(cA + b) = c lambda(A)``)."""
+    a = advantages.detach().to(torch.float64)
+    spread = (a - a.mean(-1, keepdim=True)).abs().amax(-1)
+    scale = torch.where(spread > 0, spread, torch.ones_like(spread))
+    unit = a / scale.unsqueeze(-1)
+    low = torch.full_like(spread, math.log(QUATRO_DUAL_RANGE[0]))
+    high = torch.full_like(spread, math.log(QUATRO_DUAL_RANGE[1]))
+    radius = _as_tensor_like(radius, spread)
+    for _ in range(QUATRO_BISECTION_STEPS):  # invariant: the tilt at ``high`` is within the radius, or high is the top
+        middle = 0.5 * (low + high)
+        inside = tilted_kl(unit, torch.exp(middle)) <= radius
+        low, high = torch.where(inside, low, middle), torch.where(inside, middle, high)
+    log_dual = high
+    return torch.where(spread > 0, torch.exp(log_dual) * scale, torch.zeros_like(spread))
+
+
+def quatro_query_duals(advantages: Tensor, query_length: int, *, radius: float | Tensor = 0.01, **_: Any) -> Tensor:
+    """:func:`quatro_dual` per sample: ``advantages`` ``(..., N)`` laid out as consecutive queries of
+    ``query_length`` samples each (one environment lane of one rollout, env-major as the update's data
+    is), gives ``(..., N)`` float64, each sample its query's lambda."""
+    n = advantages.shape[-1]
+    if query_length < 1 or n % query_length:
+        raise ValueError(f"{n} samples do not split into queries of {query_length}")
+    lead = advantages.shape[:-1]
+    grouped = advantages.reshape(*lead, n // query_length, query_length)
+    duals = quatro_dual(grouped, radius=radius)
+    return duals.unsqueeze(-1).expand(*duals.shape, query_length).reshape(*lead, n)
+
+
+def quatro_loss(batch: PolicyBatch, *, radius: float = 0.01) -> ObjectiveOutput:
+    """After QUATRO (Query-Adaptive Trust Region Policy Optimization, arXiv 2602.04620): a KL trust
+    region per query, in Lagrangian form with each query's own dual variable, no clip.
+
+    For each query x (here one environment lane of one rollout, ``batch.query_dual`` its lambda_x):
+    maximize ``E_old[r A]`` subject to ``E_old[r log r] <= radius``, ``r = pi_theta / pi_old``,
+    pi_old = the behaviour policy (the actor that sampled the data, as GRPO's old policy is the
+    sampler's). Its Lagrangian, per sample (to minimize, mean over the minibatch)::
+
+        L = -mean_i[ r_i A_i - lambda_x(i) (r_i log r_i - r_i + 1) ]
+
+    The penalty ``r log r - r + 1`` is the per-sample KL(pi_theta || pi_old) estimate whose expectation
+    under pi_old is exactly the KL (``E_old[r] = 1``), non-negative, 0 with zero gradient at ``r = 1``;
+    it differs from the textbook ``r log r`` by ``r - 1``, zero in expectation for every theta: the same
+    objective with less variance. The gradient is ``grad r * (A - lambda log r)``: the plain
+    importance-weighted score function at ``r = 1``, pulled back by the log-ratio term (the
+    "stabilizing log-ratio term") as the policy leaves pi_old, and every sample keeps a gradient.
+    Maximized alone, each query's term moves ``log r`` toward ``A / lambda_x`` (up to a constant):
+    the closed-form trust-region step, whose KL is the radius.
+
+    ``batch.query_dual`` is computed once per update from the update's advantages
+    (:func:`quatro_query_duals`, :func:`adaptive_po.update.run_update`) and rescaled to the
+    minibatch's advantage normalization (lambda is equivariant to the advantages' scale). Knob:
+    ``radius`` (delta, nats), default 0.01, TRPO's ``max_kl`` (arXiv 1502.05477; SB3-contrib's TRPO
+    ``target_kl``). ``kl_weight`` reports the mean lambda; ``cap_fraction`` the share of ratios outside
+    [0.8, 1.2] (what PPO's clip would cut; nothing is cut here), as for ``r2vpo``.
+    """
+    if batch.query_dual is None:
+        raise ValueError("quatro_loss needs batch.query_dual (declare needs_query_dual)")
+    _check_range("radius", radius, strict=True)
+    log_ratio = batch.log_prob - batch.behaviour_log_prob
+    ratio = torch.exp(log_ratio)
+    dual = batch.query_dual.detach().to(batch.log_prob.dtype)
+    penalty = ratio * log_ratio - ratio + 1.0
+    policy_term = -(ratio * batch.advantages).mean()
+    loss = policy_term + (dual * penalty).mean()
+    outside = ((ratio.detach() - 1.0).abs() > 0.2).to(torch.float64).mean()
+    return ObjectiveOutput(loss, {"kl_weight": dual.mean(), "policy_loss": policy_term, "cap_fraction": outside})
+
+
 Objective = Callable[..., ObjectiveOutput]
 
 @dataclass(frozen=True)
@@ -491,7 +595,8 @@ class ObjectiveSpec:
     values (or the keyword ``initial_<name>``), then ``update_state(state, kl, *, ratio_variance, **arguments)``
     (pure) after each update from the mean KL(pi_b || pi_theta) and Var(pi_theta/pi_b) over its data.
     ``advantage_estimator``: ``"gae"`` or ``"vtrace"``; ``replay``: rollouts the algorithm replays (P3O)
-    where the run's dial is 0."""
+    where the run's dial is 0. ``query_dual``: ``(advantages (..., N), query_length, **arguments) -> (..., N)``,
+    each transition's per-query dual variable, computed once per update (``batch.query_dual``; after QUATRO)."""
 
     loss: Objective
     description: str
@@ -506,6 +611,7 @@ class ObjectiveSpec:
     advantage_estimator: str = "gae"
     replay: int = 0
     needs_batch_ess: bool = False
+    query_dual: Callable[..., Tensor] | None = None
 
 
 def initial_state(spec: ObjectiveSpec, kwargs: Mapping[str, Any]) -> dict[str, float]:
@@ -528,7 +634,7 @@ def check_arguments(spec: ObjectiveSpec, arguments: Mapping[str, Any], state: Ma
         kl_behaviour=pair.clone().requires_grad_(spec.needs_kl), proximal_log_prob=pair if spec.needs_proximal else None,
         kl_reverse=pair.clone().requires_grad_() if spec.needs_reverse_kl else None,
         fresh=torch.tensor([1.0, 0.0]) if spec.needs_replay_info else None, replay_ess=one if spec.needs_replay_info else None,
-        batch_ess=one if spec.needs_batch_ess else None,
+        batch_ess=one if spec.needs_batch_ess else None, query_dual=pair if spec.query_dual is not None else None,
     )
     state = initial_state(spec, arguments) if state is None else state
     state = {name: torch.as_tensor(value).reshape(-1)[0].cpu() for name, value in state.items()}
@@ -607,6 +713,11 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
         "after R2VPO (arXiv 2601.03320, 2605.26784): rho A minus lambda (Var(rho) - 0.02), lambda by projected dual ascent after each update",
         state={"multiplier": 1.0},
         update_state=r2vpo_update,
+    ),
+    "quatro": ObjectiveSpec(
+        quatro_loss,
+        "after QUATRO (arXiv 2602.04620): rho A minus lambda_x (rho log rho - rho + 1), lambda_x the dual of a KL <= 0.01 trust region per query (one env lane of a rollout), no clip",
+        query_dual=quatro_query_duals,
     ),
 }
 

@@ -53,11 +53,11 @@ from adaptive_po.objectives import check_arguments, get_objective, initial_state
 from adaptive_po.policy import POLICY_ALIASES, objective_arguments, objective_schedules, policy_heads
 from adaptive_po.staleness import StaleQueue
 from adaptive_po.update import (
-    MINIBATCH_KEYS,
     EpochListener,
     advantages_and_returns,
     check_population_settings,
     check_update_settings,
+    minibatch_columns,
     minibatch_loss,
     replay_information,
     run_update,
@@ -1052,7 +1052,8 @@ class PopulationLearner:
             "observations": column(obs), "actions": column(actions), "behaviour_log_prob": floats, "behaviour_params": column(dist),
             "advantages": floats, "returns": floats, "values": floats, "proximal_log_prob": floats, "fresh": column(fresh),
         }
-        minibatch = {name: examples[name].clone() for name in ("observations", *MINIBATCH_KEYS)}
+        examples["query_dual"] = floats
+        minibatch = {name: examples[name].clone() for name in minibatch_columns(self.objective_spec)}
         minibatch["replay_ess"] = replay_ess
         if self.objective_spec.needs_batch_ess:
             minibatch["batch_ess"] = whole_batch_ess(proximal, behaviour)
@@ -1188,7 +1189,7 @@ class _StackedFace:
             yield order[:, start : start + size]
 
     def select(self, data: dict[str, Tensor], index: Tensor) -> dict[str, Tensor]:
-        return {name: data[name][self.members, index] for name in ("observations", *MINIBATCH_KEYS)}
+        return {name: data[name][self.members, index] for name in minibatch_columns(self.learner.objective_spec)}
 
     def epoch(self, data: dict[str, Tensor], n_samples: int) -> Iterator[dict[str, Tensor]]:
         """:meth:`select` at each of :meth:`minibatches`' indices, the same tensors, but gathered once
@@ -1202,7 +1203,7 @@ class _StackedFace:
         # order: index_select on the flattened column, about 3x faster than indexing (K, N) twice
         rows = (self.members * n_samples + order[:, : full * size]).reshape(k, full, size).transpose(0, 1).reshape(-1)
         blocks = {}
-        for name in ("observations", *MINIBATCH_KEYS):
+        for name in minibatch_columns(self.learner.objective_spec):
             column = data[name]
             blocks[name] = column.reshape(k * n_samples, *column.shape[2:]).index_select(0, rows).reshape(full, k, size, *column.shape[2:])
         for i in range(full):

@@ -251,6 +251,13 @@ def normalize_advantages(advantages: Tensor) -> Tensor:
     return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
 
+def advantage_scale(advantages: Tensor) -> Tensor:
+    """What :func:`normalize_advantages` divides by: ``std + 1e-8``, or 1 for a minibatch of one."""
+    if advantages.shape[-1] < 2:
+        return torch.ones_like(advantages[..., :1].sum(-1))
+    return advantages.std() + 1e-8
+
+
 def minibatch_loss(
     objective: ObjectiveSpec, kind: D.Kind, dist_params: Tensor, values: Tensor, minibatch: Mapping[str, Tensor],
     arguments: Mapping[str, Any], *, normalize_advantage: bool, ent_coef: float, vf_coef: float,
@@ -263,7 +270,10 @@ def minibatch_loss(
     log_prob = D.log_prob(kind, dist_params, minibatch["actions"])
     entropy = D.entropy(kind, dist_params)
     advantages = minibatch["advantages"]
+    query_dual = minibatch["query_dual"] if objective.query_dual is not None else None
     if normalize_advantage:
+        # lambda is in the advantages' units (scale-equivariant, shift-invariant): rescaled with them
+        query_dual = None if query_dual is None else query_dual / advantage_scale(advantages)
         advantages = normalize_advantages(advantages)
     kl_behaviour = D.kl(kind, dist_params, minibatch["behaviour_params"])
     if not objective.needs_kl:  # the statistic is always reported; the gradient only where the loss uses it
@@ -278,6 +288,7 @@ def minibatch_loss(
         fresh=minibatch["fresh"] if objective.needs_replay_info else None,
         replay_ess=minibatch["replay_ess"] if objective.needs_replay_info else None,
         batch_ess=minibatch["batch_ess"] if objective.needs_batch_ess else None,
+        query_dual=query_dual,
     )
     output = objective.loss(batch, **arguments)
     if clip_range_vf is not None:
@@ -296,6 +307,12 @@ def minibatch_loss(
 #: an update's per-transition columns (:func:`training_data`), and those a minibatch takes besides its observations
 TRAINING_COLUMNS = ("observations", "actions", "behaviour_log_prob", "behaviour_params", "advantages", "returns", "values")
 MINIBATCH_KEYS: tuple[str, ...] = (*TRAINING_COLUMNS[1:], "proximal_log_prob", "fresh")
+
+
+def minibatch_columns(objective: ObjectiveSpec) -> tuple[str, ...]:
+    """The update's per-transition columns a minibatch gathers: the observations, :data:`MINIBATCH_KEYS`,
+    and ``query_dual`` where the objective computes one per update (:attr:`ObjectiveSpec.query_dual`)."""
+    return ("observations", *MINIBATCH_KEYS, *(("query_dual",) if objective.query_dual is not None else ()))
 
 #: an epoch listener: ``(epoch, that epoch's minibatch statistics, the update's data)``
 EpochListener = Callable[[int, "list[dict[str, Tensor]]", "dict[str, Any]"], None]
@@ -341,6 +358,9 @@ def run_update(
     data["proximal_log_prob"] = D.log_prob(kind, face.dist_params(data), data["actions"]).detach()
     data["fresh"], replay_ess = replay_information(data["proximal_log_prob"], data["behaviour_log_prob"], n_fresh)
     arguments = {**schedule_values, **objective_state}
+    if objective.query_dual is not None:  # once per update: a query is one environment lane of one rollout
+        query_length = batches[0].rewards.shape[-2]
+        data["query_dual"] = objective.query_dual(data["advantages"], query_length, **arguments).to(data["advantages"].dtype)
     rows: list[dict[str, Tensor]] = []
     for epoch in range(n_epochs):
         epoch_start, stop = len(rows), False

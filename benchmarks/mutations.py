@@ -109,6 +109,7 @@ HYPOTHESIS_TESTS = (
     "tests/test_calibration.py::test_the_detectable_difference_is_found_with_80_percent_power",
 )
 NORMALIZATION_TESTS = ("tests/test_analysis.py::test_normalized_score",)
+QUATRO_TESTS = ("tests/test_quatro.py",)
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- the minibatch loss (update.py) ------------------------------------------------------------
@@ -173,6 +174,16 @@ MUTATIONS: tuple[Mutation, ...] = (
              "PPO's clip fraction counts only ratios above 1 + clip_range (abs dropped)"),
     Mutation(OBJECTIVES, "torch.exp(torch.clamp(-log_ratio, -SAMPLED_KL_CLAMP", "torch.exp(torch.clamp(log_ratio, -SAMPLED_KL_CLAMP",
              "sampled KL estimator with exp(+log r) instead of exp(-log r)"),
+    Mutation(OBJECTIVES, "loss = policy_term + (dual * penalty).mean()", "loss = policy_term - (dual * penalty).mean()",
+             "after QUATRO's log-ratio term with the wrong sign (a push away from pi_old)", QUATRO_TESTS),
+    Mutation(OBJECTIVES, "penalty = ratio * log_ratio - ratio + 1.0", "penalty = ratio * log_ratio + ratio - 1.0",
+             "after QUATRO's per-sample KL estimate r log r + r - 1 (not zero-mean at pi_old)", QUATRO_TESTS),
+    Mutation(OBJECTIVES, "inside = tilted_kl(unit, torch.exp(middle)) <= radius", "inside = tilted_kl(unit, torch.exp(middle)) >= radius",
+             "after QUATRO's dual bisected the wrong way (the multiplier runs to an end of its range)", QUATRO_TESTS),
+    Mutation(UPDATE, "query_length = batches[0].rewards.shape[-2]", "query_length = batches[0].rewards.shape[-1]",
+             "after QUATRO's queries cut by n_envs instead of n_steps (lanes mixed up)", QUATRO_TESTS),
+    Mutation(UPDATE, "else query_dual / advantage_scale(advantages)", "else query_dual",
+             "after QUATRO's multiplier not rescaled with the minibatch's normalized advantages", QUATRO_TESTS),
     # -- the distributions (distributions.py) -------------------------------------------------------------
     Mutation(DISTRIBUTIONS, "/ (2.0 * var) - log_std - _HALF_LOG_2PI", "/ var - log_std - _HALF_LOG_2PI",
              "Gaussian log-prob without the 2 in (a - mu)^2 / (2 sigma^2)"),

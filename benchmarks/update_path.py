@@ -57,6 +57,7 @@ PATH: tuple[tuple[str, str], ...] = (
     ("adaptive_po/update.py", "replay_information"),
     ("adaptive_po/update.py", "whole_batch_ess"),
     ("adaptive_po/update.py", "MINIBATCH_KEYS"),
+    ("adaptive_po/update.py", "minibatch_columns"),
     ("adaptive_po/update.py", "selected_epoch"),
     ("adaptive_po/algorithms.py", "BatchPolicyOptimization._count_epoch"),
     ("adaptive_po/update.py", "minibatch_loss"),

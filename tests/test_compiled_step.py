@@ -273,13 +273,14 @@ def test_the_signature_of_a_call():
     assert sig((object(),)) != sig((object(),))
 
 
-@pytest.mark.parametrize("kind, algo, width", [("continuous", "esspo-batch-ess", 6), ("discrete", "kl-ppo", 7)])
+@pytest.mark.parametrize("kind, algo, width", [("continuous", "esspo-batch-ess", 6), ("discrete", "kl-ppo", 7), ("continuous", "quatro", 9)])
 def test_compiling_ahead_gives_the_first_updates_own_graphs_built_with_the_first_act(kind, algo, width):
     """:meth:`PopulationLearner.compile_ahead` compiles the forward pass and the step for exactly the
     signatures the first update calls them with (no graph compiled after it but the act's; its
     first call builds every kernel in one library), and changes nothing of the learner's. The
     cases: a categorical and a Gaussian policy, an objective with the whole batch's ESS among its
-    minibatch's fields, one with a state of its own (kl-ppo's coefficient); PPO's in the next test."""
+    minibatch's fields, one with a state of its own (kl-ppo's coefficient), one with a per-sample
+    column of its own (after QUATRO's per-query multiplier); PPO's in the next test."""
     from torch._dynamo.utils import counters
 
     from adaptive_po import compile_setup as C

@@ -176,6 +176,7 @@ def test_losses_finite_at_extreme_log_ratios(name):
     batch.fresh = torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0, 0.0])
     batch.replay_ess = torch.tensor(0.3, dtype=torch.float64)
     batch.batch_ess = torch.tensor(0.2, dtype=torch.float64)
+    batch.query_dual = torch.full((6,), 2.0)
     spec = get_objective(name)
     out = spec.loss(batch, **spec.kwargs, **{k: torch.tensor(v) for k, v in spec.state.items()})
     out.loss.backward()

@@ -463,7 +463,7 @@ def test_vtrace_huge_log_ratios_do_not_overflow():
 
 
 # -- the registry ---------------------------------------------------------------------------------
-NEW = ("cispo", "dapo", "spo", "kl-ppo", "vtrace", "p3o", "r2vpo")
+NEW = ("cispo", "dapo", "spo", "kl-ppo", "vtrace", "p3o", "r2vpo", "quatro")
 
 
 def test_new_registry_entries():
@@ -503,6 +503,7 @@ def test_new_entries_finite_at_extreme_log_ratios(name):
         kl_reverse=torch.full((6,), 5.0, requires_grad=True),
         fresh=torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0, 0.0]),
         replay_ess=torch.tensor(0.3, dtype=D),
+        query_dual=torch.full((6,), 3.0),
     )
     state = {k: torch.tensor(v) for k, v in spec.state.items()}
     out = spec.loss(batch, **spec.kwargs, **state)

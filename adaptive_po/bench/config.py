@@ -138,7 +138,7 @@ def _parse_yaml(raw: bytes, path: Path) -> Any:
 #: ``ADAPTIVE_PO_MAX_TIMESTEPS`` raises it (:data:`RUN_LIMITS`)
 MAX_TIMESTEPS = contract.MAX_TIMESTEPS
 #: the most runs one grid may hold (environments x algorithm configurations x data conditions x
-#: seeds): 25 times the largest suite's grid (the classic suite's 4,000 runs), and far more than one
+#: seeds): 25 times the largest suite's grid (the classic suite's 4,250 runs), and far more than one
 #: sweep finishes; checked on the axes' sizes before the grid (or its conditions) is built, so a
 #: mistyped ``--seeds 1000000`` is one line at once, not minutes and gigabytes of run specs
 MAX_GRID_RUNS = 100_000

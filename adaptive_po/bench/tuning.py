@@ -58,6 +58,7 @@ OWN_SPACE: dict[str, dict[str, tuple[float, float, float]]] = {
     "cispo": {"eps_high": (0.5, 8.0, 2.0)},
     "spo": {"eps": (0.1, 0.5, 0.2)},
     "r2vpo": {"variance_target": (0.005, 0.08, 0.02), "dual_step": (1.0, 100.0, 10.0), "initial_multiplier": (0.1, 10.0, 1.0)},
+    "quatro": {"radius": (0.002, 0.05, 0.01)},
 }
 
 SEARCH_FILE = "trials.csv"

@@ -28,6 +28,7 @@ KNOB_RANGES: dict[str, list[float] | tuple[float, float]] = {
     "variance_target": (0.005, 0.08),  # R2VPO: a ratio std of about 0.07 to 0.28
     "dual_step": (1.0, 100.0),
     "initial_multiplier": (0.1, 10.0),
+    "radius": (0.002, 0.05),  # after QUATRO: a KL per update of 0.002 to 0.05 nats
 }
 
 
