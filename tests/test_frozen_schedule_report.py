@@ -5,6 +5,7 @@ empty folder. Synthetic tables (two tasks, every part, 10 seeds) whose answers a
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -152,7 +153,9 @@ def test_family_a_is_supported_when_arm_1_is_flat_in_lag_and_equal_to_ppo_at_lag
     assert by["C"]["d"].estimate == pytest.approx(0.2, abs=0.04) and answer["C"]["answer"] == "closed"
     text = report.report(results, published)
     assert "| against PPO (family A: arm 1 vs the published tuned `ppo`) | A1 2/2, A2 2/2, A3 2/2 | **supported** | (final) |" in text
-    assert "| C. the authors' schedule's effect on `esspo` at lag 0 | C 2/2 | **closed** |" in text
+    assert "| C. the searched schedule's effect on `esspo` at lag 0 | C 2/2 | **closed** |" in text
+    assert "**C per task** (Holm over the tasks): " in text and "rests on" not in text  # a win on every task carries it
+    assert "**What the searches chose** (fresh data" in text and "whole-rollout steps on 2 of 2 tasks" in text
     assert "Interim" not in text
     # progress: every planned run of the two tasks is in the table, less arm 1's tax runs (its lag-8 choice is the fresh one)
     planned = 2 * 352 + 58
@@ -277,7 +280,7 @@ def test_the_secondary_tables_label_the_arms_apart_with_holm_within_each_table(t
     assert "## Secondary: every arm against ppo (Zoo schedule) at every lag" in text
     assert "## Secondary: every arm against decoupled-ppo (Zoo schedule) at every lag" in text
     assert f"| {report.ARM2} | 0 | 2 of 2 | -0.2" in text and "## Secondary: the objective's effect within one schedule (arm 1 - arm 2)" in text
-    assert "| Pendulum-v1 | esspo (authors' schedule) | main | fresh | this study |" not in text  # labels, not parts
+    assert f"| Pendulum-v1 | {report.ARM1} | main | fresh | this study |" not in text  # labels, not parts
     assert f"| Pendulum-v1 | {report.ARM1} | fresh | this study | `batch_size=rollout,kl=sampled,n_epochs=1,n_steps=x0.0625` (0) | 1 | 196 | 0.900 |" in text
     assert f"| Acrobot-v1 | {report.PPO} | lag8 | published | `n_epochs=x0.5` (6) | 1 | 196 | 0.900 |" in text
 
@@ -352,3 +355,17 @@ def test_a_choice_that_is_not_its_searchs_best_is_refused_in_one_line(tmp_path, 
     assert report.main(["--results", str(results), "--published", str(PUBLISHED_REAL)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"Acrobot-v1 {algo} {tuned}'s variant 'learning_rate=x1e9' has 0 search runs in the table, not 3" in err[0], err
+
+
+def test_the_published_report_names_the_arms_by_what_their_searches_chose_and_what_carries_c():
+    folder = Path(__file__).resolve().parent.parent / "docs" / "results" / "frozen-schedule"
+    text = (folder / "verdicts.md").read_text()
+    assert "authors' schedule\")" not in text and f"(\"{report.ARM1}\")" in text
+    assert ("`esspo (schedule search)`: Acrobot-v1 one pass of minibatches" in text
+            and "(whole-rollout steps on 1 of 4 tasks: LunarLanderContinuous-v3)" in text)
+    assert "The aggregate's loss (widened) rests on LunarLander-v3 alone, where arm 1's search chose one pass of minibatches" in text
+    # the deviation, listed in the pre-registration and quoted by the report, counts the table's `step` column
+    with open(folder / "per_run.csv", newline="") as f:
+        steps = [row["step"] for row in csv.DictReader(f)]
+    assert (steps.count("eager"), len(steps) - steps.count("")) == (1216, 1464)
+    assert "1,216 of the 1,464 runs that record a step ran the eager step" in text

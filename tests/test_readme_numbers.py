@@ -230,3 +230,38 @@ def test_the_classic_sections_quote_their_verdicts(title):
     suite = "staleness" if "staleness" in title else "paper"
     begin, end = classic.README_MARKERS[suite]
     assert begin in body and end in body
+
+
+# -- a verdict word against its interval ----------------------------------------------------------------
+@pytest.mark.parametrize("planted, word", [
+    ("`esspo` wins within the searched schedule: [+0.088 [-0.078, +0.254]][schedule-objective-lag0].", "wins"),
+    ("`esspo` loses to `ppo` there, [+0.088 [-0.078, +0.254]][schedule-objective-lag0].", "loses"),
+    ("The stale actor costs `ppo` on Freeway, [+0.026 [-0.194, +0.246]][mpilot-freeway-hurt].", "costs"),
+    ("`esspo` is better than `ppo` at lag 0 within it ([+0.088 [-0.078, +0.254]][schedule-objective-lag0]).", "better"),
+    ("Retuning is worse for it: [-0.065 [-0.294, +0.163]][schedule-a3b].", "worse"),
+    ("The searched schedule is not shown to cost PPO: [-0.452 [-0.608, -0.296]][schedule-ppo-lag0].", "not shown to cost"),
+    ("Where `ppo` learns, the stale actor does not cost it: Freeway [+0.026 [-0.194, +0.246]][mpilot-freeway-hurt].", "does not cost"),
+])
+def test_a_verdict_word_beside_an_interval_that_does_not_bear_it_out_fails(planted, word):
+    """A word of a difference beside a quoted interval that spans zero, a word of none shown beside one
+    that excludes zero, a word of no effect beside one wider than the margin: each named, with its quote."""
+    text = README.read_text()
+    assert not quotes.interval_words(text, "README.md")
+    anchor = "\n\n### MinAtar at learning budgets"
+    edited = text.replace(anchor, "\n\n" + planted + anchor, 1)
+    found = quotes.interval_words(edited, "README.md")
+    assert len(found) == 1 and f"{word!r} beside [" in found[0], found
+    assert any(f"{word!r} beside [" in p for p in _problems(edited, "README.md", ROOT)), "the page check runs it"
+
+
+def test_the_words_next_to_an_interval_are_its_own_and_a_reports_adjusted_verdict_may_stand_beside_it():
+    page = lambda *lines: "\n".join(lines) + "\n"  # noqa: E731
+    # each interval reads the first word after it (up to the next interval), else the last before it
+    assert not quotes.interval_words(page("A is [+0.3 [+0.1, +0.5]][a] ([win][b]) and B [+0.1 [-0.2, +0.4]][c] ([inconclusive][d])."))
+    assert quotes.interval_words(page("A is [+0.3 [+0.1, +0.5]][a] and B [+0.1 [-0.2, +0.4]][c], a win."))
+    # the report's own (Holm-adjusted) verdict beside an unadjusted interval that excludes zero
+    assert not quotes.interval_words(page("At lag 8 [+0.116 [+0.028, +0.205]][a] ([inconclusive][b])."))
+    assert quotes.interval_words(page("At lag 8 [+0.116 [+0.028, +0.205]][a], inconclusive."))
+    # a clause ends at a top-level semicolon, not at one inside parentheses; keys and code are not words
+    assert not quotes.interval_words(page("It is not shown to cost (3 seeds; per lag): X [+0.026 [-0.194, +0.246]][win-cost]; `wins` [+0.1 [-0.2, +0.3]][k]."))
+    assert quotes.interval_words(page("It costs; X [+0.026 [-0.194, +0.246]][a], a loss."))

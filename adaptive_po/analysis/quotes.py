@@ -241,7 +241,7 @@ SETUP = re.compile(
     r"|\b\d[\d,]*(?:k|M)?\s+(?:steps?|seeds?|runs|trials|tasks|games|objectives|arms|members|epochs|updates?|transitions|episodes|"
     r"samples|search seeds|scoring seeds|environments|minutes|hours|h|min|s|x|×)\b"
     r"|\b(?:lags?|seeds?|lag|T =|version|step|epochs?|updates?)\s+[\d, and-]*\d\b|\b\d+(?:k|M)\b|\b(?:19|20)\d\d-\d\d-\d\d\b|\b\d+-\d+\b"
-    r"|\b\d+-(?:update|step|member|seed|task)s?\b"
+    r"|\b\d+-(?:update|step|member|seed|task)s?\b|\bAVX-512\b"
     # the protocol's own constants: the margin, the levels, the normalization's anchors
     r"|±0\.1\b|\b95%|\b80%|\b[01] = (?:random|solved|reference)\b",
     re.I,
@@ -287,10 +287,93 @@ def results_sections(text: str, prefix: str = "Results") -> dict[str, str]:
     return sections
 
 
+# -- a sentence's verdict word against its interval -------------------------------------------------
+#: a quoted interval: the quote's text starts with ``estimate [low, high]``
+INTERVAL = re.compile(r"^\s*[-+]?\d[\d,]*(?:\.\d+)?\s*\[(?P<low>[-+]?\d[\d,]*(?:\.\d+)?), (?P<high>[-+]?\d[\d,]*(?:\.\d+)?)\]")
+#: words that say no difference is shown (tried first, so "not shown to cost" is one of them)
+NULL_WORDS = (r"\bnot shown(?: to (?:be )?[\w-]+)?|\binconclusive\b|\bnot decided\b|\bno (?:measurable |shown )?difference\b"
+              r"|\bnothing measurable\b|\bnot (?:measurably )?(?:costs?|hurts?)\b|\b(?:covers?|spans?|includes?) zero\b")
+#: words that say there is none: an equivalence, which an interval shows only within the ±0.1 margin
+NONE_WORDS = r"\bdoes not (?:cost|hurt|change|matter)\b|\b(?:costs|gains|buys) nothing\b"
+#: words that say there is one
+DIFFERENCE_WORDS = (r"\b(?:wins?|won|beats?|loss|losses|loses|lost|costs?|better|worse|ahead|behind|(?<!non-)inferior"
+                    r"|widen(?:s|ed)?)\b")
+#: (a phrase may break across lines)
+CLAIM = re.compile("(?P<none>" + NONE_WORDS.replace(" ", r"\s+") + ")|(?P<null>" + NULL_WORDS.replace(" ", r"\s+") + ")"
+                   "|(?P<difference>" + DIFFERENCE_WORDS + ")", re.I)
+#: where a sentence ends: a full stop (bold or not) before the next sentence, a paragraph, a list item
+SENTENCE_END = re.compile(r"[.!?]\**(?=\s+[A-Z`*(\[]|\s*$)|\n\s*\n|\n(?=\s*[-*] )")
+
+
+def _clause_ends(text: str) -> list[int]:
+    """Where sentences and top-level clauses (a ``;`` outside parentheses) end."""
+    ends = {m.end() for m in SENTENCE_END.finditer(text)}
+    depth = 0
+    for i, c in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        depth = max(depth, 0)
+        if c == ";" and depth == 0:
+            ends.add(i + 1)
+    return sorted(ends | {0, len(text)})
+
+
+def interval_words(text: str, where: str = "") -> list[str]:
+    """Every quoted interval whose verdict word says more, or less, than the interval: a word of a
+    difference (win, loss, costs, better, worse, ahead, behind, inferior, widened) next to an interval
+    that spans zero, a word of no difference shown (not shown, inconclusive, no difference, nothing
+    measurable, not ... cost, covers zero) next to one that excludes it, or a word of no effect (does
+    not cost, gains nothing, the same) next to one that reaches beyond the ±0.1 equivalence margin. The word *next to* an interval is the first such word
+    after it, up to the next quoted interval or the end of its sentence or clause; where there is none
+    there, the last one before it, back to the previous interval or the clause's start. A word of none
+    that is itself a quote's text (the report's verdict, Holm-adjusted) may stand beside an interval
+    that excludes zero: the interval is unadjusted."""
+    quotes = list(QUOTE.finditer(text))
+    # the words are read from the text with what does not render as words blanked (the same length):
+    # quotes' keys, definitions, link targets, inline code
+    blank = lambda m: " " * len(m.group(0))  # noqa: E731
+    masked = list(text)
+    for m in quotes:
+        masked[m.end("value"):m.end()] = " " * (m.end() - m.end("value"))
+    words = "".join(masked)
+    words = DEFINITION.sub(blank, words)
+    words = re.sub(r"\]\([^)\s]*\)", blank, words)
+    words = re.sub(r"`[^`\n]*`", blank, words)
+    intervals = [(m, INTERVAL.match(m["value"])) for m in quotes]
+    intervals = [(m, ci) for m, ci in intervals if ci]
+    ends = _clause_ends(text)
+    inside = [(m.start("value"), m.end("value")) for m in quotes]
+    problems = []
+    for i, (m, ci) in enumerate(intervals):
+        start_clause = max(e for e in ends if e <= m.start())
+        end_clause = min(e for e in ends if e >= m.end())
+        after_from = m.start("value") + ci.end()
+        after_to = min(end_clause, intervals[i + 1][0].start() if i + 1 < len(intervals) else len(text))
+        before_from = max(start_clause, intervals[i - 1][0].end() if i else 0)
+        after = list(CLAIM.finditer(words, after_from, after_to))
+        before = list(CLAIM.finditer(words, before_from, m.start()))
+        word = after[0] if after else before[-1] if before else None
+        if word is None:
+            continue
+        low, high = (float(ci[k].replace(",", "")) for k in ("low", "high"))
+        spans = low <= 0 <= high
+        quoted = any(a <= word.start() and word.end() <= b for a, b in inside)
+        line = text.count("\n", 0, m.start()) + 1
+        if word["difference"] and spans:
+            problems.append(f"{where}:{line}: {word.group(0)!r} beside [{m['value']}][{m['key']}], an interval that spans zero")
+        elif word["null"] and not spans and not quoted:
+            problems.append(f"{where}:{line}: {word.group(0)!r} beside [{m['value']}][{m['key']}], an interval that excludes zero")
+        elif word["none"] and not -0.1 <= low <= high <= 0.1:
+            problems.append(f"{where}:{line}: {word.group(0)!r} beside [{m['value']}][{m['key']}], an interval that reaches "
+                            "beyond the ±0.1 equivalence margin")
+    return problems
+
+
 def problems(text: str, base: Path, where: str = "") -> list[str]:
-    """Every wrong quote, key or definition of a page and every result of its "## Results"
-    sections stated outside a quote."""
+    """Every wrong quote, key or definition of a page, every quoted interval beside a verdict word it
+    does not bear out (:func:`interval_words`), and every result of its "## Results" sections stated
+    outside a quote."""
     found = check_text(text, base, where)
+    found += interval_words(text, where)
     for title, body in results_sections(text).items():
         found += [f"{where}, '## {title}': {item!r} is not a quote" for item in bare_results(strip_for_prose(body))]
     return found

@@ -126,31 +126,43 @@ def select_games(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int]]:
 
 
 def pilot_text(rows: Sequence[Mapping[str, Any]], chosen: Sequence[tuple[str, int]], curves: Mapping[str, Mapping[int, float]]) -> str:
+    from adaptive_po.analysis.endpoints import format_difference
+    from adaptive_po.analysis.hypothesis import Difference
+
     def f(x: Any, digits: int = 3) -> str:
         return f"{x:.{digits}f}" if isinstance(x, float) and math.isfinite(x) else ""
+
+    def ci(r: Mapping[str, Any]) -> str:
+        """lag 0 - lag 8 with its Welch 95% CI (Welch-Satterthwaite degrees of freedom from the two sd's)."""
+        n = len(PILOT_SEEDS)
+        a, b = r["lag0_sd"] ** 2 / n, r["lag8_sd"] ** 2 / n
+        df = (a + b) ** 2 / (a ** 2 / (n - 1) + b ** 2 / (n - 1)) if a + b > 0 else math.nan
+        return format_difference(Difference(r["hurt"], r["hurt_se"], df))
 
     lines = [
         "# The pilot: which MinAtar games the study runs on, and at which budget", "",
         "Made by `python -m adaptive_po.bench.minatar_learning pilot`; rebuilt from `per_run.csv` by "
         "`python -m adaptive_po.bench.minatar_learning select`. The rule is the pre-registered one "
-        "([`preregistration.md`](preregistration.md)): `ppo` alone at gymnax-blines' settings, lags 0 and 8, seeds "
+        "([`preregistration.md`](preregistration.md)): `ppo` alone with gymnax-blines' PPO hyper-parameters (its settings for the "
+        "learner only: the environment keeps MinAtar's sticky actions, 0.1, and episodes capped at 10,000 steps, and the "
+        "network is the MinAtar CNN), lags 0 and 8, seeds "
         f"{', '.join(map(str, PILOT_SEEDS))}, runs of {PILOT_BUDGET:,} steps; 1M is read at the evaluation of step 1,000,000, "
         "2M at the final one. A (game, budget) qualifies when `ppo` at lag 0 reaches a mean normalized score of at least 0.5 "
         "(*learns*) and lag 8 costs it at least 0.05 and at least one Welch standard error (*hurts*). Per game the first "
         "qualifying budget is used.", "",
         "Normalized score: (return - random) / (reference - random), with each game's random score and reference "
         "(`solved_threshold`) from its YAML file.", "",
-        "| game | budget | runs (failed) | lag 0 (return) | lag 0 normalized (sd) | lag 8 normalized (sd) | lag 0 - lag 8 (se) | learns | hurts | qualifies |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|---|",
+        "| game | budget | runs (failed) | lag 0 (return) | lag 0 normalized (sd) | lag 8 normalized (sd) | lag 0 - lag 8 (se) | 95% CI of lag 0 - lag 8 (Welch) | learns | hurts | qualifies |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
     for r in rows:
         if not r["complete"]:
-            lines.append(f"| {r['env']} | {r['budget']:,} | {r['runs']} ({r['failed']}) | not complete | | | | | | |")
+            lines.append(f"| {r['env']} | {r['budget']:,} | {r['runs']} ({r['failed']}) | not complete | | | | | | | |")
             continue
         yes = lambda b: "yes" if b else "no"  # noqa: E731
         lines.append(
             f"| {r['env']} | {r['budget']:,} | {r['runs']} ({r['failed']}) | {f(r['lag0_return'], 2)} | {f(r['lag0_mean'])} ({f(r['lag0_sd'])}) | "
-            f"{f(r['lag8_mean'])} ({f(r['lag8_sd'])}) | {r['hurt']:+.3f} ({f(r['hurt_se'])}) | {yes(r['learns'])} | {yes(r['hurts'])} | "
+            f"{f(r['lag8_mean'])} ({f(r['lag8_sd'])}) | {r['hurt']:+.3f} ({f(r['hurt_se'])}) | {ci(r)} | {yes(r['learns'])} | {yes(r['hurts'])} | "
             f"**{yes(r['qualifies'])}** |"
         )
     lines += ["", "## Our `ppo` beside published PPO", "",
