@@ -2,12 +2,12 @@
 
 * **Durations and sizes come from the dry run.** Every "about <n> min|h" stated for a `make` target
   in README.md, docs/results/README.md, docs/usage.md and the Makefile's help, and the run counts
-  the README's target table, its set-up commands and the help give, equal the bench's own dry-run
+  the target table (docs/usage.md), the README's set-up commands and the help give, equal the bench's own dry-run
   estimate, computed here through the functions the dry run uses (the grid of
   ``adaptive_po.bench.grid.expand_grid``, costed by ``adaptive_po.bench.estimate.estimate_cost``
   and ``atari_hours``, rounded by ``format_duration``) for the project's 2-core machine. Which
   suites a target runs is read from the Makefile itself (``make -n``).
-* **The Layout section is the tree.** Every path it names exists, and it names every module and
+* **The Layout section (docs/usage.md) is the tree.** Every path it names exists, and it names every module and
   folder at the top of ``adaptive_po/`` and every subpackage below it.
 * **No work-item numbers where a user reads**, and links and named paths that resolve.
 * **The Makefile**: ``clean-runs`` removes every folder a bench target writes (never
@@ -226,8 +226,8 @@ def test_every_run_count_stated_for_a_make_target_is_the_dry_runs():
 
 
 def _target_rows() -> dict[str, str]:
-    """The README's make-target table: target -> row."""
-    section = README.read_text().split("## Make targets", 1)[1].split("\n## ", 1)[0]
+    """The make-target table (docs/usage.md; the README links to it): target -> row."""
+    section = USAGE.read_text().split("## Make targets", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
         match = re.match(r"\| `make ([a-z0-9-]+)", line)
@@ -242,7 +242,7 @@ def test_the_readme_table_and_the_help_state_each_bench_targets_estimate(target)
     duration = est.gpu_duration or est.duration
     row = _target_rows()[target]
     help_line = next(line for line in _help_lines() if re.match(rf"make {target}\s", line))
-    for where, text in (("README's target table", row), ("Makefile help", help_line)):
+    for where, text in (("docs/usage.md's target table", row), ("Makefile help", help_line)):
         assert f"about {duration}" in text, f"{where}: `make {target}` should say 'about {duration}': {text}"
         assert f"{est.runs:,} runs" in text, f"{where}: `make {target}` should say '{est.runs:,} runs': {text}"
 
@@ -267,9 +267,10 @@ def test_the_tuned_target_states_the_tuners_search_runs():
 
 # -- the Layout section ----------------------------------------------------------------------------
 def _layout_paths() -> list[str]:
-    """The paths the README's Layout block names: a name column indented two spaces a level (a
-    folder ends in "/"), descriptions from column 28; a line indented to the descriptions continues one."""
-    section = README.read_text().split("## Layout", 1)[1]
+    """The paths the Layout block names (docs/usage.md; the README links to it): a name column indented
+    two spaces a level (a folder ends in "/"), descriptions from column 28; a line indented to the
+    descriptions continues one."""
+    section = USAGE.read_text().split("## Layout", 1)[1]
     block = section.split("```", 2)[1].strip("\n")
     paths, stack = [], []
     for line in block.splitlines():
@@ -288,7 +289,7 @@ def test_every_path_the_layout_names_exists():
     paths = _layout_paths()
     assert "adaptive_po/" in paths and len(paths) > 20, paths
     missing = [p for p in paths if not (ROOT / p).exists()]
-    assert not missing, f"the README's Layout names paths that do not exist: {missing}"
+    assert not missing, f"docs/usage.md's Layout names paths that do not exist: {missing}"
 
 
 def test_the_layout_names_every_module_and_subpackage_of_the_package():
@@ -305,7 +306,7 @@ def test_the_layout_names_every_module_and_subpackage_of_the_package():
         if top.is_dir() and not top.name.startswith(".") and not top.name.endswith(".egg-info") and top.name != "__pycache__"
     }
     missing = sorted(wanted - named)
-    assert not missing, f"the README's Layout leaves out: {missing}"
+    assert not missing, f"docs/usage.md's Layout leaves out: {missing}"
 
 
 # -- what a user reads -------------------------------------------------------------------------------

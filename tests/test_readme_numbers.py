@@ -6,13 +6,16 @@ Two pages state results: the project README (``README.md``, the headline) and th
 (a) The staleness and paper verdicts (``adaptive_po.analysis.reports.staleness_and_paper_verdicts``) rebuild byte for byte from the committed
 run table alone: ``verdicts.md``, ``per_run.csv`` and the results page's generated blocks.
 (b) Every number and verdict word of the results prose (``README.md``'s "Results" section and every
-"## Results" section of ``docs/results/README.md``, outside generated blocks, tables and code) is a
+"## Results" section of ``docs/results/README.md``, outside generated blocks, code and tables that quote
+nothing; a table that quotes a cell, as the README's answer does, is read as prose) is a
 *quote* (:mod:`adaptive_po.analysis.quotes`): a reference link ``[text][key]`` whose definition
 names its report, row and column, and its text must equal that cell with its sign and digits. A number or verdict word outside a quote fails, except the
 set-up facts :data:`adaptive_po.analysis.quotes.SETUP` allows (budgets, seeds, lags, dates). The
 check is shown to fail on edited numbers and words (signs flipped, digits nudged, win and loss
 swapped, a quote's markup dropped), and on keys in error: defined twice, used but not defined,
 defined but never used; a renamed report column is named once, by its definition's key.
+(c) A quoted interval's verdict word agrees with it (:func:`adaptive_po.analysis.quotes.interval_words`):
+shown to fail on planted sentences, in prose and in the README's answer table.
 """
 
 from __future__ import annotations
@@ -245,13 +248,22 @@ def test_the_classic_sections_quote_their_verdicts(title):
 def test_a_verdict_word_beside_an_interval_that_does_not_bear_it_out_fails(planted, word):
     """A word of a difference beside a quoted interval that spans zero, a word of none shown beside one
     that excludes zero, a word of no effect beside one wider than the margin: each named, with its quote."""
-    text = README.read_text()
-    assert not quotes.interval_words(text, "README.md")
+    text = RESULTS_README.read_text()
+    assert not quotes.interval_words(text, "page") and not quotes.interval_words(README.read_text(), "README.md")
     anchor = "\n\n### MinAtar at learning budgets"
+    assert anchor in text
     edited = text.replace(anchor, "\n\n" + planted + anchor, 1)
-    found = quotes.interval_words(edited, "README.md")
+    found = quotes.interval_words(edited, "page")
     assert len(found) == 1 and f"{word!r} beside [" in found[0], found
-    assert any(f"{word!r} beside [" in p for p in _problems(edited, "README.md", ROOT)), "the page check runs it"
+    assert any(f"{word!r} beside [" in p for p in _problems(edited, "page")), "the page check runs it"
+
+
+def test_the_answer_tables_cells_are_checked_against_their_intervals():
+    text = README.read_text()
+    row = next(line for line in text.splitlines() if "[mpilot-freeway-hurt]" in line)
+    assert "| not shown;" in row
+    wrong = text.replace(row, row.replace("| not shown;", "| costs it;"))
+    assert any("'costs' beside [+0.026" in p for p in quotes.interval_words(wrong, "README.md"))
 
 
 def test_the_words_next_to_an_interval_are_its_own_and_a_reports_adjusted_verdict_may_stand_beside_it():
@@ -265,3 +277,10 @@ def test_the_words_next_to_an_interval_are_its_own_and_a_reports_adjusted_verdic
     # a clause ends at a top-level semicolon, not at one inside parentheses; keys and code are not words
     assert not quotes.interval_words(page("It is not shown to cost (3 seeds; per lag): X [+0.026 [-0.194, +0.246]][win-cost]; `wins` [+0.1 [-0.2, +0.3]][k]."))
     assert quotes.interval_words(page("It costs; X [+0.026 [-0.194, +0.246]][a], a loss."))
+
+
+def test_a_table_that_quotes_a_cell_is_read_as_prose_and_one_that_quotes_none_is_left_out():
+    quoted = "| a | [+0.1 [-0.2, +0.4]][k] | win |\n|---|---|---|\n| b | 0.37 | [win][w] |\n"
+    assert sorted(quotes.bare_results(quotes.strip_for_prose(quoted))) == ["0.37", "win"]
+    measured = "| a | b |\n|---|---|\n| speed | 0.37 s |\n"
+    assert quotes.bare_results(quotes.strip_for_prose(measured)) == []

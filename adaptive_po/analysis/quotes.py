@@ -258,15 +258,38 @@ def bare_results(prose: str) -> list[str]:
     return found
 
 
+def _tables_as_prose(text: str) -> str:
+    """``text`` with each Markdown table that quotes a cell read as prose (its rows' cells, so that a
+    number or verdict word beside the quotes must be a quote too) and every other table left out (a
+    table of measurements written by hand)."""
+    out: list[str] = []
+    block: list[str] = []
+
+    def flush() -> None:
+        if block and any(QUOTE.search(line) for line in block):
+            out.extend(line.replace("|", " ") for line in block if not re.match(r"^\s*\|[\s:|-]+\|\s*$", line))
+        block.clear()
+
+    for line in text.splitlines():
+        if line.lstrip().startswith("|"):
+            block.append(line)
+        else:
+            flush()
+            out.append(line)
+    flush()
+    return "\n".join(out)
+
+
 def strip_for_prose(section: str) -> str:
-    """A section without generated blocks, HTML comments, quotes and their definitions, fenced code,
-    tables, inline code, images and link targets: the hand-written prose."""
+    """A section without generated blocks, HTML comments, fenced code, tables that quote nothing,
+    quotes and their definitions, inline code, images and link targets: the hand-written prose (a
+    table that quotes a cell is read as prose)."""
     text = re.sub(r"<!-- (\S*?)begin.*?-->.*?<!-- \1end -->", "", section, flags=re.S)
-    text = QUOTE.sub(" ", text)
-    text = DEFINITION.sub("", text)
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
     text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
-    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("|"))
+    text = _tables_as_prose(text)
+    text = QUOTE.sub(" ", text)
+    text = DEFINITION.sub("", text)
     text = re.sub(r"`[^`]*`", "", text)
     text = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", text)
     return re.sub(r"\]\([^)]*\)", "]", text)
@@ -301,8 +324,8 @@ DIFFERENCE_WORDS = (r"\b(?:wins?|won|beats?|loss|losses|loses|lost|costs?|better
 #: (a phrase may break across lines)
 CLAIM = re.compile("(?P<none>" + NONE_WORDS.replace(" ", r"\s+") + ")|(?P<null>" + NULL_WORDS.replace(" ", r"\s+") + ")"
                    "|(?P<difference>" + DIFFERENCE_WORDS + ")", re.I)
-#: where a sentence ends: a full stop (bold or not) before the next sentence, a paragraph, a list item
-SENTENCE_END = re.compile(r"[.!?]\**(?=\s+[A-Z`*(\[]|\s*$)|\n\s*\n|\n(?=\s*[-*] )")
+#: where a sentence ends: a full stop (bold or not) before the next sentence, a paragraph, a list item, a table row
+SENTENCE_END = re.compile(r"[.!?]\**(?=\s+[A-Z`*(\[]|\s*$)|\n\s*\n|\n(?=\s*[-*] )|\n(?=\s*\|)")
 
 
 def _clause_ends(text: str) -> list[int]:
