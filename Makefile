@@ -37,7 +37,7 @@ help:
 	@echo "make frozen-pilot       the frozen-tuning study's pilot: PPO alone at lags 0 and 8 on 6 candidate tasks (80 runs), then the pre-registered task selection (docs/results/frozen/pilot.md)"
 	@echo "make bench-frozen       one slice (HOURS=2) of the frozen-tuning study: every arm tuned once on fresh data, frozen, swept over lags 0-64 on 10 held-out seeds, plus the lag-8 retuning tax; resumes from docs/results/frozen/per_run.csv, then its verdicts"
 	@echo "make frozen-from-table  the frozen-tuning study's verdicts and figure from its committed tables"
-	@echo "make bench-frozen-schedule one slice (HOURS=2) of the frozen study's extension under the ESS objective's own update (whole-rollout steps, k3 KL) with decoupled-ppo as a comparator; resumes from docs/results/frozen-schedule/per_run.csv, then its verdicts"
+	@echo "make bench-frozen-schedule one slice (HOURS=2) of the frozen study's extension: the update schedule searched again in a space built around the ESS objective's own (whole-rollout steps, k3 KL), decoupled-ppo as a comparator; resumes from docs/results/frozen-schedule/per_run.csv, then its verdicts"
 	@echo "make frozen-schedule-from-table  the extension's verdicts and figure from its committed tables (and the published study's)"
 	@echo "make minatar-learning-pilot  one slice (HOURS=2) of the MinAtar learning-budget pilot: ppo at lags 0 and 8 on the five games at 2M steps; then which games qualify (docs/results/minatar-learning)"
 	@echo "make bench-minatar-learning  one slice (HOURS=2) of the MinAtar learning-budget study on the games the pilot selected; resumes from its committed per_run.csv"
@@ -215,7 +215,7 @@ bench-frozen: $(STAMP)
 frozen-from-table: $(STAMP)
 	$(FROZEN_REPORT)
 
-# the frozen study's extension under the ESS objective's own update (docs/results/frozen-schedule/
+# the frozen study's extension, the update schedule searched again around the ESS objective's own (docs/results/frozen-schedule/
 # preregistration.md): one slice of HOURS, resuming from its committed per-run table
 FROZEN_SCHEDULE := docs/results/frozen-schedule
 FROZEN_SCHEDULE_REPORT = $(VPY) -m adaptive_po.analysis.reports.frozen_schedule --results $(FROZEN_SCHEDULE) --published $(FROZEN)

@@ -202,3 +202,16 @@ def test_the_report_refuses_a_plan_that_is_not_the_registered_one_in_one_line(tm
 def test_the_published_report_passes_its_plan_check():
     table, selected, selection = report._load(RESULTS)
     report.check_plan(RESULTS, table, selected, selection)
+
+
+def test_the_report_quotes_its_pre_registrations_deviations(tmp_path):
+    from adaptive_po.analysis.endpoints import deviations
+
+    committed = (Path(__file__).resolve().parent.parent / "docs" / "results" / "frozen" / "verdicts.md").read_text()
+    assert "**Deviations from the pre-registration** (as listed there):" in committed
+    assert "> 1. **A note added after results were in.**" in committed
+    assert deviations(tmp_path) == ["The pre-registration (`preregistration.md`) is not in this folder."]
+    (tmp_path / "preregistration.md").write_text("# Plan\n\n## Deviations\n\nNone yet.\n")
+    assert deviations(tmp_path) == ["**Deviations from the pre-registration:** none listed in it."]
+    (tmp_path / "preregistration.md").write_text("# Plan\n\n## Deviations\n\n1. Seeds moved.\n\n## After\n")
+    assert deviations(tmp_path)[2:] == ["> 1. Seeds moved."]

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy import stats
 
+from adaptive_po import contract
 from adaptive_po.contract import FROZEN_SCORE_FOLDER
 
 from .hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, welch
@@ -174,6 +175,21 @@ def head_to_head(fresh: Mapping[str, Mapping[tuple[str, int], np.ndarray]], comp
     agg = tested([mean_of_differences(pairs[k]) for k in agg_keys], margin)
     agg_rows = [{"algo": algo, "vs": comparator, "lag": lag, "tasks": len(pairs[(algo, lag)]), **row} for (algo, lag), row in zip(agg_keys, agg)]
     return task_rows, agg_rows
+
+
+def deviations(results: Path) -> list[str]:
+    """The lines a pre-registered study's report gives its pre-registration's "Deviations" section
+    (``results/preregistration.md``): none, or each listed deviation quoted as it stands there."""
+    path = results / "preregistration.md"
+    if not path.is_file():
+        return ["The pre-registration (`preregistration.md`) is not in this folder."]
+    text = contract.read_regular_text(path)
+    if "## Deviations" not in text:
+        return ["Deviations: the pre-registration has no \"Deviations\" section."]
+    section = text.split("## Deviations", 1)[1].split("\n## ", 1)[0].strip()
+    if not section or section.lower().startswith("none"):
+        return ["**Deviations from the pre-registration:** none listed in it."]
+    return ["**Deviations from the pre-registration** (as listed there):", "", *[f"> {line}" if line else ">" for line in section.splitlines()]]
 
 
 def format_difference(d: Difference, digits: int = 3) -> str:

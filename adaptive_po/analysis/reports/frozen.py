@@ -22,7 +22,7 @@ from adaptive_po.contract import FROZEN_CUT_ORDER, FROZEN_REGISTERED as REGISTER
 from adaptive_po.contract import FROZEN_PILOT_SELECTION_FILE, FROZEN_SCORE_FOLDER, FROZEN_SEARCH_FOLDER, FROZEN_SELECTION_FILE, FROZEN_TABLE_FILE
 
 from ..endpoints import (
-    SLOPE_LAGS, SLOPE_MARGIN, check_pick, format_difference, format_p, fresh_scores, frozen_scores, head_to_head,
+    SLOPE_LAGS, SLOPE_MARGIN, check_pick, deviations, format_difference, format_p, fresh_scores, frozen_scores, head_to_head,
     inferiority_p, lag_name, log_lag, non_inferiority, non_inferiority_p, non_inferiority_word, row_cells, slope,
     tested,
 )
@@ -270,10 +270,11 @@ def decision(rows: Sequence[Mapping[str, Any]], esspo_tax: Difference) -> str:
 
 
 def report(results: Path) -> str:
-    return report_text(*load_and_analyse(results))
+    return report_text(*load_and_analyse(results), results=results)
 
 
-def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[str, Any], plan: _Plan, result: Mapping[str, Any]) -> str:
+def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[str, Any], plan: _Plan, result: Mapping[str, Any],
+                results: Path | None = None) -> str:
     planned = len(plan.tasks) * (plan.search_runs + plan.score_runs)
     done = sum(1 for k in table if k[0] in (FROZEN_SEARCH_FOLDER, FROZEN_SCORE_FOLDER))
     rows = primary(result)
@@ -291,6 +292,8 @@ def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[
     cuts = selection.get("cuts", {})
     if any(cuts.values()):
         lines.append(f"Cut by the pre-registered order: {cuts}.")
+    if results is not None:
+        lines += ["", *deviations(results)]
     lines += [
         "",
         "## The answer",
@@ -527,7 +530,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = contract.report_folder(args.results, "the study's results folder")
     loaded = load_and_analyse(results)
-    contract.atomic_write_text(results / "verdicts.md", report_text(*loaded))
+    contract.atomic_write_text(results / "verdicts.md", report_text(*loaded, results=results))
     searched = (results / FROZEN_SELECTION_FILE).is_file()
     if searched:
         figure(loaded[4], loaded[3], results / "staleness.png")

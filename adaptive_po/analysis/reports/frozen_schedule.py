@@ -29,7 +29,7 @@ from scipy import stats
 from adaptive_po import contract
 
 from ..endpoints import (
-    SLOPE_LAGS, SLOPE_MARGIN, check_pick, format_difference, format_p, fresh_scores, frozen_scores, head_to_head,
+    SLOPE_LAGS, SLOPE_MARGIN, check_pick, deviations, format_difference, format_p, fresh_scores, frozen_scores, head_to_head,
     inferiority_p, lag_name, log_lag, non_inferiority, non_inferiority_p, non_inferiority_word, row_cells, slope,
     tested,
 )
@@ -551,19 +551,6 @@ def _c_by_task_lines(result: Mapping[str, Any], plan: Plan, selected: Mapping[st
     return [text]
 
 
-def _deviations(results: Path) -> list[str]:
-    path = results / "preregistration.md"
-    if not path.is_file():
-        return ["The pre-registration (`preregistration.md`) is not in this folder."]
-    text = contract.read_regular_text(path)
-    if "## Deviations" not in text:
-        return ["Deviations: the pre-registration has no \"Deviations\" section."]
-    section = text.split("## Deviations", 1)[1].split("\n## ", 1)[0].strip()
-    if not section or section.lower().startswith("none"):
-        return ["**Deviations from the pre-registration:** none listed in it."]
-    return ["**Deviations from the pre-registration** (as listed there):", "", *[f"> {line}" if line else ">" for line in section.splitlines()]]
-
-
 def report_text(table: Mapping, selected: Mapping[str, Any], published_table: Mapping, published_selected: Mapping[str, Any], plan: Plan,
                 result: Mapping[str, Any], results: Path | None = None) -> str:
     rows = primary(result)
@@ -609,7 +596,7 @@ def report_text(table: Mapping, selected: Mapping[str, Any], published_table: Ma
     else:
         lines.append("Cuts (`cuts.json`): none" + ("." if plan.cuts else " committed yet (the dry run planned none)."))
     if results is not None:
-        lines += ["", *_deviations(results)]
+        lines += ["", *deviations(results)]
 
     complete = all(a["complete"] for a in answer.values())
     lines += ["", "## The answer", ""]
