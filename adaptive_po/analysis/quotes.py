@@ -26,8 +26,15 @@ Every ``[text][key]`` and ``[key]: ...`` of a checked file is a quote.
 Written out, target and title make the locator ``report#Section | key ... | column @ part``
 (:func:`quoted` reads that form too).
 
+A quoted interval (``estimate [low, high]``) must also agree with the verdict word beside it
+(:func:`interval_words`): a word of a difference (win, loses, costs, better, worse, ...) beside an
+interval that spans zero, a word of none shown (not shown, inconclusive, ...) beside one that
+excludes it, or a word of no effect (does not cost, gains nothing) beside one wider than the ±0.1
+margin is an error naming the word and the quote.
+
 ``python -m adaptive_po.analysis.quotes FILE...`` checks every quote of the files and, outside
-quotes, the prose of their "## Results" sections (:func:`bare_results`); ``--fill`` rewrites each
+quotes, the prose of their "## Results" sections (:func:`bare_results`; a table that quotes a cell
+counts as prose); ``--fill`` rewrites each
 quote's text from its cell (after a report is rebuilt). ``tests/test_readme_numbers.py`` runs the
 check.
 """
