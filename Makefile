@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table minatar-learning-pilot bench-minatar-learning minatar-learning-from-table clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table minatar-learning-pilot bench-minatar-learning minatar-learning-from-table bench-minatar-gymnax minatar-gymnax-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -42,6 +42,8 @@ help:
 	@echo "make minatar-learning-pilot  one slice (HOURS=2) of the MinAtar learning-budget pilot: ppo at lags 0 and 8 on the five games at 2M steps; then which games qualify (docs/results/minatar-learning)"
 	@echo "make bench-minatar-learning  one slice (HOURS=2) of the MinAtar learning-budget study on the games the pilot selected; resumes from its committed per_run.csv"
 	@echo "make minatar-learning-from-table  the MinAtar learning-budget study's verdicts and figures from its committed files"
+	@echo "make bench-minatar-gymnax our ppo in gymnax's MinAtar configuration with gymnax-blines' settings and network: Breakout, SpaceInvaders x 5 seeds x 2M steps (10 runs), beside the published PPO (docs/results/minatar-gymnax)"
+	@echo "make minatar-gymnax-from-table  that comparison's report and figure from its committed table"
 	@echo "make mutations          67 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid) and the analysis (Welch, Holm, TOST, normalization), each run against its own fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines, and with the peers extra our engine beside pure-JAX PPO, rejax)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
@@ -238,8 +240,17 @@ bench-minatar-learning: $(STAMP)
 minatar-learning-from-table: $(STAMP)
 	$(MINATAR_LEARNING_REPORT)
 
+# our MinAtar PPO in gymnax's configuration (no sticky actions, 1,000-step episodes) with gymnax-blines'
+# hyper-parameters and network, beside their published PPO (the environment files live with the report)
+MINATAR_GYMNAX_BENCH = bench --suite minatar --envs-dir docs/results/minatar-gymnax/envs --envs Breakout-MinAtar-gymnax,SpaceInvaders-MinAtar-gymnax --algos ppo --seeds 5 --lags 0 --timesteps 2000000 --suite-name minatar-gymnax --no-report
+bench-minatar-gymnax: $(STAMP)
+	$(call bench_then_publish,MINATAR_GYMNAX_BENCH,$(VPY) -m adaptive_po.analysis.reports.minatar_gymnax --runs runs/minatar-gymnax --out docs/results/minatar-gymnax)
+
+minatar-gymnax-from-table: $(STAMP)
+	$(VPY) -m adaptive_po.analysis.reports.minatar_gymnax --table docs/results/minatar-gymnax/per_run.csv --out docs/results/minatar-gymnax
+
 # every published verdict from the committed tables alone, then the prose's quotes from them
-reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table minatar-learning-from-table calibration
+reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table minatar-learning-from-table minatar-gymnax-from-table calibration
 	$(VPY) -m adaptive_po.analysis.quotes --fill README.md $(RESULTS_README)
 
 # the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv)
