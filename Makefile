@@ -302,6 +302,6 @@ readme: $(STAMP)
 # Every folder the bench targets write under runs/: each suite of adaptive_po/bench/suites.py, the
 # tuner's two and the --suite-name folders above (tests/test_docs.py keeps the list complete).
 # runs/README.md, the run-folder contract, stays.
-RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 staleness-r2vpo atari atari-smoke frozen-pilot frozen-pilot-2 frozen-search frozen-score
+RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 staleness-r2vpo atari atari-smoke frozen-pilot frozen-pilot-2 frozen-search frozen-score minatar-gymnax
 clean-runs:
 	rm -rf $(addprefix runs/,$(RUN_FOLDERS))

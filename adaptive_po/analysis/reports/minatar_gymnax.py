@@ -1,6 +1,6 @@
 """Our MinAtar PPO beside gymnax-blines' published PPO, at equal settings (``make minatar-gymnax-from-table``).
 
-The question (issue 65, item 1): is our PPO as good as the published one where nothing differs but
+The question: is our PPO as good as the published one where nothing differs but
 the code? Runs: ``make bench-minatar-gymnax``, our ``ppo`` on ``MinAtar/<Game>-gymnax-v1`` (gymnax's
 configuration: no sticky actions, 1,000-step episodes) with gymnax-blines' hyper-parameters and
 network (``docs/results/minatar-gymnax/envs/``), 2M steps, 5 seeds.
