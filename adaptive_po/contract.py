@@ -217,6 +217,21 @@ def report_folder(path: str | os.PathLike, what: str = "the report folder") -> P
     return path
 
 
+def existing_folder(path: str | os.PathLike, what: str = "the results folder") -> Path:
+    """``path``, an existing folder that is not a symbolic link, for a command that only reads a
+    study's folder or writes its report into it (a dry run, a selection from the table, a report):
+    such a command never makes a folder, so a mistyped path is refused in one ``ValueError`` naming
+    it (:class:`PlantedLink` for a link) instead of leaving an empty folder behind."""
+    path = Path(path)
+    if os.path.islink(path):
+        raise planted_link(path, what)
+    if not path.exists():
+        raise ValueError(f"{path}: {what} does not exist (a dry run or a report makes no folder: check the path)")
+    if not path.is_dir():
+        raise ValueError(f"{path}: {what} is not a folder")
+    return path
+
+
 def link_problem(path: str | os.PathLike) -> str | None:
     """``"<name> is a symbolic link, not read ..."`` if ``path`` is a link, else None (where it
     points is not said: analysis puts this reason into reports)."""

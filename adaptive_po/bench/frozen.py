@@ -90,7 +90,7 @@ from adaptive_po.contract import (  # noqa: E402
 )
 
 from adaptive_po.bench.study_table import (  # noqa: F401 - the study's table and runner, re-exported for its callers
-    DIVERGED_CAUSES, GRID_SUITE, ConfigCheck, SliceOver, TableRunner, add_run_arguments, train_with_sweep, apply_config_check, check_configs, checked_runner,
+    DIVERGED_CAUSES, GRID_SUITE, ConfigCheck, SliceOver, TableRunner, add_run_arguments, check_run_arguments, train_with_sweep, apply_config_check, check_configs, checked_runner,
     condition, config_checksum, finished_row, normalized, preflight, results_lock, row_key, row_spec, scored_failure,
     spec_key, specs_for, write_table,
 )
@@ -188,14 +188,16 @@ def _main(argv: Sequence[str] | None = None) -> int:
             p.add_argument("--dry-run", action="store_true", help="print the plan, its size and its time; run nothing")
             p.add_argument("--envs-dir", default=None)
     args = parser.parse_args(argv)
+    check_run_arguments(args)
     preflight()
-    results = contract.report_folder(args.results, "the study's results folder")
+    if args.command == "pilot" and not args.dry_run:  # the pilot starts a study: it may make its folder
+        results = contract.report_folder(args.results, "the study's results folder")
+    else:  # a dry run, the selection and the study (after the pilot) read the folder: never made
+        results = contract.existing_folder(args.results, "the study's results folder")
     table_path = results / TABLE_FILE
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     if args.command == "select":
         return write_selection(results, log)
-    if args.workers is not None and args.workers < 1:
-        raise SystemExit(f"--workers must be >= 1, got {args.workers}")
     train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed, executor=args.executor)
     if args.command == "pilot":
         specs = pilot_specs(args.out, args.envs_dir)
@@ -662,8 +664,6 @@ def plan_cuts(tasks: Sequence[tuple[str, int]], limit: float = LIMIT_CORE_HOURS)
 def run_study_command(args: Any, results: Path, train: Callable[..., Any], failed: list[str], log: Callable[[str], None]) -> int:
     from adaptive_po.bench.estimate import format_duration
 
-    if args.hours is not None and not args.hours > 0:
-        raise SystemExit(f"--hours must be > 0, got {args.hours}")
     plan = study_plan(results, args.out, args.envs_dir)
     plan.check()
     table_path = results / TABLE_FILE

@@ -35,7 +35,7 @@ from adaptive_po.bench.config import get_env_config
 from adaptive_po.bench.frozen import pilot_criteria
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.bench.study_table import (
-    SliceOver, TableRunner, add_run_arguments, checked_runner, normalized, preflight, read_table, results_lock, spec_key, specs_for, train_with_sweep,
+    SliceOver, TableRunner, add_run_arguments, check_run_arguments, checked_runner, normalized, preflight, read_table, results_lock, spec_key, specs_for, train_with_sweep,
 )
 from adaptive_po.contract import FROZEN_CURVE_COLUMN as CURVE_COLUMN, FrozenKey as Key, parse_curve
 
@@ -365,8 +365,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if name in ("pilot", "study"):
             add_run_arguments(p)
     args = parser.parse_args(argv)
+    check_run_arguments(args, max_hours=24)
     preflight()
-    results = contract.report_folder(args.results, "the study's results folder")
+    # the pilot starts the study and may make its folder; the dry run, the selection and the study read it
+    folder = contract.report_folder if args.command == "pilot" else contract.existing_folder
+    results = folder(args.results, "the study's results folder")
     table_path = results / TABLE_FILE
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     if args.command == "select":
@@ -374,10 +377,6 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "dry-run":
         return dry_run(results, args.envs_dir, log)
-    if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
-    if args.hours is not None and not (0 < args.hours <= 24):
-        raise ValueError(f"--hours must be in (0, 24], got {args.hours}")
     deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
     train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed, command="minatar-learning", executor=args.executor)
     if args.command == "pilot":

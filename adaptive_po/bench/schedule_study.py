@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
-from adaptive_po.bench.study_table import add_run_arguments
+from adaptive_po.bench.study_table import add_run_arguments, check_run_arguments
 from adaptive_po.bench.variants import apply_variant
 from adaptive_po.bench.frozen import (
     LIMIT_CORE_HOURS, SCORE_SEEDS, SEARCH_SEEDS, SliceOver, StudyPlan, TableRunner, check_cuts, check_grids, checked_runner, describe_picks,
@@ -259,11 +259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from adaptive_po.bench.frozen import preflight
 
         preflight()
-        if args.workers is not None and args.workers < 1:
-            raise ValueError(f"--workers must be >= 1, got {args.workers}")
-        if args.hours is not None and not (0 < args.hours <= 24):
-            raise ValueError(f"--hours must be in (0, 24], got {args.hours}")
-        results = contract.report_folder(args.results, "the study's results folder")
+        check_run_arguments(args, max_hours=24)
+        # a dry run reads the folder and never makes it; a study's first slice may
+        folder = contract.existing_folder if args.dry_run else contract.report_folder
+        results = folder(args.results, "the study's results folder")
         check_published(Path(args.published))
         ratios = published_ratios(Path(args.published))
         cuts_path = results / CUTS_FILE

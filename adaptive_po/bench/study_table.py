@@ -325,6 +325,20 @@ def add_run_arguments(parser: Any, hours: bool = True) -> None:
         parser.add_argument("--hours", type=float, default=None, help="this slice's wall-clock hours: no batch starts after them")
 
 
+def check_run_arguments(args: Any, max_hours: float | None = None) -> None:
+    """``--workers`` a whole number of at least 1 and ``--hours`` a finite number above 0 (at most
+    ``max_hours`` where given), else a ``ValueError`` naming the option and its value (one line,
+    exit 2): checked first, before the results folder or any run is touched (nan and inf included,
+    which compare false or pass a plain ``> 0``)."""
+    workers = getattr(args, "workers", None)
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    hours = getattr(args, "hours", None)
+    if hours is not None and not (math.isfinite(hours) and hours > 0 and (max_hours is None or hours <= max_hours)):
+        allowed = f"in (0, {max_hours:g}]" if max_hours is not None else "a finite number > 0"
+        raise ValueError(f"--hours must be {allowed}, got {hours}")
+
+
 def train_with_sweep(workers: int | None, show_progress: bool, redo_changed: bool, command: str = "frozen",
                      executor: str = "local") -> tuple[Callable[..., Any], list[str]]:
     """A study's ``train(specs, max_members)``: the bench's sweep (populations on ``workers``

@@ -528,7 +528,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.reports.frozen", description="the frozen-tuning study's verdicts and figure, from its committed tables")
     parser.add_argument("--results", default="docs/results/frozen")
     args = parser.parse_args(argv)
-    results = contract.report_folder(args.results, "the study's results folder")
+    results = contract.existing_folder(args.results, "the study's results folder")  # a report makes no folder
     loaded = load_and_analyse(results)
     contract.atomic_write_text(results / "verdicts.md", report_text(*loaded, results=results))
     searched = (results / FROZEN_SELECTION_FILE).is_file()

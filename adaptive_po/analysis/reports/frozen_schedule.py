@@ -131,6 +131,9 @@ def load_plan(results: Path, selected: Mapping[str, Any]) -> Plan:
     plan_path = results / contract.SCHEDULE_PLAN_FILE
     if not parts and plan_path.is_file():  # written when the first slice starts, before its first search ends
         parts = json.loads(contract.read_regular_text(plan_path))
+    if not parts or not isinstance(parts, Mapping):  # nothing says what the study plans: no report to make
+        raise ValueError(f"{results}: neither {contract.FROZEN_SELECTION_FILE} nor {contract.SCHEDULE_PLAN_FILE} holds the study's plan "
+                         "(its first slice writes it): nothing to report")
     return Plan(parts=parts, cuts=cuts)
 
 
@@ -885,7 +888,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", default=contract.SCHEDULE_RESULTS, help="this study's folder (per_run.csv, selected.json, cuts.json)")
     parser.add_argument("--published", default=contract.FROZEN_RESULTS, help="the published frozen study's folder (the comparators)")
     args = parser.parse_args(argv)
-    results = contract.report_folder(args.results, "the study's results folder")
+    results = contract.existing_folder(args.results, "the study's results folder")  # a report makes no folder
     published = Path(args.published)
     table, selected, published_table, published_selected, plan, result = load_and_analyse(results, published)
     contract.atomic_write_text(results / "verdicts.md", report_text(table, selected, published_table, published_selected, plan, result, results))

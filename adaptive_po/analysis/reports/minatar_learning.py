@@ -352,7 +352,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
                                      description="the MinAtar learning-budget study's verdicts and figures, from its committed files")
     parser.add_argument("--results", default=contract.MINATAR_LEARNING_RESULTS)
     args = parser.parse_args(argv)
-    results = contract.report_folder(args.results, "the study's results folder")
+    results = contract.existing_folder(args.results, "the study's results folder")  # a report makes no folder
     table, plan = load(results)
     result = analyse(table, plan)
     contract.atomic_write_text(results / "verdicts.md", report_text(table, plan, result))
