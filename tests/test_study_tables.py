@@ -1,0 +1,60 @@
+"""The published study tables and what the reports and dry runs check in them (issue 67, the
+"Study tables" group: B1-B6), on copies of the committed folders: a table with a task missing from an
+endpoint is interim, never a final verdict; a row's random score and reference are the environment
+file's; a selection is its search's best over every variant searched; selected.json's trial and
+search return are trials.csv's and the table's; an edit of a published table is caught by its
+recorded digest; a dry run counts the planned runs in the table, not the rows of a folder."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from adaptive_po import contract
+from adaptive_po.analysis.reports import frozen as report
+from adaptive_po.analysis.reports import frozen_schedule as schedule_report
+from adaptive_po.bench.study_table import write_table
+
+ROOT = Path(__file__).resolve().parents[1]
+FROZEN = ROOT / "docs" / "results" / "frozen"
+SCHEDULE = ROOT / "docs" / "results" / "frozen-schedule"
+
+
+def _copy(tmp_path: Path, source: Path = FROZEN, name: str = "frozen") -> Path:
+    folder = tmp_path / name
+    shutil.copytree(source, folder)
+    return folder
+
+
+def _rewrite(folder: Path, edit) -> None:
+    """The folder's table read, ``edit(rows)`` applied, written back as the study writes it."""
+    rows = contract.read_frozen_table(folder / contract.FROZEN_TABLE_FILE)
+    edit(rows)
+    write_table(folder / contract.FROZEN_TABLE_FILE, rows)
+
+
+def _a_scoring_key(rows, lag: int = 0, algo: str = "ppo", env: str = "Acrobot-v1"):
+    return next(k for k in sorted(rows) if k[0] == contract.FROZEN_SCORE_FOLDER and k[1] == env and k[2] == algo and k[4] == lag)
+
+
+@pytest.mark.parametrize("how", ["deleted", "unregistered seed"])
+def test_a_task_missing_from_an_endpoint_makes_the_frozen_answer_interim(tmp_path, capsys, how):
+    folder = _copy(tmp_path)
+
+    def edit(rows):
+        key = _a_scoring_key(rows)
+        row = rows.pop(key)
+        if how == "unregistered seed":
+            row = {**row, "seed": 999}
+            rows[contract.frozen_row_key(row)] = row
+
+    _rewrite(folder, edit)
+    assert report.main(["--results", str(folder)]) == 0, capsys.readouterr().err
+    text = (folder / "verdicts.md").read_text()
+    answer = text.split("## The answer", 1)[1].split("| endpoint |", 1)[0]
+    assert "**Interim" in answer, answer
+    assert "is contradicted" not in answer and "| contradicted |" not in answer, answer
+    assert "not decided (the study is not complete)" in answer, answer
+    assert "| robust to staleness without retuning | 3 of 4 |" in answer, answer
