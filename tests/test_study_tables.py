@@ -58,3 +58,38 @@ def test_a_task_missing_from_an_endpoint_makes_the_frozen_answer_interim(tmp_pat
     assert "is contradicted" not in answer and "| contradicted |" not in answer, answer
     assert "not decided (the study is not complete)" in answer, answer
     assert "| robust to staleness without retuning | 3 of 4 |" in answer, answer
+
+
+def _unselected_search_keys(rows, env: str = "Acrobot-v1", algo: str = "ppo"):
+    """The keys of one searched variant of ``env``/``algo`` on fresh data that is not the selected one."""
+    import json
+
+    chosen = json.loads((FROZEN / contract.FROZEN_SELECTION_FILE).read_text())["selected"][env][algo]["fresh"]["variant"]
+    keys = [k for k in sorted(rows) if k[0] == contract.FROZEN_SEARCH_FOLDER and k[1:3] == (env, algo) and k[4] == 0 and k[3] != chosen]
+    variant = keys[0][3]
+    return [k for k in keys if k[3] == variant]
+
+
+@pytest.mark.parametrize("how", ["deleted", "unregistered seed"])
+def test_a_searched_variant_without_all_its_search_seeds_is_refused_not_skipped(tmp_path, capsys, how):
+    """A trial that beat the selected one, one of its rows deleted (or moved to a seed outside the
+    search's), was skipped by the selection check: the report published a choice that is not the
+    search's best."""
+    folder = _copy(tmp_path)
+
+    def edit(rows):
+        keys = _unselected_search_keys(rows)
+        if how == "deleted":
+            for key in keys:  # this trial now beats the selected one (score kept consistent) ...
+                row = rows[key]
+                value = 0.0
+                rows[key] = {**row, "final_eval_return": value, "score": (value - row["random_score"]) / (row["reference"] - row["random_score"])}
+        row = rows.pop(keys[0])  # ... and lacks one of its search seeds
+        if how == "unregistered seed":  # three runs still, one of them on a seed the search does not have
+            row = {**row, "seed": 999}
+            rows[contract.frozen_row_key(row)] = row
+
+    _rewrite(folder, edit)
+    assert report.main(["--results", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Acrobot-v1 ppo fresh" in err[0] and "search" in err[0], err

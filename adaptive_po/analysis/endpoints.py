@@ -71,25 +71,32 @@ def inferiority_p(d: Difference, margin: float = MARGIN) -> float:
     return float(stats.t.cdf((d.estimate + margin) / d.se, d.df))
 
 
-def check_pick(where: Path, table: Mapping, folder: str, seeds: int, tax_lag: int, what: tuple[str, int, str, str], pick: Mapping[str, Any]) -> None:
+def check_pick(where: Path, table: Mapping, folder: str, seeds: Sequence[int], tax_lag: int, what: tuple[str, int, str, str], pick: Mapping[str, Any]) -> None:
     """A selected configuration (``what``: env, budget, arm, ``fresh`` or ``lag<tax_lag>``) must be
-    a best one of its search: its variant has ``seeds`` runs in ``folder`` of the table, and no
-    variant searched there returned more on average (``ValueError`` naming ``where`` otherwise)."""
+    a best one of its search: every variant searched there (``folder`` of the table) has its runs on
+    exactly the search ``seeds`` (a variant with a run deleted or moved to another seed is not
+    skipped: it could be the trial that beat the choice), the selected one among them, and none
+    returned more on average (``ValueError`` naming ``where`` otherwise)."""
     env, budget, algo, tuned = what
     lag = 0 if tuned == "fresh" else tax_lag
     if tuned != lag_name(lag):
         raise ValueError(f"{where}: {env} {algo} is tuned at {tuned!r}, not fresh or {lag_name(tax_lag)}")
-    means: dict[str, list[float]] = {}
+    returns: dict[str, dict[int, float]] = {}
     for k, r in table.items():
         if k[0] == folder and k[1:3] == (env, algo) and k[4] == lag and k[6] == budget:
-            means.setdefault(k[3], []).append(float(r["final_eval_return"]))
-    got = means.get(str(pick.get("variant")))
-    if got is None or len(got) != seeds:
+            returns.setdefault(k[3], {})[k[5]] = float(r["final_eval_return"])
+    got = returns.get(str(pick.get("variant")))
+    if got is None or len(got) != len(seeds):
         raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} has {len(got or [])} search runs in the "
-                         f"table, not {seeds}")
-    best = max(float(np.mean(v)) for v in means.values() if len(v) == seeds)
-    if float(np.mean(got)) < best:
-        raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} returned {float(np.mean(got))!r} in its "
+                         f"table, not {len(seeds)}")
+    for variant, by_seed in sorted(returns.items()):
+        if sorted(by_seed) != sorted(seeds):
+            raise ValueError(f"{where}: {env} {algo} {tuned}'s search in the table is not whole: its variant {variant!r} ran on seeds "
+                             f"{sorted(by_seed)}, not the search seeds {sorted(seeds)} (a search row deleted or moved)")
+    best = max(float(np.mean(list(v.values()))) for v in returns.values())
+    mean = float(np.mean(list(got.values())))
+    if mean < best:
+        raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} returned {mean!r} in its "
                          f"search, below the best {best!r}: it is not the search's choice")
 
 

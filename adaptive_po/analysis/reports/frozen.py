@@ -106,7 +106,7 @@ def check_plan(results: Path, table: Mapping, selected: Mapping[str, Any], selec
             raise ValueError(f"{where_plan}: {env} at {budget:,} steps is not a selected task")
         for algo in plan.arms:
             for tuned, pick in chosen.get(algo, {}).items():
-                check_pick(where_plan, table, FROZEN_SEARCH_FOLDER, len(plan.search_seeds), plan.tax_lag, (env, budget, algo, tuned), pick)
+                check_pick(where_plan, table, FROZEN_SEARCH_FOLDER, plan.search_seeds, plan.tax_lag, (env, budget, algo, tuned), pick)
 
 
 def _tasks(selection: Mapping[str, Any], where: Path) -> list[tuple[str, int]]:

@@ -174,7 +174,7 @@ def check_picks(where: Path, table: Mapping, selected: Mapping[str, Any], plan: 
             record = plan.parts.get(part, {})
             for algo, tuned_picks in picks.items():
                 for tuned, pick in tuned_picks.items():
-                    check_pick(where, table, SEARCH_FOLDERS[part], len(record.get("search_seeds", ())), int(record.get("tax_lag", 8)),
+                    check_pick(where, table, SEARCH_FOLDERS[part], tuple(int(x) for x in record.get("search_seeds", ())), int(record.get("tax_lag", 8)),
                                (env, int(chosen["budget"]), algo, tuned), pick)
 
 
