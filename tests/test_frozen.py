@@ -186,6 +186,9 @@ def _synthetic_study(results: Path, esspo_slope: float, ppo_slope: float, ppo_ta
             for variant, lag, mean in cells:
                 for s in frozen.SCORE_SEEDS:
                     add(frozen.SCORE_FOLDER, env, algo, variant, lag, s, budget, float(mean + rng.normal(0, 0.05)))
+    from search_records import record_searches  # tests/search_records.py: the trials and the choices' means, as a study writes them
+
+    record_searches(results, rows, selected, {"": frozen.SEARCH_FOLDER}, frozen.SEARCH_SEEDS)
     write_table(results / frozen.TABLE_FILE, rows)
     (results / frozen.SELECTION_FILE).write_text(json.dumps({"plan": {}, "selected": selected}))
 

@@ -125,6 +125,9 @@ def _study(root: Path, *, arm1=(0.9, 0.0), arm2=(0.9, -0.05), ppo=(0.9, -0.1), d
             add(ours, study.SCORE_FOLDER, env, budget, "decoupled-ppo", dppo8, 8, mean(dppo, 8) + dppo_tax)
         if "luck" in parts and env == "Pendulum-v1" and luck is not None:
             add(ours, study.SCORE_FOLDER, env, budget, "esspo", "batch_size=rollout,n_epochs=5", 0, mean(arm1, 0) + luck)
+    from search_records import record_searches  # tests/search_records.py: the trials and the choices' means, as a study writes them
+
+    record_searches(results, ours, selected, report.SEARCH_FOLDERS, SEARCH_SEEDS, parts=True, fill=False)
     write_table(results / "per_run.csv", ours)
     write_table(published / "per_run.csv", theirs)
     (results / "selected.json").write_text(json.dumps({"plan": plan, "selected": selected}))
@@ -281,7 +284,7 @@ def test_the_secondary_tables_label_the_arms_apart_with_holm_within_each_table(t
     assert "## Secondary: every arm against decoupled-ppo (Zoo schedule) at every lag" in text
     assert f"| {report.ARM2} | 0 | 2 of 2 | -0.2" in text and "## Secondary: the objective's effect within one schedule (arm 1 - arm 2)" in text
     assert f"| Pendulum-v1 | {report.ARM1} | main | fresh | this study |" not in text  # labels, not parts
-    assert f"| Pendulum-v1 | {report.ARM1} | fresh | this study | `batch_size=rollout,kl=sampled,n_epochs=1,n_steps=x0.0625` (0) | 1 | 196 | 0.900 |" in text
+    assert f"| Pendulum-v1 | {report.ARM1} | fresh | this study | `batch_size=rollout,kl=sampled,n_epochs=1,n_steps=x0.0625` (0) | 1 | 196 | 1.000 |" in text  # its search runs' mean score (record_searches)
     assert f"| Acrobot-v1 | {report.PPO} | lag8 | published | `n_epochs=x0.5` (6) | 1 | 196 | 0.900 |" in text
 
 

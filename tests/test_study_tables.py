@@ -93,3 +93,49 @@ def test_a_searched_variant_without_all_its_search_seeds_is_refused_not_skipped(
     assert report.main(["--results", str(folder)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Acrobot-v1 ppo fresh" in err[0] and "search" in err[0], err
+
+
+def _edit_selected(folder: Path, edit) -> None:
+    import json
+
+    path = folder / contract.FROZEN_SELECTION_FILE
+    data = json.loads(path.read_text())
+    edit(data["selected"])
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _edit_trials(folder: Path, edit) -> None:
+    lines = (folder / contract.FROZEN_TRIALS_FILE).read_text().splitlines(keepends=True)
+    (folder / contract.FROZEN_TRIALS_FILE).write_text("".join(edit(lines)))
+
+
+FROZEN_TAMPERS = {
+    "pick's trial 99": lambda f: _edit_selected(f, lambda s: s["Acrobot-v1"]["ppo"]["fresh"].update(trial=99)),
+    "pick's search_return -1.0": lambda f: _edit_selected(f, lambda s: s["Acrobot-v1"]["ppo"]["fresh"].update(search_return=-1.0)),
+    "pick's search_score 2.0": lambda f: _edit_selected(f, lambda s: s["Pendulum-v1"]["esspo"]["lag8"].update(search_score=2.0)),
+    "trials.csv garbage": lambda f: (f / contract.FROZEN_TRIALS_FILE).write_text("garbage\n1,2\n"),
+    "trials.csv a return": lambda f: _edit_trials(f, lambda lines: [lines[0], lines[1].replace(",-85.26666666666667,", ",-5.0,"), *lines[2:]]),
+    "trials.csv a row dropped": lambda f: _edit_trials(f, lambda lines: [lines[0], *lines[2:]]),
+    "trials.csv missing": lambda f: (f / contract.FROZEN_TRIALS_FILE).unlink(),
+}
+
+
+@pytest.mark.parametrize("tamper", sorted(FROZEN_TAMPERS))
+def test_selected_json_is_checked_against_trials_csv_and_the_search_table(tmp_path, capsys, tamper):
+    folder = _copy(tmp_path)
+    FROZEN_TAMPERS[tamper](folder)
+    assert report.main(["--results", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("selected.json" in err[0] or "trials.csv" in err[0]), err
+
+
+@pytest.mark.parametrize("tamper", ["trial", "search_return", "trials.csv"])
+def test_the_schedule_reports_selections_are_checked_against_its_trials_and_table(tmp_path, capsys, tamper):
+    folder = _copy(tmp_path, SCHEDULE, "frozen-schedule")
+    if tamper == "trials.csv":
+        _edit_trials(folder, lambda lines: [lines[0], *lines[2:]])
+    else:
+        _edit_selected(folder, lambda s: s["Pendulum-v1"]["main"]["ppo"]["fresh"].update({tamper: 99 if tamper == "trial" else -1.0}))
+    assert schedule_report.main(["--results", str(folder), "--published", str(FROZEN)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("selected.json" in err[0] or "trials.csv" in err[0]), err

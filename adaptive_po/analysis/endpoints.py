@@ -71,33 +71,131 @@ def inferiority_p(d: Difference, margin: float = MARGIN) -> float:
     return float(stats.t.cdf((d.estimate + margin) / d.se, d.df))
 
 
-def check_pick(where: Path, table: Mapping, folder: str, seeds: Sequence[int], tax_lag: int, what: tuple[str, int, str, str], pick: Mapping[str, Any]) -> None:
+#: a search's trials file (``trials.csv``): one row per trial, the search's own record of it
+TRIAL_COLUMNS: tuple[str, ...] = ("env", "budget", "algo", "tuned_at", "trial", "variant", "failed_runs", "search_return", "search_score")
+
+
+def read_trials(path: Path) -> dict[tuple[str, str, int, str, str], list[dict[str, Any]]]:
+    """A study's ``trials.csv`` grouped by search, ``(part, env, budget, algo, tuned_at) -> rows``
+    (``part`` "" where the file has no such column); a ``ValueError`` naming the file and the line
+    for a file that is not the study's (columns missing, a cell that does not parse)."""
+    import csv
+    import io
+
+    from adaptive_po import contract
+
+    text = contract.read_committed_text(path)
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in TRIAL_COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise ValueError(f"{path}: columns {missing} are missing: not the study's trials file")
+    out: dict[tuple[str, str, int, str, str], list[dict[str, Any]]] = {}
+    for line, raw in enumerate(reader, start=2):
+        try:
+            if None in raw or any(v is None for v in raw.values()):
+                raise ValueError("the row has a different number of cells from the header")
+            row = {**raw, "variant": raw["variant"] or "", "budget": int(raw["budget"]), "trial": int(raw["trial"]),
+                   "failed_runs": int(raw["failed_runs"]), "search_return": float(raw["search_return"]),
+                   "search_score": float(raw["search_score"])}
+        except ValueError as err:
+            raise ValueError(f"{path}, line {line}: {err}") from None
+        key = (str(raw.get("part") or ""), row["env"], row["budget"], row["algo"], row["tuned_at"])
+        out.setdefault(key, []).append(row)
+    return out
+
+
+def read_search_trials(path: Path, selected: Mapping[str, Any]) -> dict:
+    """The study's ``trials.csv`` (:func:`~adaptive_po.analysis.endpoints.read_trials`), required
+    once ``selected.json`` selects anything (the trials are the searches' record of each choice)."""
+    if not selected.get("selected"):
+        return {}
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: selected.json's choices are checked against it")
+    return read_trials(path)
+
+
+def check_no_stray_trials(path: Path, trials: Mapping, searched: set) -> None:
+    """Every search of ``trials.csv`` is one that ``selected.json`` chose from (and so was checked)."""
+    stray = sorted(set(trials) - searched)
+    if stray:
+        part, env, budget, algo, tuned = stray[0]
+        raise ValueError(f"{path}: the search {(part + ' ') if part else ''}{env} at {budget:,} steps, {algo} {tuned} has no choice in "
+                         f"selected.json")
+
+
+def _same(a: float, b: float) -> bool:
+    return math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=1e-12)
+
+
+def check_pick(where: Path, table: Mapping, folder: str, seeds: Sequence[int], tax_lag: int, what: tuple[str, int, str, str], pick: Mapping[str, Any],
+               trials: Sequence[Mapping[str, Any]] | None = None, where_trials: Path | None = None) -> None:
     """A selected configuration (``what``: env, budget, arm, ``fresh`` or ``lag<tax_lag>``) must be
     a best one of its search: every variant searched there (``folder`` of the table) has its runs on
     exactly the search ``seeds`` (a variant with a run deleted or moved to another seed is not
     skipped: it could be the trial that beat the choice), the selected one among them, and none
-    returned more on average (``ValueError`` naming ``where`` otherwise)."""
+    returned more on average; its ``search_return`` and ``search_score`` are its runs' means. With
+    ``trials`` (the search's rows of ``trials.csv``, at ``where_trials``): one trial per variant
+    searched in the table, numbered 0, 1, ..., each trial's return, score and failures its runs',
+    and the pick's ``trial`` the one of its variant. A ``ValueError`` naming the file otherwise."""
     env, budget, algo, tuned = what
     lag = 0 if tuned == "fresh" else tax_lag
     if tuned != lag_name(lag):
         raise ValueError(f"{where}: {env} {algo} is tuned at {tuned!r}, not fresh or {lag_name(tax_lag)}")
-    returns: dict[str, dict[int, float]] = {}
+    runs: dict[str, dict[int, Mapping[str, Any]]] = {}
     for k, r in table.items():
         if k[0] == folder and k[1:3] == (env, algo) and k[4] == lag and k[6] == budget:
-            returns.setdefault(k[3], {})[k[5]] = float(r["final_eval_return"])
-    got = returns.get(str(pick.get("variant")))
+            runs.setdefault(k[3], {})[k[5]] = r
+    got = runs.get(str(pick.get("variant")))
     if got is None or len(got) != len(seeds):
         raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} has {len(got or [])} search runs in the "
                          f"table, not {len(seeds)}")
-    for variant, by_seed in sorted(returns.items()):
+    for variant, by_seed in sorted(runs.items()):
         if sorted(by_seed) != sorted(seeds):
             raise ValueError(f"{where}: {env} {algo} {tuned}'s search in the table is not whole: its variant {variant!r} ran on seeds "
                              f"{sorted(by_seed)}, not the search seeds {sorted(seeds)} (a search row deleted or moved)")
-    best = max(float(np.mean(list(v.values()))) for v in returns.values())
-    mean = float(np.mean(list(got.values())))
-    if mean < best:
-        raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} returned {mean!r} in its "
+
+    def mean(variant: str, column: str) -> float:  # in the seeds' order, as the search told its sampler
+        return float(np.mean([float(runs[variant][s][column]) for s in seeds]))
+
+    best = max(mean(v, "final_eval_return") for v in runs)
+    chosen = mean(str(pick.get("variant")), "final_eval_return")
+    if chosen < best:
+        raise ValueError(f"{where}: {env} {algo} {tuned}'s variant {pick.get('variant')!r} returned {chosen!r} in its "
                          f"search, below the best {best!r}: it is not the search's choice")
+    for column in ("search_return", "search_score"):
+        table_mean = mean(str(pick.get("variant")), "final_eval_return" if column == "search_return" else "score")
+        if not isinstance(pick.get(column), (int, float)) or isinstance(pick.get(column), bool) or not _same(pick[column], table_mean):
+            raise ValueError(f"{where}: {env} {algo} {tuned}'s {column} {pick.get(column)!r} is not its search runs' mean in the table, "
+                             f"{table_mean!r}")
+    if trials is None:
+        return
+    where_trials = where_trials or where
+    by_variant: dict[str, Mapping[str, Any]] = {}
+    for t in trials:
+        if t["variant"] in by_variant:
+            raise ValueError(f"{where_trials}: {env} {algo} {tuned}'s variant {t['variant']!r} is trial {by_variant[t['variant']]['trial']} "
+                             f"and trial {t['trial']}")
+        by_variant[t["variant"]] = t
+    if sorted(t["trial"] for t in trials) != list(range(len(trials))):
+        raise ValueError(f"{where_trials}: {env} {algo} {tuned}'s trials are numbered {sorted(t['trial'] for t in trials)}, not 0-{len(trials) - 1}")
+    if set(by_variant) != set(runs):
+        stray = sorted(set(by_variant) ^ set(runs))[0]
+        side = "has no runs in the search table" if stray in by_variant else "has no trial"
+        raise ValueError(f"{where_trials}: {env} {algo} {tuned}'s variant {stray!r} {side}: {len(by_variant)} trials, "
+                         f"{len(runs)} variants searched in the table")
+    for variant, t in by_variant.items():
+        failed = sum(r.get("status") == "failed" for r in runs[variant].values())
+        for column, value in (("search_return", mean(variant, "final_eval_return")), ("search_score", mean(variant, "score"))):
+            if not _same(t[column], value):
+                raise ValueError(f"{where_trials}: {env} {algo} {tuned}'s trial {t['trial']} has {column} {t[column]!r}, not its runs' "
+                                 f"mean in the table, {value!r}")
+        if t["failed_runs"] != failed:
+            raise ValueError(f"{where_trials}: {env} {algo} {tuned}'s trial {t['trial']} has failed_runs {t['failed_runs']}, not the "
+                             f"{failed} of the table")
+    t = by_variant[str(pick.get("variant"))]
+    if pick.get("trial") != t["trial"]:
+        raise ValueError(f"{where}: {env} {algo} {tuned}'s trial {pick.get('trial')!r} is not its variant's trial in "
+                         f"{where_trials.name}, {t['trial']}")
 
 
 def frozen_scores(table: Mapping, env: str, budget: int, algo: str, variant: str, lag: int, seeds: Sequence[int]) -> np.ndarray | None:

@@ -19,11 +19,12 @@ from scipy import stats
 
 from adaptive_po import contract
 from adaptive_po.contract import FROZEN_CUT_ORDER, FROZEN_REGISTERED as REGISTERED
-from adaptive_po.contract import FROZEN_PILOT_SELECTION_FILE, FROZEN_SCORE_FOLDER, FROZEN_SEARCH_FOLDER, FROZEN_SELECTION_FILE, FROZEN_TABLE_FILE
+from adaptive_po.contract import FROZEN_PILOT_SELECTION_FILE, FROZEN_SCORE_FOLDER, FROZEN_SEARCH_FOLDER, FROZEN_SELECTION_FILE, FROZEN_TABLE_FILE, FROZEN_TRIALS_FILE
 
 from ..endpoints import (
-    SLOPE_LAGS, SLOPE_MARGIN, check_pick, deviations, format_difference, format_p, fresh_scores, frozen_scores, head_to_head,
-    inferiority_p, lag_name, log_lag, non_inferiority, non_inferiority_p, non_inferiority_word, row_cells, slope,
+    SLOPE_LAGS, SLOPE_MARGIN, check_no_stray_trials, check_pick, deviations, format_difference, format_p, fresh_scores, frozen_scores,
+    head_to_head, inferiority_p, lag_name, log_lag, non_inferiority, non_inferiority_p, non_inferiority_word, read_search_trials,
+    row_cells, slope,
     tested,
 )
 from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
@@ -100,13 +101,19 @@ def check_plan(results: Path, table: Mapping, selected: Mapping[str, Any], selec
                 raise ValueError(f"{where_tasks}: the pilot's {name} {entry.get(name)!r} of {env} at {budget:,} steps is not the mean of "
                                  f"its {len(scores)} pilot runs in the table")
     plan = _Plan(selection, record)
+    where_trials = results / FROZEN_TRIALS_FILE
+    trials = read_search_trials(where_trials, selected)
+    searched = set()
     for env, chosen in selected.get("selected", {}).items():
         budget = int(chosen.get("budget", 0))
         if (env, budget) not in plan.tasks:
             raise ValueError(f"{where_plan}: {env} at {budget:,} steps is not a selected task")
         for algo in plan.arms:
             for tuned, pick in chosen.get(algo, {}).items():
-                check_pick(where_plan, table, FROZEN_SEARCH_FOLDER, plan.search_seeds, plan.tax_lag, (env, budget, algo, tuned), pick)
+                searched.add(("", env, budget, algo, tuned))
+                check_pick(where_plan, table, FROZEN_SEARCH_FOLDER, plan.search_seeds, plan.tax_lag, (env, budget, algo, tuned), pick,
+                           trials.get(("", env, budget, algo, tuned), []), where_trials)
+    check_no_stray_trials(where_trials, trials, searched)
 
 
 def _tasks(selection: Mapping[str, Any], where: Path) -> list[tuple[str, int]]:

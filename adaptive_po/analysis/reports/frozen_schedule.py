@@ -29,8 +29,9 @@ from scipy import stats
 from adaptive_po import contract
 
 from ..endpoints import (
-    SLOPE_LAGS, SLOPE_MARGIN, check_pick, deviations, format_difference, format_p, fresh_scores, frozen_scores, head_to_head,
-    inferiority_p, lag_name, log_lag, non_inferiority, non_inferiority_p, non_inferiority_word, row_cells, slope,
+    SLOPE_LAGS, SLOPE_MARGIN, check_no_stray_trials, check_pick, deviations, format_difference, format_p, fresh_scores, frozen_scores,
+    head_to_head, inferiority_p, lag_name, log_lag, non_inferiority, non_inferiority_p, non_inferiority_word, read_search_trials,
+    row_cells, slope,
     tested,
 )
 from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
@@ -154,7 +155,7 @@ def load(results: Path, published: Path) -> tuple[dict, dict, dict, dict, Plan]:
     published_table = read_table(published / contract.FROZEN_TABLE_FILE)
     published_selected = _json(published / contract.FROZEN_SELECTION_FILE) or {"selected": {}}
     plan = load_plan(results, selected)
-    check_picks(results / contract.FROZEN_SELECTION_FILE, table, selected, plan)
+    check_picks(results / contract.FROZEN_SELECTION_FILE, table, selected, plan, results / contract.FROZEN_TRIALS_FILE)
     return table, selected, published_table, published_selected, plan
 
 
@@ -162,9 +163,14 @@ def load(results: Path, published: Path) -> tuple[dict, dict, dict, dict, Plan]:
 SEARCH_FOLDERS = {"main": contract.SCHEDULE_SEARCH_FOLDER, "dppo-tax": contract.SCHEDULE_DPPO_SEARCH_FOLDER, "luck": contract.SCHEDULE_LUCK_SEARCH_FOLDER}
 
 
-def check_picks(where: Path, table: Mapping, selected: Mapping[str, Any], plan: Plan) -> None:
-    """Each selected configuration of each part is a best one of that part's search in the table
-    (:func:`~adaptive_po.analysis.endpoints.check_pick`), and each part is a registered one."""
+def check_picks(where: Path, table: Mapping, selected: Mapping[str, Any], plan: Plan, where_trials: Path | None = None) -> None:
+    """Each selected configuration of each part is a best one of that part's search in the table,
+    its trial, return and score those of ``trials.csv`` (``where_trials``) and the table
+    (:func:`~adaptive_po.analysis.endpoints.check_pick`), each part a registered one, and every
+    search of ``trials.csv`` one that ``selected.json`` chose from."""
+    where_trials = where_trials or where.with_name(contract.FROZEN_TRIALS_FILE)
+    trials = read_search_trials(where_trials, selected)
+    searched = set()
     for env, chosen in selected.get("selected", {}).items():
         for part, picks in chosen.items():
             if part == "budget":
@@ -174,8 +180,11 @@ def check_picks(where: Path, table: Mapping, selected: Mapping[str, Any], plan: 
             record = plan.parts.get(part, {})
             for algo, tuned_picks in picks.items():
                 for tuned, pick in tuned_picks.items():
+                    key = (part, env, int(chosen["budget"]), algo, tuned)
+                    searched.add(key)
                     check_pick(where, table, SEARCH_FOLDERS[part], tuple(int(x) for x in record.get("search_seeds", ())), int(record.get("tax_lag", 8)),
-                               (env, int(chosen["budget"]), algo, tuned), pick)
+                               (env, int(chosen["budget"]), algo, tuned), pick, trials.get(key, []), where_trials)
+    check_no_stray_trials(where_trials, trials, searched)
 
 
 def load_and_analyse(results: Path, published: Path) -> tuple[dict, dict, dict, dict, Plan, dict[str, Any]]:

@@ -1,0 +1,72 @@
+"""Test support: a synthetic study's search records made whole, as a real study writes them.
+
+The reports check each choice in ``selected.json`` against ``trials.csv`` and the search's runs in
+the table (its trial, its mean return and score; every variant searched has a trial). A synthetic
+study gives its choices by hand; :func:`record_searches` adds the lower-returning trials that come
+before a choice's trial number, sets each choice's ``search_return`` and ``search_score`` to its
+runs' means, and writes ``trials.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from adaptive_po.contract import frozen_row_key
+
+
+def _picks(selected: Mapping[str, Any], parts: bool):
+    for env, chosen in selected.items():
+        groups = [(part, picks) for part, picks in chosen.items() if isinstance(picks, Mapping)] if parts else [("", chosen)]
+        for part, picks in groups:
+            for algo, tuned_picks in picks.items():
+                if not isinstance(tuned_picks, Mapping):
+                    continue
+                for tuned, pick in tuned_picks.items():
+                    yield env, int(chosen["budget"]), part, algo, tuned, pick
+
+
+def record_searches(results: Path, rows: dict, selected: Mapping[str, Any], folders: Mapping[str, str], seeds: Sequence[int],
+                    tax_lag: int = 8, parts: bool = False, fill: bool = True) -> None:
+    """``rows`` (the table being made) and ``selected``'s choices completed in place, and
+    ``results/trials.csv`` written; ``folders``: each part's search folder (``{"": folder}``
+    without parts). ``fill``: add trials below the choice up to its trial number; else the choice's
+    trial number becomes its place among the variants the table has (no runs added)."""
+    trials = []
+    for env, budget, part, algo, tuned, pick in _picks(selected, parts):
+        folder, lag = folders[part], 0 if tuned == "fresh" else tax_lag
+        runs: dict[str, dict[int, dict]] = {}
+        for key, row in rows.items():
+            if key[0] == folder and key[1:3] == (env, algo) and key[4] == lag and key[6] == budget:
+                runs.setdefault(key[3], {})[key[5]] = row
+        chosen = runs[pick["variant"]]
+        others = sorted(v for v in runs if v != pick["variant"])
+        low = min(float(r["final_eval_return"]) for by_seed in runs.values() for r in by_seed.values()) - 1.0
+        if not fill:
+            pick["trial"] = min(int(pick["trial"]), len(others))
+        for i in range(len(others), int(pick["trial"])):  # trials before the choice's, below it
+            variant = f"filler_trial={i}"
+            for s in seeds:
+                row = {**chosen[s], "variant": variant, "final_eval_return": low}
+                row["score"] = (low - row["random_score"]) / (row["reference"] - row["random_score"])
+                rows[frozen_row_key(row)] = row
+            runs[variant] = {s: rows[(folder, env, algo, variant, lag, s, budget)] for s in seeds}
+            others.append(variant)
+        order = others[: int(pick["trial"])] + [pick["variant"]] + others[int(pick["trial"]):]
+        for number, variant in enumerate(order):
+            got = [runs[variant][s] for s in seeds]
+            record = {"part": part, "env": env, "budget": budget, "algo": algo, "tuned_at": tuned, "trial": number, "variant": variant,
+                      "failed_runs": sum(r["status"] == "failed" for r in got),
+                      "search_return": float(np.mean([float(r["final_eval_return"]) for r in got])),
+                      "search_score": float(np.mean([float(r["score"]) for r in got]))}
+            trials.append(record)
+            if variant == pick["variant"]:
+                pick.update(search_return=record["search_return"], search_score=record["search_score"])
+    columns = ["part"] * parts + ["env", "budget", "algo", "tuned_at", "trial", "variant", "failed_runs", "search_return", "search_score"]
+    with open(results / "trials.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in t.items()} for t in trials)
