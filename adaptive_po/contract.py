@@ -847,3 +847,69 @@ def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]
         rows[key] = row
         first_line[key] = line
     return rows
+
+
+# ----------------------------------------------------------------------------------------------
+# a study table's normalization: the environment files' configuration, not the rows' data
+
+#: the environment files shipped with the package (the bench's default; ``$ADAPTIVE_PO_ENVS`` replaces it)
+PACKAGED_ENVS_DIR = Path(__file__).resolve().parent / "env_configs"
+#: an environment file is at most this many bytes (the bench's own bound)
+ENV_FILE_MAX_BYTES = 256 * 1024
+
+
+def env_file_scores(env: str, envs_dir: str | os.PathLike | None = None) -> tuple[float, float, Path]:
+    """``(random_score, solved_threshold, path)`` of ``<envs_dir>/<env>.yaml`` (default: the
+    bench's, ``$ADAPTIVE_PO_ENVS`` or the packaged files), for the readers of a study's table that
+    may not import the bench (the reports): YAML's safe loader on a bounded file without aliases,
+    the two numbers finite; a ``ValueError`` naming the file otherwise. The bench validates the
+    whole file (:func:`adaptive_po.bench.config.get_env_config`); this reads the two numbers a
+    table's score is normalized by."""
+    import yaml
+
+    name = check_name("environment name", env)
+    folder = Path(envs_dir) if envs_dir is not None else Path(os.environ.get("ADAPTIVE_PO_ENVS", "").strip() or PACKAGED_ENVS_DIR)
+    path = folder / f"{name}.yaml"
+    if not os.path.lexists(path):
+        raise ValueError(f"{path}: no environment file for {name!r}, whose random score and reference the table's scores are normalized by")
+    raw = read_regular_bytes(path)
+    if len(raw) > ENV_FILE_MAX_BYTES:
+        raise ValueError(f"{path}: {len(raw):,} bytes; an environment file is at most {ENV_FILE_MAX_BYTES:,} bytes")
+    try:
+        text = raw.decode("utf-8")
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise ValueError("aliases are not read here (an environment file has none)")
+        data = yaml.safe_load(text)
+    except (UnicodeDecodeError, yaml.YAMLError, ValueError) as err:
+        raise ValueError(f"{path}: not an environment file that can be read ({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
+    numbers = []
+    for key in ("random_score", "solved_threshold"):
+        value = data.get(key) if isinstance(data, dict) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{path}: {key} must be a finite number, got {value!r}")
+        numbers.append(float(value))
+    return numbers[0], numbers[1], path
+
+
+def check_table_normalization(path: str | os.PathLike, table: Mapping[FrozenKey, Mapping[str, Any]],
+                              scores: Callable[[str], tuple[float, float, Any]] | None = None) -> None:
+    """Each row's ``random_score`` and ``reference`` are its environment file's ``random_score`` and
+    ``solved_threshold`` (``scores(env)``, default :func:`env_file_scores`): they are configuration,
+    not data, so a row normalized by other numbers (its score consistent with its own cells) is a
+    ``ValueError`` naming the table, the row, the cell and the file, not a result."""
+    scores = scores or env_file_scores
+    known: dict[str, tuple[float, float, Any]] = {}
+    for key in sorted(table):
+        row = table[key]
+        env = key[1]
+        if env not in known:
+            known[env] = scores(env)
+        random_score, reference, where = known[env]
+        for column, registered in (("random_score", random_score), ("reference", reference)):
+            if float(row[column]) != registered:
+                folder, _, algo, variant, lag, seed, budget = key
+                raise ValueError(
+                    f"{path}: the row {folder} {env} {algo} {variant or '(defaults)'} lag {lag} seed {seed} at {budget:,} steps has "
+                    f"{column} {row[column]!r}, not {registered!r} of {where} ({'random_score' if column == 'random_score' else 'solved_threshold'}): "
+                    "a task's random score and reference are its environment file's, not a row's"
+                )

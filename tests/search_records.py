@@ -4,18 +4,21 @@ The reports check each choice in ``selected.json`` against ``trials.csv`` and th
 the table (its trial, its mean return and score; every variant searched has a trial). A synthetic
 study gives its choices by hand; :func:`record_searches` adds the lower-returning trials that come
 before a choice's trial number, sets each choice's ``search_return`` and ``search_score`` to its
-runs' means, and writes ``trials.csv``.
+runs' means, and writes ``trials.csv``. :func:`synthetic_envs`: environment files with a synthetic
+table's random score and reference.
 """
 
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import pytest
 
-from adaptive_po.contract import frozen_row_key
+from adaptive_po.contract import PACKAGED_ENVS_DIR, frozen_row_key
 
 
 def _picks(selected: Mapping[str, Any], parts: bool):
@@ -70,3 +73,23 @@ def record_searches(results: Path, rows: dict, selected: Mapping[str, Any], fold
         writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in t.items()} for t in trials)
+
+
+@pytest.fixture
+def synthetic_envs(tmp_path, monkeypatch):
+    """``make(random_score, reference)``: copies of the packaged environment files whose random score
+    and reference (``solved_threshold``) are the synthetic studies' (a synthetic table normalizes by
+    them; the reports and the study check every row against its environment file), made the default
+    ``$ADAPTIVE_PO_ENVS`` of the reports for the test; returns the folder (the bench's ``envs_dir``)."""
+
+    def make(random_score: float, reference: float) -> Path:
+        folder = tmp_path / "synthetic-envs"
+        folder.mkdir(exist_ok=True)
+        for path in sorted(PACKAGED_ENVS_DIR.glob("*.yaml")):
+            text = re.sub(r"(?m)^random_score:.*$", f"random_score: {random_score!r}", path.read_text())
+            text = re.sub(r"(?m)^solved_threshold:.*$", f"solved_threshold: {reference!r}", text)
+            (folder / path.name).write_text(text)
+        monkeypatch.setenv("ADAPTIVE_PO_ENVS", str(folder))
+        return folder
+
+    return make

@@ -14,6 +14,7 @@ from adaptive_po.bench.frozen import (
     PILOT_FOLDERS, PILOT_SEEDS, StudyPlan, TableRunner, pilot_rows, read_table, run_study, select_tasks, spec_key,
     write_table,
 )
+from search_records import synthetic_envs  # noqa: E402,F401 - tests/search_records.py: environment files of the synthetic tables
 
 
 def _pilot_table(scores: dict[tuple[str, int], tuple[list[float], list[float]]], returns: dict[tuple[str, int], list[float]] | None = None):
@@ -193,7 +194,8 @@ def _synthetic_study(results: Path, esspo_slope: float, ppo_slope: float, ppo_ta
     (results / frozen.SELECTION_FILE).write_text(json.dumps({"plan": {}, "selected": selected}))
 
 
-def test_the_report_reads_the_endpoints_and_the_decision_from_the_table(tmp_path):
+def test_the_report_reads_the_endpoints_and_the_decision_from_the_table(tmp_path, synthetic_envs):
+    synthetic_envs(0.0, 1.0)  # the synthetic tables' random score and reference
     from adaptive_po.analysis.reports import frozen as report
 
     _synthetic_study(tmp_path / "a", esspo_slope=-0.02, ppo_slope=-0.1, ppo_tax=0.2)
@@ -216,9 +218,10 @@ def test_the_report_reads_the_endpoints_and_the_decision_from_the_table(tmp_path
     assert report.decision(rows, report.analyse(table, selected, plan)["esspo_tax"]) == "contradicted"
 
 
-def test_per_task_verdicts_and_the_secondary_tables_are_welch_with_holm_within_each_family(tmp_path):
+def test_per_task_verdicts_and_the_secondary_tables_are_welch_with_holm_within_each_family(tmp_path, synthetic_envs):
     """Pre-registered: each endpoint per task with Holm over that endpoint's tasks; every other arm
     against ppo at every lag, per task and over tasks, each table with its own Holm."""
+    synthetic_envs(0.0, 1.0)  # the synthetic tables' random score and reference
     import numpy as np
     from scipy import stats
 

@@ -24,6 +24,7 @@ LAGS = (0, 1, 2, 4, 8, 16, 64)
 SEEDS = tuple(range(10))
 SEARCH_SEEDS = (100, 101, 102)
 PUBLISHED_REAL = Path(__file__).resolve().parents[1] / "docs" / "results" / "frozen"
+from search_records import synthetic_envs  # noqa: E402,F401 - tests/search_records.py: environment files of the synthetic tables
 
 
 def _holm_by_hand(p: list[float]) -> list[float]:
@@ -143,7 +144,8 @@ def _analysed(results: Path, published: Path):
     return plan, result, rows, report.answers(result, rows)
 
 
-def test_family_a_is_supported_when_arm_1_is_flat_in_lag_and_equal_to_ppo_at_lag_0(tmp_path):
+def test_family_a_is_supported_when_arm_1_is_flat_in_lag_and_equal_to_ppo_at_lag_0(tmp_path, synthetic_envs):
+    synthetic_envs(0.0, 1.0)  # the synthetic tables' random score and reference
     results, published = _study(tmp_path)
     plan, result, rows, answer = _analysed(results, published)
     by = {r["name"]: r for r in rows}
@@ -167,7 +169,8 @@ def test_family_a_is_supported_when_arm_1_is_flat_in_lag_and_equal_to_ppo_at_lag
     assert "| main | 288 of 288 (`schedule-search`) | 280 of 300 |" in text and "| luck | 48 of 48 (`schedule-luck-search`) | 0 of 10 |" in text
 
 
-def test_family_b_is_contradicted_when_arm_1_trails_decoupled_ppo_by_0_3_at_lag_0(tmp_path):
+def test_family_b_is_contradicted_when_arm_1_trails_decoupled_ppo_by_0_3_at_lag_0(tmp_path, synthetic_envs):
+    synthetic_envs(0.0, 1.0)  # the synthetic tables' random score and reference
     results, published = _study(tmp_path, arm1=(0.6, 0.0), ppo=(0.6, -0.1), dppo=(0.9, -0.1), esspo=(0.6, 0.0))
     _, _, rows, answer = _analysed(results, published)
     by = {r["name"]: r for r in rows}
@@ -180,7 +183,8 @@ def test_family_b_is_contradicted_when_arm_1_trails_decoupled_ppo_by_0_3_at_lag_
     assert "| against the proximal correction (family B: arm 1 vs the published tuned `decoupled-ppo`) | B1 2/2, B2 2/2, B3 2/2 | **contradicted** |" in text
 
 
-def test_a_steeper_arm_1_contradicts_and_a_tax_loss_contradicts(tmp_path):
+def test_a_steeper_arm_1_contradicts_and_a_tax_loss_contradicts(tmp_path, synthetic_envs):
+    synthetic_envs(0.0, 1.0)  # the synthetic tables' random score and reference
     results, published = _study(tmp_path / "a", arm1=(0.9, -0.15))
     _, _, rows, answer = _analysed(results, published)
     assert {r["name"]: r["verdict"] for r in rows}["A1"] == "loss" and answer["A"]["answer"] == "contradicted"
@@ -232,7 +236,8 @@ def test_the_rule_and_a_cut_endpoint_3():
     assert rule("win", "non-inferior", None, True) == "not decided" and rule("loss", "non-inferior", None, True) == "contradicted"
 
 
-def test_a_cut_decoupled_ppo_tax_decides_family_b_on_b1_and_b2(tmp_path):
+def test_a_cut_decoupled_ppo_tax_decides_family_b_on_b1_and_b2(tmp_path, synthetic_envs):
+    synthetic_envs(0.0, 1.0)  # the synthetic tables' random score and reference
     results, published = _study(tmp_path, parts=("main", "luck"), dppo=(0.9, 0.05))
     plan, _, rows, answer = _analysed(results, published)
     by = {r["name"]: r for r in rows}
@@ -243,7 +248,8 @@ def test_a_cut_decoupled_ppo_tax_decides_family_b_on_b1_and_b2(tmp_path):
     assert "| dppo-tax | cut | cut |" in text and "| B3. retuning tax at lag 8: arm 1's - decoupled-ppo's | cut |" in text
 
 
-def test_per_task_endpoints_have_holm_over_the_tasks(tmp_path):
+def test_per_task_endpoints_have_holm_over_the_tasks(tmp_path, synthetic_envs):
+    synthetic_envs(0.0, 1.0)  # the synthetic tables' random score and reference
     results, published = _study(tmp_path, arm1=(0.6, 0.0), ppo=(0.6, -0.1), dppo=(0.9, -0.1))
     _, result, _, _ = _analysed(results, published)
     per_task = report.per_task_verdicts(result)
@@ -262,7 +268,8 @@ def test_per_task_endpoints_have_holm_over_the_tasks(tmp_path):
     assert c["p"] == pytest.approx(stats.ttest_ind(x, fresh[(report.PUB_ESSPO, 0)], equal_var=False).pvalue)
 
 
-def test_the_secondary_tables_label_the_arms_apart_with_holm_within_each_table(tmp_path):
+def test_the_secondary_tables_label_the_arms_apart_with_holm_within_each_table(tmp_path, synthetic_envs):
+    synthetic_envs(0.0, 1.0)  # the synthetic tables' random score and reference
     results, published = _study(tmp_path, arm2=(0.7, -0.05))
     plan, result, _, _ = _analysed(results, published)
     tables = report.secondary(result, plan)
@@ -288,7 +295,8 @@ def test_the_secondary_tables_label_the_arms_apart_with_holm_within_each_table(t
     assert f"| Acrobot-v1 | {report.PPO} | lag8 | published | `n_epochs=x0.5` (6) | 1 | 196 | 0.900 |" in text
 
 
-def test_the_search_luck_line_sits_beside_a2_on_pendulum(tmp_path):
+def test_the_search_luck_line_sits_beside_a2_on_pendulum(tmp_path, synthetic_envs):
+    synthetic_envs(0.0, 1.0)  # the synthetic tables' random score and reference
     results, published = _study(tmp_path / "a", luck=0.2)
     _, result, _, _ = _analysed(results, published)
     luck = result["luck"]
@@ -305,7 +313,8 @@ def test_the_search_luck_line_sits_beside_a2_on_pendulum(tmp_path):
     assert result["luck"]["same"] and result["luck"]["d"].estimate == 0.0
 
 
-def test_a_partial_table_builds_and_answers_not_decided(tmp_path):
+def test_a_partial_table_builds_and_answers_not_decided(tmp_path, synthetic_envs):
+    synthetic_envs(0.0, 1.0)  # the synthetic tables' random score and reference
     # only Acrobot's searches: nothing scored yet
     results, published = _study(tmp_path / "a", tasks=TASKS[:1], parts=("main",), score_tasks=())
     assert report.main(["--results", str(results), "--published", str(published)]) == 0

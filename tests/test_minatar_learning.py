@@ -11,6 +11,7 @@ import yaml
 
 from adaptive_po.bench import minatar_learning as ml
 from adaptive_po.bench.study_table import TableRunner, finished_row, read_table, row_key, spec_key, specs_for, write_table
+from search_records import synthetic_envs  # noqa: E402,F401 - tests/search_records.py: environment files of the synthetic tables
 
 
 def _row(game: str, lag: int, seed: int, at_1m: float, final: float, status: str = "complete", wall: float = 3600.0) -> dict:
@@ -83,7 +84,8 @@ def test_a_diverged_run_scores_the_random_score_at_both_budgets_and_a_missing_ev
         ml.pilot_rows(table)
 
 
-def test_the_pilot_writes_no_selection_before_it_is_complete_and_then_orders_by_its_measured_cost(tmp_path):
+def test_the_pilot_writes_no_selection_before_it_is_complete_and_then_orders_by_its_measured_cost(tmp_path, synthetic_envs):
+    envs = synthetic_envs(0.0, 10.0)  # the synthetic tables' random score and reference
     table = _pilot_table({
         "Breakout-MinAtar": {0: ([6.0, 6.2, 5.8], [9.0] * 3), 8: ([2.0, 2.5, 1.5], [3.0, 3.1, 2.9])},
         "Freeway-MinAtar": {0: ([6.0, 6.2, 5.8], [9.0] * 3), 8: ([2.0, 2.5, 1.5], [3.0, 3.1, 2.9])},
@@ -93,9 +95,9 @@ def test_the_pilot_writes_no_selection_before_it_is_complete_and_then_orders_by_
     partial = dict(table)
     del partial[next(iter(partial))]
     write_table(tmp_path / ml.TABLE_FILE, partial)
-    assert ml.write_selection(tmp_path, log=lambda line: None) is None and not (tmp_path / ml.SELECTION_FILE).exists()
+    assert ml.write_selection(tmp_path, envs, log=lambda line: None) is None and not (tmp_path / ml.SELECTION_FILE).exists()
     write_table(tmp_path / ml.TABLE_FILE, table)
-    assert ml.write_selection(tmp_path, log=lambda line: None) == [("Freeway-MinAtar", 1_000_000), ("Breakout-MinAtar", 1_000_000)]
+    assert ml.write_selection(tmp_path, envs, log=lambda line: None) == [("Freeway-MinAtar", 1_000_000), ("Breakout-MinAtar", 1_000_000)]
     games, speeds = ml.read_selection(tmp_path)
     # 3,600 s per population of 3 runs of 2,007,040 steps
     assert speeds["Freeway-MinAtar"] == pytest.approx(3600 / 3 / 2.00704) and speeds["Breakout-MinAtar"] == pytest.approx(2 * speeds["Freeway-MinAtar"])
@@ -232,7 +234,8 @@ def _study(results, slopes: dict[str, float], lag0: dict[str, float] | None = No
     write_table(results / ml.TABLE_FILE, rows)
 
 
-def test_the_report_reads_the_registered_endpoints_and_both_answers(tmp_path):
+def test_the_report_reads_the_registered_endpoints_and_both_answers(tmp_path, synthetic_envs):
+    synthetic_envs(0.0, 10.0)  # the synthetic tables' random score and reference
     from adaptive_po.analysis.reports import minatar_learning as report
 
     _study(tmp_path / "a", {"esspo": -0.02, "ppo": -0.12, "decoupled-ppo": -0.02})
@@ -254,7 +257,8 @@ def test_the_report_reads_the_registered_endpoints_and_both_answers(tmp_path):
     assert "| 2. lag 0: esspo - ppo (non-inferiority at -0.1) | -0.3" in text and "| inferior |" in text
 
 
-def test_the_report_of_a_study_in_progress_says_so_and_before_the_pilot_says_that(tmp_path):
+def test_the_report_of_a_study_in_progress_says_so_and_before_the_pilot_says_that(tmp_path, synthetic_envs):
+    synthetic_envs(0.0, 10.0)  # the synthetic tables' random score and reference
     from adaptive_po.analysis.reports import minatar_learning as report
 
     _study(tmp_path / "a", {"esspo": -0.02, "ppo": -0.12, "decoupled-ppo": -0.02}, missing=5)
@@ -275,7 +279,8 @@ def test_the_report_of_a_study_in_progress_says_so_and_before_the_pilot_says_tha
     assert "0 game(s) qualify, fewer than 2: as registered, the study is not run." in text and "not complete" not in text
 
 
-def test_the_pilots_figure_shows_every_game_from_the_table_alone(tmp_path):
+def test_the_pilots_figure_shows_every_game_from_the_table_alone(tmp_path, synthetic_envs):
+    synthetic_envs(0.0, 10.0)  # the synthetic tables' random score and reference
     from adaptive_po.analysis.reports import minatar_learning as report
 
     write_table(tmp_path / ml.TABLE_FILE, _pilot_table({"Breakout-MinAtar": {0: ([6.0, 6.2, 5.8], [9.0] * 3), 8: ([2.0, 2.5, 1.5], [3.0] * 3)}}))

@@ -35,8 +35,8 @@ def _rewrite(folder: Path, edit) -> None:
     write_table(folder / contract.FROZEN_TABLE_FILE, rows)
 
 
-def _a_scoring_key(rows, lag: int = 0, algo: str = "ppo", env: str = "Acrobot-v1"):
-    return next(k for k in sorted(rows) if k[0] == contract.FROZEN_SCORE_FOLDER and k[1] == env and k[2] == algo and k[4] == lag)
+def _a_scoring_key(rows, lag: int = 0, algo: str = "ppo", env: str = "Acrobot-v1", folder: str = contract.FROZEN_SCORE_FOLDER):
+    return next(k for k in sorted(rows) if k[0] == folder and k[1] == env and k[2] == algo and k[4] == lag)
 
 
 @pytest.mark.parametrize("how", ["deleted", "unregistered seed"])
@@ -139,3 +139,32 @@ def test_the_schedule_reports_selections_are_checked_against_its_trials_and_tabl
     assert schedule_report.main(["--results", str(folder), "--published", str(FROZEN)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and ("selected.json" in err[0] or "trials.csv" in err[0]), err
+
+
+def _a_pendulum_row_scored_from_another_random_score(folder: Path, random_score: float = -2000.0, column: str = "random_score") -> None:
+    """One schedule-score Pendulum row normalized from another random score (or reference): its
+    return kept, its score consistent with the row's cells, as a hand edit would make it."""
+
+    def edit(rows):
+        key = _a_scoring_key(rows, lag=0, algo="esspo", env="Pendulum-v1", folder=contract.SCHEDULE_SCORE_FOLDER)
+        row = dict(rows[key])
+        row[column] = random_score
+        row["score"] = (row["final_eval_return"] - row["random_score"]) / (row["reference"] - row["random_score"])
+        rows[key] = row
+
+    _rewrite(folder, edit)
+
+
+@pytest.mark.parametrize("column", ["random_score", "reference"])
+def test_a_rows_random_score_and_reference_are_the_environment_files(tmp_path, capsys, column):
+    from adaptive_po.bench import schedule_study
+
+    folder = _copy(tmp_path, SCHEDULE, "frozen-schedule")
+    _a_pendulum_row_scored_from_another_random_score(folder, -2000.0 if column == "random_score" else 0.0, column)
+    assert schedule_report.main(["--results", str(folder), "--published", str(FROZEN)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Pendulum-v1" in err[0] and column in err[0] and "Pendulum-v1.yaml" in err[0], err
+    dry = ["study", "--dry-run", "--results", str(folder), "--published", str(FROZEN), "--out", str(tmp_path / "runs"), "--no-progress"]
+    assert schedule_study.main(dry) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Pendulum-v1" in err[0] and column in err[0], err

@@ -91,7 +91,7 @@ from adaptive_po.contract import (  # noqa: E402
 
 from adaptive_po.bench.study_table import (  # noqa: F401 - the study's table and runner, re-exported for its callers
     DIVERGED_CAUSES, GRID_SUITE, ConfigCheck, SliceOver, TableRunner, add_run_arguments, check_run_arguments, train_with_sweep, apply_config_check, check_configs, checked_runner,
-    condition, config_checksum, finished_row, normalized, preflight, results_lock, row_key, row_spec, scored_failure,
+    condition, config_checksum, finished_row, normalized, preflight, read_checked_table, results_lock, row_key, row_spec, scored_failure,
     spec_key, specs_for, write_table,
 )
 # ----------------------------------------------------------------------------------------------
@@ -271,7 +271,7 @@ def pilot_text(rows: Sequence[Mapping[str, Any]], chosen: Sequence[tuple[str, in
 
 def write_selection(results: Path, log: Callable[[str], None] = print) -> int:
     """pilot.md and selection.json from the table; the tasks ordered from the cheapest to the dearest."""
-    rows = pilot_rows(read_table(results / TABLE_FILE))
+    rows = pilot_rows(read_checked_table(results / TABLE_FILE))
     chosen = select_tasks(rows)
     chosen = sorted(chosen, key=lambda t: t[1] * seconds_per_million(t[0]))
     cuts, lines = plan_cuts(chosen)

@@ -35,7 +35,7 @@ from adaptive_po.bench.config import get_env_config
 from adaptive_po.bench.frozen import pilot_criteria
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.bench.study_table import (
-    SliceOver, TableRunner, add_run_arguments, check_run_arguments, checked_runner, normalized, preflight, read_table, results_lock, spec_key, specs_for, train_with_sweep,
+    SliceOver, TableRunner, add_run_arguments, check_run_arguments, checked_runner, normalized, preflight, read_checked_table, results_lock, spec_key, specs_for, train_with_sweep,
 )
 from adaptive_po.contract import FROZEN_CURVE_COLUMN as CURVE_COLUMN, FrozenKey as Key, parse_curve
 
@@ -196,7 +196,7 @@ def lag0_returns(table: Mapping[Key, Mapping[str, Any]]) -> dict[str, dict[int, 
 def write_selection(results: Path, envs_dir: str | None = None, log: Callable[[str], None] = print) -> list[tuple[str, int]] | None:
     """pilot.md and selection.json from the table (None, and nothing written, while the pilot is not
     complete); the games ordered from the cheapest (their budget x the pilot's seconds per run)."""
-    table = read_table(results / TABLE_FILE)
+    table = read_checked_table(results / TABLE_FILE, envs_dir)
     rows = pilot_rows(table)
     if not all(r["complete"] for r in rows):
         log(f"the pilot is not complete ({sum(r['runs'] for r in rows) // len(READ_BUDGETS)} of {len(GAMES) * len(PILOT_LAGS) * len(PILOT_SEEDS)} runs): no selection yet")
@@ -398,7 +398,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 
 def dry_run(results: Path, envs_dir: str | None, log: Callable[[str], None]) -> int:
-    table = read_table(results / TABLE_FILE)
+    table = read_checked_table(results / TABLE_FILE, envs_dir)
     done = sum(1 for k in table if k[0] == PILOT_FOLDER)
     log(f"pilot: {len(pilot_specs())} runs of {PILOT_BUDGET:,} steps ({done} in the table), ~{pilot_core_hours(table):.1f} core-hours left "
         "at the recorded MinAtar speeds (an upper bound)")

@@ -140,6 +140,27 @@ class ConfigCheck:
         return out
 
 
+def check_normalization(table_path: str | Path, rows: Mapping[Key, Mapping[str, Any]], envs_dir: str | None = None) -> None:
+    """Each row's random score and reference are its environment file's (the bench's reading of
+    it, :func:`~adaptive_po.bench.config.get_env_config`; a ``ValueError`` naming the row and the file
+    otherwise: :func:`~adaptive_po.contract.check_table_normalization`). Checked before anything is
+    decided or trained from the table, the dry run included."""
+
+    def scores(env: str) -> tuple[float, float, Path]:
+        config = get_env_config(env, envs_dir)
+        return float(config.random_score), float(config.solved_threshold), config.path
+
+    contract.check_table_normalization(table_path, rows, scores)
+
+
+def read_checked_table(table_path: str | Path, envs_dir: str | None = None) -> dict[Key, dict[str, Any]]:
+    """The table (:func:`~adaptive_po.contract.read_frozen_table`) with its normalization checked
+    against the environment files (:func:`check_normalization`)."""
+    rows = read_table(table_path)
+    check_normalization(table_path, rows, envs_dir)
+    return rows
+
+
 def check_configs(rows: Mapping[Key, Mapping[str, Any]], out: str = "runs", envs_dir: str | None = None) -> ConfigCheck:
     """Each row against the run the study would train now: a row with a checksum is compared with
     :func:`config_checksum` of its run; a row written before checksums (empty cell) is compared,
@@ -369,6 +390,7 @@ def checked_runner(
     refused in one line, or dropped to be trained again with ``--redo-changed``. ``dry``: say what
     the check found (the dry run, before the lock). ``curves``: the runner records learning curves."""
     runner = TableRunner(table_path, train, deadline=deadline, log=log, curves=curves)
+    check_normalization(table_path, runner.rows, args.envs_dir)
     # the dry check before the lock and the check under it see the same table unless another
     # writer changed it meanwhile: the second check is then the first's (checking costs seconds per
     # thousand rows), else it is done again

@@ -139,10 +139,13 @@ def load_plan(results: Path, selected: Mapping[str, Any]) -> Plan:
 
 
 def read_table(path: Path) -> dict:
-    """:func:`contract.read_frozen_table`, an empty file read as no runs."""
+    """:func:`contract.read_frozen_table`, an empty file read as no runs; each row's random score
+    and reference the environment file's (:func:`contract.check_table_normalization`)."""
     if path.is_file() and not contract.read_regular_text(path).strip():
         return {}
-    return contract.read_frozen_table(path)
+    table = contract.read_frozen_table(path)
+    contract.check_table_normalization(path, table)
+    return table
 
 
 def _json(path: Path) -> dict[str, Any]:

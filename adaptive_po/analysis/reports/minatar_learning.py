@@ -63,6 +63,7 @@ class Plan:
 
 def load(results: Path) -> tuple[dict, Plan]:
     table = contract.read_frozen_table(results / TABLE_FILE)
+    contract.check_table_normalization(results / TABLE_FILE, table)  # random score and reference: the environment files'
     selection = contract.read_committed_json(results / SELECTION_FILE) if (results / SELECTION_FILE).is_file() else None
     cuts = contract.read_committed_json(results / CUTS_FILE) if (results / CUTS_FILE).is_file() else None
     return table, Plan(selection, cuts)
