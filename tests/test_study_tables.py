@@ -168,3 +168,60 @@ def test_a_rows_random_score_and_reference_are_the_environment_files(tmp_path, c
     assert schedule_study.main(dry) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Pendulum-v1" in err[0] and column in err[0], err
+
+
+def _dry_run_lines(main, argv, capsys) -> list[tuple[str, int, int]]:
+    """(part and task, runs, runs in the table) of each task line of a study's dry run."""
+    import re
+
+    assert main(argv) == 0, capsys.readouterr().err
+    found = re.findall(r"^  (.+?) at [\d,]+ steps: (\d+) runs, (\d+) in the table", capsys.readouterr().err, re.M)
+    assert found
+    return [(what, int(runs), int(done)) for what, runs, done in found]
+
+
+def test_the_dry_run_counts_the_planned_runs_in_the_table_not_the_rows_of_a_folder(tmp_path, capsys):
+    from adaptive_po.bench import frozen, schedule_study
+
+    runs = ["--out", str(tmp_path / "runs"), "--no-progress"]
+    # the extension: its parts share one scoring folder; each counts its own runs only, never more than it plans
+    schedule = _copy(tmp_path, SCHEDULE, "frozen-schedule")
+    lines = _dry_run_lines(schedule_study.main, ["study", "--dry-run", "--results", str(schedule), "--published", str(FROZEN), *runs], capsys)
+    assert all(done <= planned for _, planned, done in lines), lines
+    assert ("main: Acrobot-v1", 294, 294) in lines and ("dppo-tax: Acrobot-v1", 58, 58) in lines and ("luck: Pendulum-v1", 58, 58) in lines, lines
+    # the published study: a scoring row moved to a seed outside the plan is not a planned run done
+    published = _copy(tmp_path)
+    before = dict((what, done) for what, _, done in _dry_run_lines(frozen.main, ["study", "--dry-run", "--results", str(published), *runs], capsys))
+
+    def edit(rows):
+        row = rows.pop(_a_scoring_key(rows))
+        row = {**row, "seed": 999}
+        rows[contract.frozen_row_key(row)] = row
+        extra = {**rows[_a_scoring_key(rows, lag=1)], "variant": "learning_rate=x7"}  # and a configuration that was not selected
+        rows[contract.frozen_row_key(extra)] = extra
+
+    _rewrite(published, edit)
+    after = dict((what, done) for what, _, done in _dry_run_lines(frozen.main, ["study", "--dry-run", "--results", str(published), *runs], capsys))
+    assert after == {**before, "Acrobot-v1": before["Acrobot-v1"] - 1}, (before, after)
+
+
+def test_the_minatar_dry_run_counts_the_pilots_planned_runs(tmp_path, capsys):
+    import re
+
+    from adaptive_po.bench import minatar_learning as ml
+
+    folder = _copy(tmp_path, ROOT / "docs" / "results" / "minatar-learning", "minatar-learning")
+
+    def pilot_done() -> int:
+        assert ml.main(["dry-run", "--results", str(folder)]) == 0
+        return int(re.search(r"^pilot: \d+ runs of [\d,]+ steps \((\d+) in the table\)", capsys.readouterr().err, re.M).group(1))
+
+    before = pilot_done()
+
+    def edit(rows):
+        row = rows.pop(next(k for k in sorted(rows) if k[0] == ml.PILOT_FOLDER))
+        row = {**row, "seed": 999}  # a pilot row on a seed the pilot does not have
+        rows[contract.frozen_row_key(row)] = row
+
+    _rewrite(folder, edit)
+    assert pilot_done() == before - 1

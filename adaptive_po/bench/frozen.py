@@ -593,10 +593,48 @@ def measured_seconds(table: Mapping[Key, Mapping[str, Any]], folder: str, env: s
     return seconds, sum(len(w) for w in groups.values())
 
 
-def estimate_hours(plan: StudyPlan, table: Mapping[Key, Any] | None = None, default_ratios: tuple[float, float] = (1.0, 1.0)) -> list[dict[str, Any]]:
-    """Per task: runs, runs in the table, and core-hours left by the model; where the table
-    already holds runs of finished tasks, also ``calibrated_core_hours``: the model scaled by the
-    ratio of the core-time those runs took to what the model gave them (search and scoring
+def planned_done(plan: StudyPlan, table: Mapping[Key, Any], env: str, budget: int,
+                 picks: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None) -> tuple[int, int]:
+    """(search, scoring) runs of the plan for one task that the table holds: a row counts only as
+    one of the plan's runs, never as a row of the folder. Search: per arm and tuning lag, the rows on
+    the search seeds of at most ``trials`` configurations. Scoring: with the task's ``picks``
+    (``{arm: {"fresh"|"lag<tax lag>": {"variant": ...}}}``, selected.json's) exactly the planned
+    runs (each swept arm's fresh choice at every lag, each tax arm's lag choice at the tax lag, on
+    the scoring seeds); before the picks, per arm, lag and scoring seed at most the runs planned
+    there. A row on another seed, lag, arm or configuration is no planned run."""
+    search_rows: dict[tuple[str, int], dict[str, int]] = {}
+    score_rows: dict[tuple[str, int, int], set[str]] = {}
+    search_seeds, score_seeds = set(plan.search_seeds), set(plan.score_seeds)
+    for key in table:
+        folder, row_env, algo, variant, lag, seed, steps = key
+        if row_env != env or steps != budget:
+            continue
+        if folder == plan.search_folder and seed in search_seeds:
+            by_variant = search_rows.setdefault((algo, lag), {})
+            by_variant[variant] = by_variant.get(variant, 0) + 1
+        elif folder == plan.score_folder and seed in score_seeds:
+            score_rows.setdefault((algo, lag, seed), set()).add(variant)
+    search = sum(sum(sorted(search_rows.get((algo, lag), {}).values(), reverse=True)[: plan.trials])
+                 for algo in plan.arms for lag in plan.tuning_lags(algo))
+    tax = lag_name(plan.tax_lag)
+    wanted = [(algo, "fresh", lag) for algo in plan.swept_arms for lag in plan.lags] + [(algo, tax, plan.tax_lag) for algo in plan.tax_arms]
+    if picks and all(isinstance(picks.get(algo), Mapping) and isinstance(picks[algo].get(tuned), Mapping) for algo, tuned, _ in wanted):
+        planned = {(algo, str(picks[algo][tuned].get("variant", "")), lag, seed) for algo, tuned, lag in wanted for seed in plan.score_seeds}
+        score = sum(variant in score_rows.get((algo, lag, seed), ()) for algo, variant, lag, seed in planned)
+    else:
+        slots: dict[tuple[str, int], int] = {}
+        for algo, _, lag in wanted:
+            slots[(algo, lag)] = slots.get((algo, lag), 0) + 1
+        score = sum(min(n, len(score_rows.get((algo, lag, seed), ()))) for (algo, lag), n in slots.items() for seed in plan.score_seeds)
+    return search, score
+
+
+def estimate_hours(plan: StudyPlan, table: Mapping[Key, Any] | None = None, default_ratios: tuple[float, float] = (1.0, 1.0),
+                   picks: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Per task: runs, the plan's runs the table holds (:func:`planned_done`; ``picks``: the
+    selections by task, selected.json's ``selected``), and core-hours left by the model; where the
+    table already holds runs of finished tasks, also ``calibrated_core_hours``: the model scaled by
+    the ratio of the core-time those runs took to what the model gave them (search and scoring
     apart)."""
     table = table or {}
     ratios = []
@@ -609,8 +647,7 @@ def estimate_hours(plan: StudyPlan, table: Mapping[Key, Any] | None = None, defa
         ratios.append(took / modeled if modeled > 0 and took > 0 else math.nan)
     out = []
     for env, budget in plan.tasks:
-        done_search = sum(1 for k in table if k[0] == plan.search_folder and k[1] == env and k[6] == budget)
-        done_score = sum(1 for k in table if k[0] == plan.score_folder and k[1] == env and k[6] == budget)
+        done_search, done_score = planned_done(plan, table, env, budget, (picks or {}).get(env))
         search, score = plan.search_runs(), plan.score_runs()
         left = _modeled_seconds(env, budget, max(0, search - done_search), max(0, score - done_score))
         calibrated = sum(part * (ratio if math.isfinite(ratio) else default) for part, ratio, default in zip(left, ratios, default_ratios))
@@ -667,7 +704,9 @@ def run_study_command(args: Any, results: Path, train: Callable[..., Any], faile
     plan = study_plan(results, args.out, args.envs_dir)
     plan.check()
     table_path = results / TABLE_FILE
-    rows = estimate_hours(plan, checked_runner(table_path, train, args, log, dry=True).rows)
+    selected_path = results / SELECTION_FILE
+    picks = contract.read_committed_json(selected_path).get("selected", {}) if os.path.lexists(selected_path) else {}
+    rows = estimate_hours(plan, checked_runner(table_path, train, args, log, dry=True).rows, picks=picks if isinstance(picks, dict) else {})
     cores = args.workers or os.cpu_count() or 1
     for r in rows:
         log(f"  {r['env']} at {r['budget']:,} steps: {r['runs']} runs, {r['done']} in the table, ~{r['core_hours']:.1f} core-hours left "

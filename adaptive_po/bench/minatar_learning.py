@@ -399,7 +399,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 def dry_run(results: Path, envs_dir: str | None, log: Callable[[str], None]) -> int:
     table = read_checked_table(results / TABLE_FILE, envs_dir)
-    done = sum(1 for k in table if k[0] == PILOT_FOLDER)
+    done = sum(spec_key(s) in table for s in pilot_specs(envs_dir=envs_dir))  # the pilot's runs, not the folder's rows
     log(f"pilot: {len(pilot_specs())} runs of {PILOT_BUDGET:,} steps ({done} in the table), ~{pilot_core_hours(table):.1f} core-hours left "
         "at the recorded MinAtar speeds (an upper bound)")
     if not (results / SELECTION_FILE).exists():

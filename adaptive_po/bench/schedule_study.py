@@ -185,12 +185,16 @@ def published_ratios(published: Path) -> tuple[float, float]:
     return tuple(r if math.isfinite(r) else 1.0 for r in ratios)  # type: ignore[return-value]
 
 
-def estimate(parts: Mapping[str, StudyPlan], table: Mapping[Any, Any], default_ratios: tuple[float, float] = (1.0, 1.0)) -> list[dict[str, Any]]:
-    """Per part and task: runs, runs done, core-hours left by the model and calibrated (on this
-    study's runs done; before any, on ``default_ratios``, the published study's)."""
+def estimate(parts: Mapping[str, StudyPlan], table: Mapping[Any, Any], default_ratios: tuple[float, float] = (1.0, 1.0),
+             selected: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Per part and task: runs, the part's planned runs done (by its selections in ``selected``,
+    selected.json's ``selected``, where made: the parts share one scoring folder), core-hours left
+    by the model and calibrated (on this study's runs done; before any, on ``default_ratios``, the
+    published study's)."""
     out = []
     for name, plan in parts.items():
-        for r in estimate_hours(plan, table, default_ratios):
+        picks = {env: chosen.get(name) for env, chosen in (selected or {}).items() if isinstance(chosen, Mapping) and isinstance(chosen.get(name), Mapping)}
+        for r in estimate_hours(plan, table, default_ratios, picks=picks):
             out.append({"part": name, **r})
     return out
 
@@ -276,12 +280,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             plan.check()
         table_path = results / "per_run.csv"
         table = checked_runner(table_path, None, args, log, dry=True).rows
+        selected_path = results / "selected.json"
+        selected = contract.read_committed_json(selected_path).get("selected", {}) if os.path.lexists(selected_path) else {}
     except (ValueError, OSError) as err:
         print(f"schedule study: {err}", file=sys.stderr)
         return 2
     for line in lines:
         log(line)
-    rows = estimate(parts, table, ratios)
+    rows = estimate(parts, table, ratios, selected if isinstance(selected, dict) else {})
     cores = args.workers or os.cpu_count() or 1
     for r in rows:
         log(f"  {r['part']}: {r['env']} at {r['budget']:,} steps: {r['runs']} runs, {r['done']} in the table, ~{r['core_hours']:.1f} "
