@@ -846,7 +846,60 @@ def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]
             raise ValueError(f"{path}, line {line}: {err}") from None
         rows[key] = row
         first_line[key] = line
+    check_table_digest(path, text)  # after the rows: a damaged row is named as such first
     return rows
+
+
+# ----------------------------------------------------------------------------------------------
+# a study table's recorded digest: what the study wrote is what is read
+
+
+def table_digest_path(path: str | os.PathLike) -> Path:
+    """Where a study table's digest is recorded: ``<table>.sha256`` beside it."""
+    path = Path(path)
+    return path.with_name(path.name + ".sha256")
+
+
+def table_digest(text: str) -> str:
+    """The sha256 of a table's text (its UTF-8 bytes, a byte-order mark left out as the readers do)."""
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def record_table_digest(path: str | os.PathLike, text: str) -> None:
+    """Record the digest of ``text``, just written to the table ``path``, in
+    :func:`table_digest_path` (``sha256sum``'s format, so ``sha256sum -c`` checks it too)."""
+    path = Path(path)
+    atomic_write_text(table_digest_path(path), f"{table_digest(text)}  {path.name}\n")
+
+
+def check_table_digest(path: str | os.PathLike, text: str | None = None, required: bool = False) -> None:
+    """The table ``path`` (its ``text`` where read already) is the one its study wrote: its sha256
+    is the one recorded beside it (:func:`record_table_digest`, done by the study at each write).
+    A ``ValueError`` naming the table otherwise: a row's result edited consistently (its score
+    the normalization of its return), moved or swapped passes every check of the rows, and
+    not this one. A table without a recorded digest passes unless ``required`` (the reports of the
+    published tables require it; a table a study has not written yet has none)."""
+    import re
+
+    path = Path(path)
+    where = table_digest_path(path)
+    if not os.path.lexists(where):
+        if required:
+            raise ValueError(f"{path}: no recorded sha256 ({where.name}): a published table's digest is committed beside it, "
+                             "written by the study with the table")
+        return
+    recorded = re.fullmatch(r"([0-9a-f]{64})  (\S+)\n?", read_committed_text(where))
+    if recorded is None or recorded.group(2) != path.name:
+        raise ValueError(f"{where}: not one sha256 line for {path.name} (\"<64 hex digits>  {path.name}\")")
+    now = table_digest(read_committed_text(path) if text is None else text)
+    if now != recorded.group(1):
+        raise ValueError(
+            f"{path}: its sha256 {now[:16]}... is not the {recorded.group(1)[:16]}... recorded in {where.name}: the table was changed "
+            "after its study wrote it; restore it (git checkout), or for a correction the study did not make, say why in the commit "
+            f"and record it (sha256sum {path.name} > {where.name})"
+        )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -225,3 +225,61 @@ def test_the_minatar_dry_run_counts_the_pilots_planned_runs(tmp_path, capsys):
 
     _rewrite(folder, edit)
     assert pilot_done() == before - 1
+
+
+def _edit_behind_the_digest(folder: Path, edit) -> None:
+    """The table edited as a person would (its rows consistent: every check of the rows passes),
+    its recorded digest left as the study wrote it."""
+    rows = contract.read_frozen_table(folder / contract.FROZEN_TABLE_FILE)
+    edit(rows)
+    other = folder.parent / "edited" / contract.FROZEN_TABLE_FILE
+    write_table(other, rows)
+    (folder / contract.FROZEN_TABLE_FILE).write_bytes(other.read_bytes())
+
+
+def _consistent_return(rows, key, value):
+    row = rows[key]
+    rows[key] = {**row, "final_eval_return": value, "score": (value - row["random_score"]) / (row["reference"] - row["random_score"])}
+
+
+def _swap_two_results(rows):
+    a, b = _a_scoring_key(rows, lag=0), _a_scoring_key(rows, lag=0, algo="esspo")
+    ra, rb = rows[a], rows[b]
+    for column in ("final_eval_return", "score", "wall_time_s"):
+        ra, rb = {**ra, column: rb[column]}, {**rb, column: ra[column]}
+    rows[a], rows[b] = ra, rb
+
+
+DIGEST_TAMPERS = {
+    "a row's return and score": lambda f: _edit_behind_the_digest(f, lambda rows: _consistent_return(rows, _a_scoring_key(rows), -60.0)),
+    "two rows' results swapped": lambda f: _edit_behind_the_digest(f, _swap_two_results),
+    "the digest deleted": lambda f: (f / (contract.FROZEN_TABLE_FILE + ".sha256")).unlink(),
+}
+
+
+@pytest.mark.parametrize("tamper", sorted(DIGEST_TAMPERS))
+def test_an_edit_of_a_published_table_is_caught_by_its_recorded_digest(tmp_path, capsys, tamper):
+    from adaptive_po.bench import frozen
+
+    folder = _copy(tmp_path)
+    assert (folder / (contract.FROZEN_TABLE_FILE + ".sha256")).is_file()  # committed beside the table
+    DIGEST_TAMPERS[tamper](folder)
+    assert report.main(["--results", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "per_run.csv" in err[0] and "sha256" in err[0], err
+    if tamper != "the digest deleted":  # the dry run reads the table too (a table without a digest is one a study has not written yet)
+        assert frozen.main(["study", "--dry-run", "--results", str(folder), "--out", str(tmp_path / "runs")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "per_run.csv" in err[0] and "sha256" in err[0], err
+
+
+@pytest.mark.parametrize("study", ["frozen", "frozen-schedule", "minatar-learning"])
+def test_every_published_table_has_its_digest_and_the_study_records_it_when_it_writes(tmp_path, study):
+    import hashlib
+
+    table = ROOT / "docs" / "results" / study / contract.FROZEN_TABLE_FILE
+    recorded = (table.parent / (table.name + ".sha256")).read_text()
+    assert recorded == f"{hashlib.sha256(table.read_bytes()).hexdigest()}  {table.name}\n"  # sha256sum's format: `sha256sum -c` checks it
+    written = tmp_path / contract.FROZEN_TABLE_FILE
+    write_table(written, contract.read_frozen_table(table))  # the study's own write records the digest beside the table
+    assert (tmp_path / (table.name + ".sha256")).read_text() == f"{hashlib.sha256(written.read_bytes()).hexdigest()}  {table.name}\n"

@@ -6,7 +6,9 @@ decides from the table alone. What does not depend on the study lives here, once
 
 * **the table** (``per_run.csv``, its columns in the contract: :data:`~adaptive_po.contract.FROZEN_TABLE_COLUMNS`):
   one row per finished run, keyed by (folder, task, arm, variant, lag, seed, budget), written
-  atomically in key order with floats in full precision (:func:`write_table`);
+  atomically in key order with floats in full precision (:func:`write_table`), its sha256 recorded
+  beside it (``per_run.csv.sha256``, committed with it): every reader checks it, and the reports
+  require it, so a result edited, moved or swapped by hand is refused, not published;
 * **what a row is**: a complete run's final return, or a divergence scored at the random score
   (:func:`finished_row`, :func:`scored_failure`), with the checksum of the configuration that
   decided it (:func:`config_checksum`), checked against what the study would train now before
@@ -90,6 +92,7 @@ def write_table(path: str | Path, rows: Mapping[Key, Mapping[str, Any]]) -> None
         writer.writerow({c: (repr(float(row[c])) if isinstance(row.get(c), float) else row.get(c, "")) for c in columns})
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     contract.atomic_write_text(path, buf.getvalue())
+    contract.record_table_digest(path, buf.getvalue())  # what the study wrote: the readers check it
 
 
 def config_checksum(spec: RunSpec, config: Mapping[str, Any] | None = None) -> str:

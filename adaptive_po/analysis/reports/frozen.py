@@ -53,6 +53,8 @@ class _Plan:
 def _load(results: Path) -> tuple[dict, dict, dict]:
     table = contract.read_frozen_table(results / FROZEN_TABLE_FILE)
     contract.check_table_normalization(results / FROZEN_TABLE_FILE, table)  # random score and reference: the environment files'
+    if table:  # a published table's digest is committed with it (read_frozen_table checked it where present)
+        contract.check_table_digest(results / FROZEN_TABLE_FILE, required=True)
     selected = contract.read_committed_json(results / FROZEN_SELECTION_FILE) if (results / FROZEN_SELECTION_FILE).is_file() else {"selected": {}}
     selection = contract.read_committed_json(results / FROZEN_PILOT_SELECTION_FILE)
     return table, selected, selection

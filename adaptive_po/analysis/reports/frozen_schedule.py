@@ -145,6 +145,8 @@ def read_table(path: Path) -> dict:
         return {}
     table = contract.read_frozen_table(path)
     contract.check_table_normalization(path, table)
+    if table:  # a published table's digest is committed with it (read_frozen_table checked it where present)
+        contract.check_table_digest(path, required=True)
     return table
 
 

@@ -64,6 +64,8 @@ class Plan:
 def load(results: Path) -> tuple[dict, Plan]:
     table = contract.read_frozen_table(results / TABLE_FILE)
     contract.check_table_normalization(results / TABLE_FILE, table)  # random score and reference: the environment files'
+    if table:  # a published table's digest is committed with it (read_frozen_table checked it where present)
+        contract.check_table_digest(results / TABLE_FILE, required=True)
     selection = contract.read_committed_json(results / SELECTION_FILE) if (results / SELECTION_FILE).is_file() else None
     cuts = contract.read_committed_json(results / CUTS_FILE) if (results / CUTS_FILE).is_file() else None
     return table, Plan(selection, cuts)
