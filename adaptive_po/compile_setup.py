@@ -66,9 +66,69 @@ _WAITING: list[Any] = []
 BUILT = {"bundles": 0, "kernels_in_bundles": 0, "single": 0}
 
 
+#: what an on/off environment variable may say (case and surrounding blanks aside)
+ON_WORDS = ("1", "true", "yes", "on")
+OFF_WORDS = ("0", "false", "no", "off")
+#: ``1`` compiles the population engine's stacked step, ``0`` runs it eagerly, ``auto`` (or unset)
+#: decides by the planned steps (:func:`adaptive_po.population.compile_wanted`)
+COMPILE_ENV = "ADAPTIVE_PO_COMPILE"
+#: the on/off switches of the compiled path that are on by default
+SWITCHES = ("ADAPTIVE_PO_COMPILE_AHEAD", "ADAPTIVE_PO_BUNDLE_KERNELS")
+
+
 def switched_on(variable: str) -> bool:
-    """An on/off environment variable that is on by default: off for ``0``, ``false``, ``no`` or ``off``."""
-    return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
+    """An on/off environment variable that is on by default (unset): on for ``1``, ``true``,
+    ``yes`` or ``on``, off for ``0``, ``false``, ``no`` or ``off``; anything else (an empty value
+    included) is a ``ValueError`` naming the variable and the value, never read as on."""
+    text = os.environ.get(variable)
+    if text is None:
+        return True
+    value = text.strip().lower()
+    if value in ON_WORDS:
+        return True
+    if value in OFF_WORDS:
+        return False
+    raise ValueError(f"${variable} must be 1 or 0, got {text!r} (true/false, yes/no and on/off are read too)")
+
+
+def compile_setting() -> str:
+    """``$ADAPTIVE_PO_COMPILE`` normalized: ``"1"`` (also ``true``, ``yes``, ``on``), ``"0"``
+    (``false``, ``no``, ``off``) or ``"auto"`` (unset or ``auto``); anything else (an empty value
+    included) is a ``ValueError`` naming the value."""
+    text = os.environ.get(COMPILE_ENV)
+    if text is None:
+        return "auto"
+    value = text.strip().lower()
+    if value in ON_WORDS:
+        return "1"
+    if value in OFF_WORDS:
+        return "0"
+    if value == "auto":
+        return "auto"
+    raise ValueError(f"${COMPILE_ENV} must be 1, 0 or auto, got {text!r} (true/false, yes/no and on/off are read too)")
+
+
+def check_settings() -> None:
+    """The environment variables of the compiled path, checked before any run starts (the bench
+    and its dry run, ``train``, ``tune``, ``trace``): ``$ADAPTIVE_PO_COMPILE``, the switches of
+    :data:`SWITCHES`, and ``$TORCHINDUCTOR_CACHE_DIR`` where set, which must be a folder or a
+    path one can be made at (a file there, or in place of a folder above it, would fail every
+    compiled run). A ``ValueError`` in one line naming the variable and its value."""
+    compile_setting()
+    for variable in SWITCHES:
+        switched_on(variable)
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if cache:
+        from pathlib import Path
+
+        path = Path(cache).expanduser()
+        for folder in (path, *path.parents):
+            if folder.exists() or folder.is_symlink():
+                if not folder.is_dir():
+                    what = "is" if folder == path else f"lies under {folder}, which is"
+                    raise ValueError(f"$TORCHINDUCTOR_CACHE_DIR {cache!r} {what} not a folder (inductor's compile cache): "
+                                     "point it at a folder, or unset it")
+                break
 
 
 def bundling_enabled() -> bool:

@@ -27,7 +27,6 @@ Tests check that one update equals the SB3 class's update member by member.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from torch.func import functional_call, grad, stack_module_state, vmap
 from adaptive_po import distributions as D
 from adaptive_po import sampler as S
 from adaptive_po.collector import SamplerActor
+from adaptive_po.compile_setup import COMPILE_ENV, compile_setting
 from adaptive_po.dials import DataDials
 from adaptive_po.hyperparams import SB3_DEFAULTS, check_hyperparams
 from adaptive_po.member_conv import with_member_convolutions
@@ -68,10 +68,11 @@ from adaptive_po.update import (
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-5
 
-#: ``ADAPTIVE_PO_COMPILE``: ``1`` compiles the stacked minibatch step (``torch.compile``, inductor),
-#: ``0`` runs it eagerly, ``auto`` (or unset) compiles when the population's planned minibatch steps
-#: reach :data:`COMPILE_MIN_STEPS` (:func:`compile_wanted`)
-COMPILE_ENV = "ADAPTIVE_PO_COMPILE"
+#: ``ADAPTIVE_PO_COMPILE`` (:data:`~adaptive_po.compile_setup.COMPILE_ENV`, read strictly by
+#: :func:`~adaptive_po.compile_setup.compile_setting`): ``1`` compiles the stacked minibatch step
+#: (``torch.compile``, inductor), ``0`` runs it eagerly, ``auto`` (or unset) compiles when the
+#: population's planned minibatch steps reach :data:`COMPILE_MIN_STEPS` (:func:`compile_wanted`)
+
 #: the planned minibatch steps from which ``auto`` compiles: one compilation costs 10-20 s on one
 #: core and saves 1.5-40 ms per step (benchmarks/roofline.py), so it pays from a few thousand steps
 COMPILE_MIN_STEPS = 6000
@@ -114,13 +115,14 @@ def compile_wanted(planned_steps: int | None = None, policy: str = "MlpPolicy") 
     steps, if known) reaches :data:`COMPILE_MIN_STEPS`, and never a CNN's: its step is bound by the
     convolutions and the dense layer's matrix products, and compiled it measured no faster than eager
     (``make perf``'s MinAtar cell: 384 against 355 ms), so the compilation would be paid for nothing."""
-    setting = os.environ.get(COMPILE_ENV, "auto").strip().lower()
-    if setting in ("1", "true", "yes", "on"):
-        return True
-    if setting in ("0", "false", "no", "off"):
-        return False
+    return wanted_under(compile_setting(), planned_steps, policy)
+
+
+def wanted_under(setting: str, planned_steps: int | None = None, policy: str = "MlpPolicy") -> bool:
+    """:func:`compile_wanted` under ``setting`` (``"1"``, ``"0"`` or ``"auto"``, as
+    :func:`adaptive_po.compile_setup.compile_setting` gives it)."""
     if setting != "auto":
-        raise ValueError(f"{COMPILE_ENV} must be 1, 0 or auto, got {setting!r}")
+        return setting == "1"
     return policy != "CnnPolicy" and planned_steps is not None and planned_steps >= COMPILE_MIN_STEPS
 
 

@@ -78,6 +78,9 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
     condition, seed, so that a partial sweep already holds comparable runs for the first
     environments.
     """
+    from adaptive_po.compile_setup import check_settings
+
+    check_settings()  # $ADAPTIVE_PO_COMPILE and the compile path's variables: garbage would fail every run
     suite = get_suite(grid.suite)
     if grid.executor not in EXECUTORS:
         raise ValueError(f"unknown executor {grid.executor!r}; use {', '.join(EXECUTORS)}")

@@ -423,9 +423,10 @@ def results_lock(results: Path) -> Any:
 
 def preflight() -> None:
     """Settings that would make every run fail, refused before any run (``--dry-run`` included):
-    ``$ADAPTIVE_PO_COMPILE`` must be 1, 0 or auto."""
-    from adaptive_po.population import compile_wanted
+    ``$ADAPTIVE_PO_COMPILE`` must be 1, 0 or auto, and the compile path's other variables hold
+    what they may (:func:`adaptive_po.compile_setup.check_settings`)."""
+    from adaptive_po.compile_setup import check_settings
 
-    compile_wanted()
+    check_settings()
 
 
