@@ -86,3 +86,43 @@ def test_an_inductor_cache_that_is_a_file_is_refused_before_compute(tmp_path, wh
     done = bench_dry(tmp_path, TORCHINDUCTOR_CACHE_DIR=cache) if command != "train" else train(tmp_path, TORCHINDUCTOR_CACHE_DIR=cache)
     one_line(done, "$TORCHINDUCTOR_CACHE_DIR", repr(cache), "not a folder")
     assert not (tmp_path / "out").exists()
+
+
+# -- B7: the study tables' checksum and the compile setting ------------------------------------------------
+def _published_rows() -> dict[str, dict[str, str]]:
+    """A complete row of the extension's table per step: ``{"eager": row, "compiled": row}``."""
+    with open(ROOT / "docs" / "results" / "frozen-schedule" / "per_run.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return {step: next(r for r in rows if r["step"] == step and r["status"] == "complete") for step in ("eager", "compiled")}
+
+
+def test_the_checksum_hashes_the_step_a_setting_gives_the_run(monkeypatch, tmp_path):
+    from adaptive_po.bench.study_table import config_checksum, row_spec
+
+    rows = _published_rows()
+
+    def checksum(row, setting):
+        if setting is None:
+            monkeypatch.delenv("ADAPTIVE_PO_COMPILE", raising=False)
+        else:
+            monkeypatch.setenv("ADAPTIVE_PO_COMPILE", setting)
+        return config_checksum(row_spec(row, str(tmp_path / "runs")))
+
+    for step, row in rows.items():
+        assert checksum(row, None) == checksum(row, "auto") == row["config_sha256"]  # published: unchanged
+        # the setting that gives the run the step it was trained with keeps its checksum
+        same, other = ("0", "1") if step == "eager" else ("1", "0")
+        assert checksum(row, same) == row["config_sha256"], step
+        assert checksum(row, other) != row["config_sha256"], step
+        assert checksum(row, {"0": "off", "1": "on"}[other]) == checksum(row, other)  # normalized, not the raw text
+
+
+def test_usage_states_how_the_published_tables_were_trained():
+    """docs/usage.md's sentence on the published tables' step agrees with their ``step`` columns."""
+    text = " ".join((ROOT / "docs" / "usage.md").read_text().split())
+    assert "Every published table under `docs/results/` was trained eagerly" not in text
+    for folder in ("frozen", "frozen-schedule", "minatar-learning"):
+        with open(ROOT / "docs" / "results" / folder / "per_run.csv", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        compiled = sum(r["step"] == "compiled" for r in rows)
+        assert f"{compiled:,} of {len(rows):,}" in text, (folder, compiled, len(rows))

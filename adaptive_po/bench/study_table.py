@@ -27,7 +27,6 @@ import csv
 import io
 import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,18 +98,39 @@ def config_checksum(spec: RunSpec, config: Mapping[str, Any] | None = None) -> s
     """What decides the run ``spec``, as :data:`~adaptive_po.contract.FROZEN_CONFIG_DIGITS` hex
     digits: the resolved configuration the bench writes to ``config.json`` and compares on resume
     (the environment's file after the variant, the dials, the budget, the device and backend; not
-    the format version, the folder or the objective's prose), and ``$ADAPTIVE_PO_COMPILE`` (a
-    compiled step gives another run than an eager one of the same seed)."""
+    the format version, the folder or the objective's prose), and the step it trains with
+    (:func:`step_mode`: a compiled step gives another run than an eager one of the same seed)."""
     import hashlib
 
     from adaptive_po.bench.run_folder import comparable_config, config_for
-    from adaptive_po.population import COMPILE_ENV
 
     config = comparable_config(config if config is not None else config_for(spec), spec.algo)
     decides = {k: v for k, v in config.items() if k not in ("run_format", "suite")}
-    decides["step_mode"] = os.environ.get(COMPILE_ENV, "auto").strip().lower() or "auto"
+    decides["step_mode"] = step_mode(spec)
     text = json.dumps(decides, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[: contract.FROZEN_CONFIG_DIGITS]
+
+
+def step_mode(spec: RunSpec) -> str:
+    """The compile setting as the run ``spec`` feels it, for :func:`config_checksum`: ``"auto"``
+    where ``$ADAPTIVE_PO_COMPILE`` (normalized: :func:`~adaptive_po.compile_setup.compile_setting`)
+    gives the run the step the default ``auto`` gives it (every published row was trained and
+    hashed under ``auto``), else ``"1"`` (compiled where ``auto`` runs it eagerly) or ``"0"``
+    (eager where ``auto`` compiles). So ``ADAPTIVE_PO_COMPILE=0`` changes the checksum of the rows
+    whose step it changes only, and ``on`` is ``1``."""
+    from adaptive_po.compile_setup import compile_setting
+
+    setting = compile_setting()
+    if setting == "auto":
+        return setting
+    from adaptive_po.bench.population_engine import planned_steps
+    from adaptive_po.bench.run_folder import read_settings
+    from adaptive_po.population import wanted_under
+
+    hp = read_settings(spec).hp
+    steps = planned_steps(spec.total_timesteps, hp.n_steps * hp.n_envs, hp.batch_size, hp.n_epochs)
+    same = wanted_under(setting, steps, hp.policy) == wanted_under("auto", steps, hp.policy)
+    return "auto" if same else setting
 
 
 def row_spec(row: Mapping[str, Any], out: str = "runs", envs_dir: str | None = None) -> RunSpec:
@@ -397,9 +417,9 @@ def checked_runner(
     # the dry check before the lock and the check under it see the same table unless another
     # writer changed it meanwhile: the second check is then the first's (checking costs seconds per
     # thousand rows), else it is done again
-    from adaptive_po.population import COMPILE_ENV
+    from adaptive_po.compile_setup import compile_setting
 
-    seen = (repr(sorted(runner.rows.items())), str(args.out), str(args.envs_dir), os.environ.get(COMPILE_ENV, ""))
+    seen = (repr(sorted(runner.rows.items())), str(args.out), str(args.envs_dir), compile_setting())
     check = _CHECKED.get(seen)
     if check is None:
         check = _CHECKED[seen] = check_configs(runner.rows, args.out, args.envs_dir)
