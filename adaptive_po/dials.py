@@ -20,6 +20,14 @@ from typing import Any, Mapping, Sequence
 BEHAVIOUR_RECORDINGS: tuple[str, ...] = ("actual", "policy")
 #: the sampler's number formats; ``fp32`` is the learner's own (no mismatch)
 SAMPLER_PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2")
+#: the sampler temperatures a run may take: logits / T and std x T stay far inside float32 (and
+#: the low-precision samplers' formats) for the policies' scales. T = 1e-300 divides logits into
+#: infinities and T = 1e308 multiplies a std into one; either fails the run at once, a failure of
+#: the request, never of the objective
+TEMPERATURE_RANGE: tuple[float, float] = (0.01, 100.0)
+#: the largest action-noise std: noise added to logits or means stays finite in float32 and in the
+#: log-probabilities' squares (1e308 overflows to infinity, and the run would fail as a "divergence")
+MAX_ACTION_NOISE = 100.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,13 +62,14 @@ class DataDials:
         noise = self.action_noise
         if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not noise >= 0:
             raise ValueError(f"action_noise must be a number >= 0, got {noise!r}")
-        if noise == float("inf"):
-            raise ValueError(f"action_noise must be finite, got {noise!r}")
+        if not noise <= MAX_ACTION_NOISE:
+            raise ValueError(f"action_noise must be a number in [0, {MAX_ACTION_NOISE:g}], got {noise!r}")
         if self.behaviour_log_prob not in BEHAVIOUR_RECORDINGS:
             raise ValueError(f"behaviour_log_prob must be one of {BEHAVIOUR_RECORDINGS}, got {self.behaviour_log_prob!r}")
         temperature = self.sampler_temperature
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (0 < temperature < math.inf):
-            raise ValueError(f"sampler temperature must be a finite number > 0, got {temperature!r}")
+        low, high = TEMPERATURE_RANGE
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (low <= temperature <= high):
+            raise ValueError(f"sampler temperature must be a number in [{low:g}, {high:g}], got {temperature!r}")
         if self.sampler_precision not in SAMPLER_PRECISIONS:
             raise ValueError(f"sampler precision must be one of {SAMPLER_PRECISIONS}, got {self.sampler_precision!r}")
         # numbers as run folders record them: 0 and 0.0 are one condition with one config.json

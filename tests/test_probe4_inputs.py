@@ -88,6 +88,32 @@ def test_an_inductor_cache_that_is_a_file_is_refused_before_compute(tmp_path, wh
     assert not (tmp_path / "out").exists()
 
 
+# -- B19: the dials' bounds -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "flags, needles",
+    [(("--temperature", "1e-300"), ("sampler temperature must be a number in [0.01, 100]", "1e-300")),
+     (("--temperature", "1e308"), ("sampler temperature", "1e+308")),
+     (("--noise", "1e308"), ("action_noise must be a number in [0, 100]", "1e+308")),
+     (("--noise", "nan"), ("action_noise", "nan"))],
+)
+def test_an_impossible_dial_is_refused_naming_the_value(tmp_path, flags, needles):
+    one_line(train(tmp_path, *flags), *needles)
+    bench_flags = ("--temperatures" if flags[0] == "--temperature" else "--noise", flags[1])
+    one_line(bench_dry(tmp_path, *bench_flags), *needles)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_dials_bounds_hold_their_ends():
+    from adaptive_po.dials import MAX_ACTION_NOISE, TEMPERATURE_RANGE, DataDials
+
+    DataDials(sampler_temperature=TEMPERATURE_RANGE[0], action_noise=MAX_ACTION_NOISE)
+    DataDials(sampler_temperature=TEMPERATURE_RANGE[1])
+    with pytest.raises(ValueError, match="sampler temperature"):
+        DataDials(sampler_temperature=TEMPERATURE_RANGE[0] / 2)
+    with pytest.raises(ValueError, match="action_noise"):
+        DataDials(action_noise=MAX_ACTION_NOISE * 2)
+
+
 # -- B7: the study tables' checksum and the compile setting ------------------------------------------------
 def _published_rows() -> dict[str, dict[str, str]]:
     """A complete row of the extension's table per step: ``{"eager": row, "compiled": row}``."""
