@@ -114,6 +114,62 @@ def test_the_dials_bounds_hold_their_ends():
         DataDials(action_noise=MAX_ACTION_NOISE * 2)
 
 
+# -- B12 / B13 / B24: environment files -------------------------------------------------------------------
+def _edited(write_env, tmp_path: Path, old: bytes, new: bytes) -> tuple[Path, Path]:
+    envs = tmp_path / "envs"
+    path = write_env(envs, "Edited-v1")
+    raw = path.read_bytes()
+    assert old in raw, raw
+    path.write_bytes(raw.replace(old, new, 1))
+    return envs, path
+
+
+ENV_FILE_DAMAGE = {
+    "not-utf8": (b"name: Edited-v1", b"name: Edited-v1 # caf\xe9", ("not UTF-8 text", "byte 0xe9", "line")),
+    "nan-random-score": (b"random_score: 22.0", b"random_score: .nan", ("key 'random_score' must be a finite number", "nan")),
+    "inf-threshold": (b"solved_threshold: 475.0", b"solved_threshold: -.inf", ("key 'solved_threshold' must be a finite number", "-inf")),
+    "octal-n-envs": (b"n_envs: 8", b"n_envs: 010", ("key 'n_envs': 010 is an octal number in YAML (it reads as 8)", "10 without the leading zero")),
+    "base-60": (b"n_steps: 32", b"n_steps: 1:30", ("key 'n_steps': 1:30 is a base-60 number in YAML (it reads as 90)",)),
+}
+
+
+@pytest.mark.parametrize("damage", list(ENV_FILE_DAMAGE))
+@pytest.mark.parametrize("command", ["bench --dry-run", "train", "list", "zoo train"])
+def test_a_damaged_environment_file_is_one_line_naming_it(tmp_path, write_env, damage, command):
+    old, new, needles = ENV_FILE_DAMAGE[damage]
+    envs, path = _edited(write_env, tmp_path, old, new)
+    if command == "bench --dry-run":
+        done = bench_dry(tmp_path, "--envs-dir", str(envs), "--envs", "Edited-v1")
+    elif command == "train":
+        done = cli("train", "--env", "Edited-v1", "--envs-dir", str(envs), "--timesteps", "256", "--no-progress",
+                   "--out", str(tmp_path / "out"), cwd=tmp_path)
+    elif command == "list":
+        done = cli("list", "--envs-dir", str(envs), cwd=tmp_path)
+    else:
+        pytest.importorskip("rl_zoo3")
+        done = cli("zoo", "train", "--algo", "esspo", "--env", "CartPole-v1", "-n", "256", "-f", str(tmp_path / "logs"),
+                   "--envs-dir", str(envs), cwd=tmp_path)
+    one_line(done, str(path), *needles)
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_shipped_environment_file_reads_as_written():
+    from adaptive_po.bench.config import PACKAGED_ENVS_DIR, load_env_config
+
+    for path in sorted(PACKAGED_ENVS_DIR.glob("*.yaml")):
+        load_env_config(path)
+
+
+def test_quoted_and_plain_numbers_still_read():
+    from adaptive_po.bench.config import ConfigError, _parse_yaml
+
+    assert _parse_yaml(b"a: 10\nb: '010'\nc: 0\nd: 0.5\ne: [1, 2]\nf: 0x10\n", Path("x.yaml")) == {
+        "a": 10, "b": "010", "c": 0, "d": 0.5, "e": [1, 2], "f": 16}
+    with pytest.raises(ConfigError, match=r"x.yaml: line 1: 007 is an octal number"):
+        _parse_yaml(b"[007]\n", Path("x.yaml"))
+    assert _parse_yaml(b"\xef\xbb\xbfa: 1\n", Path("x.yaml")) == {"a": 1}  # an editor's byte-order mark
+
+
 # -- B7: the study tables' checksum and the compile setting ------------------------------------------------
 def _published_rows() -> dict[str, dict[str, str]]:
     """A complete row of the extension's table per step: ``{"eager": row, "compiled": row}``."""

@@ -12,7 +12,9 @@ user can raise (:data:`RUN_LIMITS`, checked by :func:`check_run_limits` when a g
 from __future__ import annotations
 
 import copy
+import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -43,6 +45,29 @@ MAX_YAML_DEPTH = 32
 MAX_STRING_CHARS = 4096
 
 
+#: plain YAML 1.1 integers that do not read as written (YAML's safe loader): a leading zero makes
+#: an octal number (``010`` is 8) and colons a base-60 one (``1:30`` is 90)
+_OCTAL = re.compile(r"^[-+]?0[0-7_]+$")
+_BASE_60 = re.compile(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$")
+
+
+def _read_as_written(node: yaml.Node, path: Path, where: str) -> None:
+    """Refuse a plain scalar that YAML 1.1 reads as another number than the digits say (a
+    :class:`ConfigError` naming the file, the line, the key and both readings)."""
+    if not isinstance(node, yaml.ScalarNode) or node.style is not None:  # quoted: a string, as written
+        return
+    value, line = node.value, node.start_mark.line + 1
+    if node.tag == "tag:yaml.org,2002:int" and _OCTAL.match(value):
+        read = yaml.safe_load(value)
+        raise ConfigError(
+            f"{path}: line {line}: {where}{value} is an octal number in YAML (it reads as {read}); write {read} if that is "
+            f"meant, or {int(value.replace('_', ''), 10)} without the leading zero"
+        )
+    if node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and _BASE_60.match(value):
+        read = yaml.safe_load(value)
+        raise ConfigError(f"{path}: line {line}: {where}{value} is a base-60 number in YAML (it reads as {read}); write {read} if that is meant")
+
+
 def _expanded(node: yaml.Node, path: Path, memo: dict[int, tuple[int, int]], open_nodes: set[int], depth: int) -> tuple[int, int]:
     """(nodes, height) of ``node`` with every alias expanded, without expanding it: each node of
     the composed graph is visited once (an alias is the same node object as its anchor)."""
@@ -60,9 +85,13 @@ def _expanded(node: yaml.Node, path: Path, memo: dict[int, tuple[int, int]], ope
             children: list[yaml.Node] = []
         elif isinstance(node, yaml.SequenceNode):
             children = list(node.value)
+            for item in children:
+                _read_as_written(item, path, "")
         else:
             children = [item for pair in node.value for item in pair]
             seen: dict[str, int] = {}
+            for name, value in node.value:
+                _read_as_written(value, path, f"key {name.value!r}: " if isinstance(name, yaml.ScalarNode) else "")
             for name, _ in node.value:  # YAML's loader keeps the last of two equal keys, silently
                 if isinstance(name, yaml.ScalarNode) and name.tag != "tag:yaml.org,2002:merge":
                     if name.value in seen:
@@ -118,7 +147,12 @@ _PARSED_LIMIT = 256
 
 
 def _parse_yaml(raw: bytes, path: Path) -> Any:
-    loader = yaml.SafeLoader(raw)
+    try:
+        text = raw.decode("utf-8-sig") if raw[:3] == b"\xef\xbb\xbf" else raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: not UTF-8 text (byte {raw[err.start]:#04x} at line {line}); an environment file is UTF-8 YAML") from None
+    loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -280,9 +314,13 @@ def _require(data: dict, key: str, where: str) -> Any:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{where} must be a number, got {value!r}")
-    return float(value)
+    """A finite number (``.nan`` and ``.inf`` would make every score of the environment NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value if isinstance(value, float) else 0.0):
+        raise ConfigError(f"{where} must be a finite number, got {value!r}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ConfigError(f"{where} must be a finite number, got {value!r}") from None
 
 
 def _positive_int(value: Any, where: str) -> int:
