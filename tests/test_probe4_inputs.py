@@ -170,6 +170,33 @@ def test_quoted_and_plain_numbers_still_read():
     assert _parse_yaml(b"\xef\xbb\xbfa: 1\n", Path("x.yaml")) == {"a": 1}  # an editor's byte-order mark
 
 
+# -- B15 / B14: the Zoo's hyper-parameter file --------------------------------------------------------------
+def test_zoo_train_with_a_missing_envs_dir_is_one_line(tmp_path):
+    pytest.importorskip("rl_zoo3")
+    missing = tmp_path / "no-such-folder"
+    done = cli("zoo", "train", "--algo", "esspo", "--env", "CartPole-v1", "-n", "256", "-f", str(tmp_path / "logs"),
+               "--envs-dir", str(missing), cwd=tmp_path)
+    one_line(done, str(missing), "does not exist")
+    assert not list((tmp_path / "logs").rglob("*.zip")) if (tmp_path / "logs").exists() else True
+
+
+def test_zoo_train_replaces_a_planted_link_and_leaves_its_target_alone(tmp_path):
+    pytest.importorskip("rl_zoo3")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    folder = tmp_path / "logs" / "adaptive-po-hyperparams"
+    folder.mkdir(parents=True)
+    link = folder / "esspo.yml"
+    link.symlink_to(victim)
+    from adaptive_po.zoo.cli import train_arguments
+
+    argv = train_arguments(["--algo", "esspo", "--env", "CartPole-v1", "-n", "256", "-f", str(tmp_path / "logs")])
+    assert argv[-2:] == ["-conf", str(link)]
+    assert victim.read_text() == "precious\n"
+    assert not link.is_symlink() and "CartPole-v1" in link.read_text()
+    assert sorted(p.name for p in folder.iterdir()) == ["esspo.yml"]  # no temporary file left
+
+
 # -- B7: the study tables' checksum and the compile setting ------------------------------------------------
 def _published_rows() -> dict[str, dict[str, str]]:
     """A complete row of the extension's table per step: ``{"eager": row, "compiled": row}``."""

@@ -154,12 +154,16 @@ def _cmd_hyperparams(argv: list[str]) -> int:
     parser.add_argument("-o", "--output", default=None, help="file to write (default: print)")
     parser.add_argument("--envs-dir", default=None, help="folder of environment YAML files (default: the package's)")
     args = parser.parse_args(argv)
-    if args.output:
-        print(write_hyperparams(OBJECTIVE_OF[args.algo], args.output, args.envs_dir))
-    else:
-        import yaml
+    try:
+        if args.output:
+            print(write_hyperparams(OBJECTIVE_OF[args.algo], args.output, args.envs_dir))
+        else:
+            import yaml
 
-        print(yaml.safe_dump(zoo_hyperparams(OBJECTIVE_OF[args.algo], args.envs_dir), sort_keys=False), end="")
+            print(yaml.safe_dump(zoo_hyperparams(OBJECTIVE_OF[args.algo], args.envs_dir), sort_keys=False), end="")
+    except ValueError as err:  # the environment files: one line
+        print(f"adaptive_po.zoo hyperparams: error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -212,7 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         before = set(_new_run_folders(log_folder, algo, set()))
     register()
     if command == "train":
-        rest = train_arguments(rest)
+        try:  # the environment files (a missing --envs-dir, a bad file): one line, before the Zoo starts
+            rest = train_arguments(rest)
+        except ValueError as err:
+            print(f"adaptive_po.zoo train: error: {err}", file=sys.stderr)
+            return 2
     run = _zoo_command(ZOO_COMMANDS[command])
     saved = sys.argv
     sys.argv = [f"adaptive_po.zoo {command}", *rest]
