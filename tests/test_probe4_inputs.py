@@ -197,6 +197,15 @@ def test_zoo_train_replaces_a_planted_link_and_leaves_its_target_alone(tmp_path)
     assert sorted(p.name for p in folder.iterdir()) == ["esspo.yml"]  # no temporary file left
 
 
+# -- B20: trace refuses a duplicate seed ---------------------------------------------------------------
+@pytest.mark.parametrize("flags, needle", [(("--seeds", "0,0"), "seed 0 is listed twice"), (("--lags", "16,16"), "lag 16 is listed twice"),
+                                           (("--algos", "ppo,ppo"), "algorithm 'ppo' is listed twice"), (("--seeds", "-1"), "seed must be")])
+def test_trace_refuses_a_value_listed_twice(tmp_path, flags, needle):
+    done = cli("trace", "--timesteps", "2048", "--out", str(tmp_path / "trace"), *flags, cwd=tmp_path)
+    one_line(done, needle)
+    assert not (tmp_path / "trace").exists()
+
+
 # -- B7: the study tables' checksum and the compile setting ------------------------------------------------
 def _published_rows() -> dict[str, dict[str, str]]:
     """A complete row of the extension's table per step: ``{"eager": row, "compiled": row}``."""

@@ -305,8 +305,16 @@ def plan(
     """The grid of traced runs; bad input (an unknown environment or objective, a negative lag, a
     missing budget) fails here, before anything trains, with the value named."""
     from adaptive_po.bench.config import get_env_config
+    from adaptive_po.bench.grid import listed_once
+    from adaptive_po.compile_setup import check_settings
     from adaptive_po.objectives import get_objective
 
+    check_settings()
+    for values, what in ((envs, "environment"), (algos, "algorithm"), (lags, "lag"), (seeds, "seed")):
+        listed_once(values, what, Path(out))  # as bench and tune refuse them: two runs, one trace file
+    for seed in seeds:
+        if seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     for env in envs:
         get_env_config(env, envs_dir)
         if env not in total_timesteps:
