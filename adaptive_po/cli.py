@@ -334,10 +334,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         )
     )
     spec = specs[0]
-    from adaptive_po.bench.jobs import Job, check_learner_precision
+    from adaptive_po.bench.jobs import Job, check_learner_precision, check_seeds
     from adaptive_po.bench.locks import check_destination, destination_error, disk_error_text, sweep_folders, sweep_lock
     population = args.engine == "population" and supports_population(spec)
     check_learner_precision([Job((spec,), population=population)])  # bf16 where it cannot run: exit 2, before compute
+    check_seeds([Job((spec,), population=population)])  # environment seeds beyond int32: exit 2, before compute
     from adaptive_po.bench.run_folder import RUN_SAME
     from adaptive_po.bench.resume import plan_resume
     check_destination(spec.run_dir.parent)  # a file in the way or no permission: exit 2, before compute
@@ -406,6 +407,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         **_shared_grid_fields(args),
     )
     specs = expand_grid(grid)
+    from adaptive_po.bench.jobs import plan_jobs
+
+    plan_jobs(specs, args.engine)  # what the sweep refuses before compute (seeds beyond int32, ...): in one line, the dry run too
     print(f"suite {suite.name}: {suite.description}", file=sys.stderr)
     print(describe_grid(specs, engine=args.engine, redo_changed=args.redo_changed), file=sys.stderr)
     if args.list_runs:

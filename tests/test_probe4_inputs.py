@@ -244,3 +244,30 @@ def test_usage_states_how_the_published_tables_were_trained():
             rows = list(csv.DictReader(fh))
         compiled = sum(r["step"] == "compiled" for r in rows)
         assert f"{compiled:,} of {len(rows):,}" in text, (folder, compiled, len(rows))
+
+
+# -- B11: seeds that fit the engines' seed arithmetic ----------------------------------------------------
+def test_seeds_beyond_int32_after_the_population_arithmetic_are_refused_before_compute(tmp_path):
+    line = one_line(bench_dry(tmp_path, "--seeds", "200000000,200000001"), "seed 200,000,000 is too large",
+                    "above int32's 2,147,483,647", "a population of 2 x 8 environments")
+    largest = int(line.rsplit("use seeds up to ", 1)[1].split()[0].replace(",", ""))
+    done = bench(tmp_path, "--seeds", "200000000,200000001", "--executor", "inline")  # the sweep itself, not only its dry run
+    assert one_line(done) == line
+    assert not list((tmp_path / "out").rglob("seed-*"))
+    from adaptive_po.bench.jobs import check_seeds, plan_jobs
+    from adaptive_po.bench.grid import Grid, expand_grid
+    from adaptive_po.dials import DataDials
+
+    def jobs(seeds):
+        return plan_jobs(expand_grid(Grid(suite="quick", envs=["CartPole-v1"], algos=["esspo"], seeds=seeds, conditions=[DataDials()],
+                                          out=str(tmp_path / "out"))))
+
+    check_seeds(jobs([largest, largest + 1]))  # the largest seed the message names is taken
+    with pytest.raises(ValueError, match="is too large"):
+        jobs([largest + 1, largest + 2])
+
+
+@pytest.mark.parametrize("engine", ["process", "population"])
+def test_a_train_seed_beyond_int32_is_one_line(tmp_path, engine):
+    one_line(train(tmp_path, "--seed", "4294967296", "--engine", engine), "seed 4,294,967,296 is too large", "use seeds up to")
+    assert not list((tmp_path / "out").rglob("seed-*"))

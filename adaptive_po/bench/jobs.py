@@ -89,6 +89,7 @@ def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members:
     if engine == "process":
         jobs = [Job((spec,)) for spec in specs]
         check_learner_precision(jobs)
+        check_seeds(jobs)
         return jobs
     # imported here: the population engine pulls in gymnasium, which a process-engine plan does
     # not need
@@ -106,7 +107,53 @@ def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members:
     jobs = [Job(tuple(group), population=True) for group in groups]
     jobs += [Job((spec,)) for spec in specs if not fits(spec)]
     check_learner_precision(jobs)
+    check_seeds(jobs)
     return sorted(jobs, key=lambda job: order[id(job.specs[0])])
+
+
+#: the largest seed an environment pool takes (envpool's seeds are int32; the gymnasium backend
+#: checks the same range)
+INT32_MAX = 2**31 - 1
+#: the offsets of the evaluation environments' seeds from the training ones': the process engine's
+#: (per run) and the population engine's (per population)
+PROCESS_EVAL_OFFSET, POPULATION_EVAL_OFFSET = 10_000, 10_000_000
+
+
+def seed_ranges(seeds: Sequence[int], n_envs: int, n_eval: int, population: bool) -> list[tuple[str, int, int, int]]:
+    """The environment seeds a job's runs use: ``(what, first, count, per_seed)`` per pool, where a
+    pool's first seed is ``per_seed`` times the smallest run seed plus an offset. The process
+    engine seeds a run's ``n_envs`` training environments from its seed and its ``n_eval``
+    evaluation ones from seed + 10,000; the population engine one pool of ``k x n_envs`` from
+    ``min(seeds) x 2 x k x n_envs`` and the evaluation pool of ``k x n_eval`` 10,000,000 above it
+    (:class:`adaptive_po.bench.population_engine._Population`)."""
+    k, low = len(seeds), min(seeds)
+    if not population:
+        return [("training", low, n_envs, 1), ("evaluation", low + PROCESS_EVAL_OFFSET, n_eval, 1)]
+    per_seed = 2 * k * n_envs
+    return [("training", low * per_seed, k * n_envs, per_seed), ("evaluation", low * per_seed + POPULATION_EVAL_OFFSET, k * n_eval, per_seed)]
+
+
+def check_seeds(jobs: Sequence[Job]) -> None:
+    """``ValueError`` naming the first run whose environments' seeds (:func:`seed_ranges`) would not
+    fit int32, with the largest seed its job takes: refused before anything runs, not a failed run."""
+    from adaptive_po.bench.run_folder import read_settings
+
+    for job in jobs:
+        seeds = [spec.seed for spec in job.specs]
+        settings = read_settings(job.specs[0])
+        n_envs, n_eval = settings.hp.n_envs, min(settings.env_cfg.eval_episodes, 10)
+        ranges = seed_ranges(seeds, n_envs, n_eval, job.population)
+        for what, first, count, per_seed in ranges:
+            if first + count - 1 > INT32_MAX:
+                spec = min(job.specs, key=lambda s: s.seed)
+                # the largest smallest seed whose pools all fit
+                largest = min((INT32_MAX - (f - spec.seed * p) - c + 1) // p for _, f, c, p in ranges)
+                how = (f"a population of {len(seeds)} x {n_envs} environments is seeded from seed x {per_seed:,}" if job.population
+                       else f"its {n_envs} environments are seeded from the seed on")
+                raise ValueError(
+                    f"run {spec.relative_dir}: seed {spec.seed:,} is too large: its {what} environments' seeds would reach "
+                    f"{first + count - 1:,}, above int32's {INT32_MAX:,} ({how}); use seeds up to {max(largest, 0):,} here"
+                )
 
 
 def check_learner_precision(jobs: Sequence[Job]) -> None:

@@ -29,7 +29,7 @@ from adaptive_po import contract
 from adaptive_po.bench.divergence import compact_traceback, error_line
 from adaptive_po.bench.recorder import RunRecorder, nonfinite_reason
 from adaptive_po.environments import resolve_backend, resolve_device
-from adaptive_po.bench.jobs import population_key
+from adaptive_po.bench.jobs import population_key, seed_ranges
 from adaptive_po.bench.variants import learner_precision
 from adaptive_po.bench.run_folder import (
     RunSettings,
@@ -162,10 +162,11 @@ class _Population:
         self.backend, self.env_id = resolve_backend(env_cfg.ids, first.backend)
         self.n_envs = hp.n_envs
         self.n_eval = min(env_cfg.eval_episodes, 10)
-        # one pool for all members: member m's env j is seeded base + m * n_envs + j
-        base = min(r.spec.seed for r in runs) * 2 * self.k * self.n_envs
+        # one pool for all members: member m's env j is seeded base + m * n_envs + j (the sweep checks
+        # that the seeds fit int32 before it starts: jobs.check_seeds)
+        (_, base, _, _), (_, eval_base, _, _) = seed_ranges([r.spec.seed for r in runs], self.n_envs, self.n_eval, population=True)
         self.train_env = make_vec_env(self.env_id, self.k * self.n_envs, base, self.backend, training=True)
-        self.eval_env = make_vec_env(self.env_id, self.k * self.n_eval, base + 10_000_000, self.backend, training=False)
+        self.eval_env = make_vec_env(self.env_id, self.k * self.n_eval, eval_base, self.backend, training=False)
         self.action_space = self.train_env.action_space
         obs_shape = self.train_env.observation_space.shape
         # observations are stored in the space's dtype (uint8 frames stay uint8) unless normalized
