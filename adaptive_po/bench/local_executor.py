@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -115,6 +116,11 @@ def _finish_local(active: _Active) -> list[dict[str, Any]]:
     except (OSError, ValueError):
         pass
     error = f"worker process exited with status {code} without a result"
+    # stopped by Ctrl-C or SIGTERM (its own handler: 130; or the signal itself): a stop, not the
+    # runs' failure, so their folders are left incomplete (never FAILED, which the analysis scores)
+    interrupted = code in (130, -signal.SIGINT, -signal.SIGTERM)
+    if interrupted:
+        error = f"worker process was stopped (exit status {code}) without a result: its runs are left incomplete, a rerun trains them"
     disk = [line.strip() for line in tail.splitlines() if disk_error_text(line)]
     # it could not write its files: say so (the sweep ends on it, see run_sweep)
     disk_error = bool(disk) or code in WORKER_DISK_EXITS
@@ -133,7 +139,7 @@ def _finish_local(active: _Active) -> list[dict[str, Any]]:
                 continue
             except (OSError, ValueError, KeyError):
                 pass
-        else:
+        elif not interrupted:
             try:
                 run_dir.mkdir(parents=True, exist_ok=True)
                 atomic_write_text(run_dir / FAILED, f"{error}\n--- last lines of {active.log_path} ---\n{tail}\n")

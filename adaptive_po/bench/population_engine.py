@@ -37,6 +37,7 @@ from adaptive_po.bench.run_folder import (
     completed_summary,
     config_for,
     fail_run_folder,
+    interrupt_run_folder,
     finish_run_folder,
     read_settings,
     start_run_folder,
@@ -480,6 +481,9 @@ def execute_population(specs: Sequence[RunSpec | dict[str, Any]], observer: Popu
             run = member.get(id(spec))
             if run is not None and run.failed is not None:  # failed on its own before the error
                 results[i] = {**results[i], "error": run.failed, "traceback": run.failure, "wall_time_s": time.time() - started}
+                continue
+            if isinstance(err, KeyboardInterrupt):  # a stop, not the runs' failure: left incomplete, redone
+                interrupt_run_folder(spec)
                 continue
             fail_run_folder(spec, text)
             results[i] = {**results[i], "status": "failed", "error": last, "traceback": text, "wall_time_s": time.time() - started}

@@ -24,6 +24,7 @@ from adaptive_po.bench.run_folder import (
     completed_summary,
     config_for,
     fail_run_folder,
+    interrupt_run_folder,
     finish_run_folder,
     read_settings,
     start_run_folder,
@@ -206,9 +207,10 @@ def execute_run(spec: RunSpec | dict[str, Any]) -> dict[str, Any]:
             "diverged": summary.get(contract.SUMMARY_DIVERGED),
         }
     except BaseException as err:  # noqa: BLE001 - a run must never take the sweep down
+        if isinstance(err, KeyboardInterrupt):  # a stop, not the run's failure: left incomplete, redone
+            interrupt_run_folder(spec)
+            raise
         text = compact_traceback(traceback.format_exc())
         fail_run_folder(spec, text)
-        if isinstance(err, KeyboardInterrupt):
-            raise
         # the cause in one line: the exception's type and message, never the tail of a tensor
         return {**result, "status": "failed", "error": error_line(text) if text.strip() else error_line(err), "traceback": text, "wall_time_s": time.time() - started}

@@ -342,6 +342,18 @@ def finish_run_folder(spec: RunSpec, summary: dict[str, Any], wall_time_s: float
     return summary
 
 
+def interrupt_run_folder(spec: RunSpec) -> None:
+    """Leave the folder of a run that a stop (Ctrl-C, SIGTERM) interrupted as it is, incomplete:
+    no ``FAILED`` (the analysis would score it at the random score as the objective's failure,
+    which it is not), no ``COMPLETE``; only this process's claim on it goes. The analysis leaves
+    an incomplete folder out, naming it, and the rerun trains the run again."""
+    try:
+        if spec.run_dir.is_dir():
+            release_run_folder(spec.run_dir)
+    except OSError:
+        pass
+
+
 def fail_run_folder(spec: RunSpec, text: str) -> None:
     """Leave ``FAILED`` with ``text`` (the error and its traceback) in the run folder, if possible;
     never in a folder that a live process other than this one owns (its run is not ours to mark),
