@@ -220,6 +220,8 @@ COMPILE_SECONDS: dict[tuple[Any, ...], float] = {}
 #: the fewest rows a forward pass of the update's terminal observations takes (see ``_advantages``)
 MIN_PASS_ROWS = 8
 _FALLBACK_SAID = False
+#: why (the first line of the error that :func:`_say_fallback` printed)
+_FALLBACK_REASON: str | None = None
 #: per compiled callable's key: that callable, and each argument signature it has run with the
 #: function that runs that signature's compiled code directly (``None`` where there is none:
 #: :func:`_direct_function`)
@@ -235,9 +237,9 @@ DRAW_BLOCK = 64
 
 def _say_fallback(reason: str) -> None:
     """The one line a process prints when compilation is unavailable or fails."""
-    global _FALLBACK_SAID
+    global _FALLBACK_SAID, _FALLBACK_REASON
     if not _FALLBACK_SAID:
-        _FALLBACK_SAID = True
+        _FALLBACK_SAID, _FALLBACK_REASON = True, reason
         print(f"adaptive-po: the population engine runs eagerly: compilation failed ({reason})", file=sys.stderr, flush=True)
 
 
@@ -250,6 +252,11 @@ def _compile_failed(key: tuple[Any, ...], err: Exception) -> None:
 def compile_fell_back() -> bool:
     """Whether a compilation failed in this process (its steps ran eagerly from then on)."""
     return _FALLBACK_SAID
+
+
+def compile_fallback_reason() -> str | None:
+    """Why compiling failed in this process (the line :func:`_say_fallback` printed), or None."""
+    return _FALLBACK_REASON
 
 
 def _compiled(key: tuple[Any, ...], fn: Callable[..., Any]) -> Callable[..., Any] | None:

@@ -67,3 +67,17 @@ def test_an_interrupted_run_is_left_incomplete_not_scored_and_the_rerun_trains_i
     rerun = cli_here(bench_cmd(out, "ppo,esspo", *flags), env=env)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "1 complete, 1 skipped" in rerun.stderr and len(list(out.rglob(COMPLETE))) == 2
+
+
+# -- B8: a worker's compile fall-back on the console ----------------------------------------------------------
+@pytest.mark.slow
+def test_a_compile_fall_back_in_a_local_worker_is_said_on_the_console(tmp_path):
+    out = tmp_path / "runs"
+    env = {**ENV, "ADAPTIVE_PO_COMPILE": "1", "CXX": "/bin/false", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    done = cli_here(bench_cmd(out, "ppo", "--executor", "local", "--engine", "population", timesteps=512), env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = [line for line in done.stderr.splitlines() if "ran eagerly" in line]
+    assert len(said) == 1, done.stderr[-3000:]
+    assert "CartPole-v1/ppo" in said[0] and "compilation failed" in said[0] and ".logs" in said[0], said[0]
+    (summary,) = out.rglob("summary.json")
+    assert json.loads(summary.read_text())["step"] == "eager"

@@ -108,6 +108,9 @@ def _finish_local(active: _Active) -> list[dict[str, Any]]:
     complete runs as they are and writes ``FAILED`` (with its log's last lines) into the others."""
     records = _read_results(active)
     if records is not None:
+        for record in records:  # where its worker said why (the sweep names it with the fall-back)
+            if record.get("compile_fallback"):
+                record["log"] = str(active.log_path)
         return records
     code = active.process.returncode
     tail = ""

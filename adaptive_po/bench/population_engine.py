@@ -16,6 +16,7 @@ observations stay uint8 in the rollout storage (no float32 copy of every frame).
 
 from __future__ import annotations
 
+import sys
 import time
 import traceback
 from collections import deque
@@ -492,4 +493,12 @@ def execute_population(specs: Sequence[RunSpec | dict[str, Any]], observer: Popu
     finally:
         if population is not None:
             population.close()
+    engine = sys.modules.get("adaptive_po.population")  # imported where a population was built
+    reason = engine.compile_fallback_reason() if engine is not None else None
+    if reason is not None and population is not None and population.learner.compile_step:
+        # the runs trained eagerly although compiling was asked for: said by the sweep's driver too
+        # (a worker's own line goes to its log only)
+        for result in results:
+            if result["status"] != "skipped":
+                result["compile_fallback"] = reason
     return results

@@ -171,6 +171,7 @@ def _run_sweep(
 
         sweep_task = progress.add_task("sweep", total=total_steps, detail=detail())
         run_tasks: dict[str, Any] = {}
+        fallbacks_said: set[str] = set()
 
         def on_result(spec: RunSpec, outcome: dict[str, Any]) -> None:
             nonlocal finished_steps
@@ -180,6 +181,15 @@ def _run_sweep(
             key = str(spec.relative_dir)
             if key in run_tasks:
                 progress.remove_task(run_tasks.pop(key))
+            fallback = outcome.get("compile_fallback")
+            if fallback and executor != "inline" and fallback not in fallbacks_said:
+                # a worker's compile fall-back (its own line went to its log): once per sweep and cause
+                fallbacks_said.add(fallback)
+                where = f"; its worker's log: {outcome['log']}" if outcome.get("log") else ""
+                progress.console.print(
+                    f"[yellow]compile fell back[/yellow] {escape(key)} (and the runs of its job) ran eagerly: compilation "
+                    f"failed ({escape(str(fallback))}){escape(where)}"
+                )
             if status == "failed":
                 progress.console.print(f"[red]FAILED[/red] {escape(key)}: {escape(str(outcome.get('error', '?')))}")
                 if outcome.get("disk_error") or disk_error_text(str(outcome.get("error", ""))):  # all later runs would too
