@@ -27,7 +27,9 @@ changes a kernel's source, its compiler flags or its machine code:
    together at that wait, one g++ run per graph, each kernel renamed, with Python bindings for all
    of them. Built through inductor's own code cache (its flags, its file cache: a later process
    loads the library without compiling). A graph with one kernel, or a bundle that fails to build,
-   goes inductor's way, kernel by kernel. ``ADAPTIVE_PO_BUNDLE_KERNELS=0`` turns this off.
+   goes inductor's way, kernel by kernel; a library in the cache that does not load (truncated
+   by a full disk or a killed build, garbled) is removed and built again, once.
+   ``ADAPTIVE_PO_BUNDLE_KERNELS=0`` turns this off.
    **Graphs compiled ahead share that library** (:func:`deferred_builds`): the population engine
    compiles its first update's graphs before its first act, and the act's first call builds them
    all in one g++ run. Each g++ run parses the header the kernels include (about 1.3 s here), so
@@ -62,8 +64,9 @@ _DEFERRING = False
 #: the generated modules (their ``AsyncCompile``) compiled under :func:`deferred_builds` whose kernels wait
 _WAITING: list[Any] = []
 #: in this process: libraries built by :func:`_build_bundle`, the kernels in them, and the kernels of
-#: deferred modules built one by one after all (one kernel in the module, or a bundle that failed)
-BUILT = {"bundles": 0, "kernels_in_bundles": 0, "single": 0}
+#: deferred modules built one by one after all (one kernel in the module, or a bundle that failed),
+#: and the damaged libraries found in the cache and built again (:func:`_build_bundle`)
+BUILT = {"bundles": 0, "kernels_in_bundles": 0, "single": 0, "rebuilt": 0}
 
 
 #: what an on/off environment variable may say (case and surrounding blanks aside)
@@ -427,4 +430,16 @@ def _build_bundle(kernels: list[_Kernel]) -> Any:
     from torch._inductor.codecache import CppPythonBindingsCodeCache
 
     source = bundle_source([(k.argtypes, k.source) for k in kernels])
-    return CppPythonBindingsCodeCache.load_async(source, "cpu")()
+    load = CppPythonBindingsCodeCache.load_async(source, "cpu")
+    try:
+        return load()
+    except ImportError as err:
+        # a damaged library in inductor's cache (truncated by a full disk or a killed build,
+        # garbled): the loader builds only where the file is missing, so every later process would
+        # fail on it too and build the kernels one by one. Removed, and built again, once
+        damaged = getattr(err, "path", None)
+        if not damaged or not damaged.endswith(".so") or not os.path.isfile(damaged):
+            raise
+        os.unlink(damaged)
+        BUILT["rebuilt"] += 1
+        return load()

@@ -81,3 +81,45 @@ def test_a_compile_fall_back_in_a_local_worker_is_said_on_the_console(tmp_path):
     assert "CartPole-v1/ppo" in said[0] and "compilation failed" in said[0] and ".logs" in said[0], said[0]
     (summary,) = out.rglob("summary.json")
     assert json.loads(summary.read_text())["step"] == "eager"
+
+
+# -- B22: a damaged library in the compile cache -------------------------------------------------------------
+BUNDLED = textwrap.dedent("""
+    import json, torch
+    torch.set_num_threads(1)
+    from adaptive_po import compile_setup as C
+    C.prepare()
+
+    def f(x, w1, w2):
+        h = torch.tanh(torch.bmm(x, w1) + 0.5)
+        g = torch.sigmoid(torch.bmm(h, w2)) * h.sum(-1, keepdim=True)
+        return g.exp().mean(1) / (1.0 + h.square().mean()), torch.softmax(g, -1)
+
+    torch.manual_seed(0)
+    args = (torch.randn(5, 33, 7), torch.randn(5, 7, 19), torch.randn(5, 19, 19))
+    outs = torch.compile(f, dynamic=False)(*args)
+    print(json.dumps({"built": C.BUILT, "sums": [float(o.double().sum()) for o in outs]}))
+""")
+
+
+@pytest.mark.slow
+def test_a_damaged_bundle_in_the_cache_is_built_again_as_one_library(tmp_path):
+    env = {**ENV, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+
+    def run() -> dict:
+        done = subprocess.run([sys.executable, "-c", BUNDLED], env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first = run()
+    assert first["built"]["bundles"] == 1 and first["built"]["single"] == 0 and first["built"].get("rebuilt", 0) == 0, first
+    libraries = [p for p in (tmp_path / "inductor").rglob("*.so")]
+    assert libraries
+    for library in libraries:  # truncated, as a full disk or a killed build leaves it
+        library.write_bytes(library.read_bytes()[:100])
+    again = run()
+    # one library again, not a build per kernel
+    assert {k: again["built"][k] for k in ("bundles", "kernels_in_bundles", "single")} == {
+        k: first["built"][k] for k in ("bundles", "kernels_in_bundles", "single")}, again
+    assert again["sums"] == first["sums"]
+    assert all(p.stat().st_size > 100 for p in libraries if p.exists())
