@@ -72,7 +72,8 @@ def write_hyperparams(objective: str, path: str | Path, envs_dir: str | Path | N
     Written to a temporary file in the folder and moved onto ``path`` (``os.replace``): a symbolic
     link planted at ``path`` is replaced by the file, never written through, and its target is
     left as it was; a folder at ``path`` is a ``ValueError``."""
-    from adaptive_po.contract import atomic_write_text
+    import os
+    import tempfile
 
     path = Path(path)
     if path.is_dir() and not path.is_symlink():
@@ -84,5 +85,17 @@ def write_hyperparams(objective: str, path: str | Path, envs_dir: str | Path | N
         "# sampler_temperature, sampler_precision.\n"
     )
     text = header + yaml.safe_dump(zoo_hyperparams(objective, envs_dir), sort_keys=False)
-    atomic_write_text(path, text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # a new file, never a link's target
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as an ordinary file (mkstemp makes it private)
+        os.replace(tmp, path)  # a link at path is replaced, not followed
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
     return path
