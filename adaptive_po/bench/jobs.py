@@ -138,10 +138,15 @@ def check_seeds(jobs: Sequence[Job]) -> None:
     fit int32, with the largest seed its job takes: refused before anything runs, not a failed run."""
     from adaptive_po.bench.run_folder import read_settings
 
+    sizes: dict[tuple[Any, ...], tuple[int, int]] = {}  # one read per environment file and variant
     for job in jobs:
         seeds = [spec.seed for spec in job.specs]
-        settings = read_settings(job.specs[0])
-        n_envs, n_eval = settings.hp.n_envs, min(settings.env_cfg.eval_episodes, 10)
+        first = job.specs[0]
+        key = (first.env, first.envs_dir, first.algo, first.variant)
+        if key not in sizes:
+            settings = read_settings(first)
+            sizes[key] = settings.hp.n_envs, min(settings.env_cfg.eval_episodes, 10)
+        n_envs, n_eval = sizes[key]
         ranges = seed_ranges(seeds, n_envs, n_eval, job.population)
         for what, first, count, per_seed in ranges:
             if first + count - 1 > INT32_MAX:
