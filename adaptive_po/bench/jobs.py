@@ -141,15 +141,15 @@ def check_seeds(jobs: Sequence[Job]) -> None:
     sizes: dict[tuple[Any, ...], tuple[int, int]] = {}  # one read per environment file and variant
     for job in jobs:
         seeds = [spec.seed for spec in job.specs]
-        first = job.specs[0]
-        key = (first.env, first.envs_dir, first.algo, first.variant)
+        lead = job.specs[0]
+        key = (lead.env, lead.envs_dir, lead.algo, lead.variant)
         if key not in sizes:
-            settings = read_settings(first)
+            settings = read_settings(lead)
             sizes[key] = settings.hp.n_envs, min(settings.env_cfg.eval_episodes, 10)
         n_envs, n_eval = sizes[key]
         ranges = seed_ranges(seeds, n_envs, n_eval, job.population)
-        for what, first, count, per_seed in ranges:
-            if first + count - 1 > INT32_MAX:
+        for what, start, count, per_seed in ranges:
+            if start + count - 1 > INT32_MAX:
                 spec = min(job.specs, key=lambda s: s.seed)
                 # the largest smallest seed whose pools all fit
                 largest = min((INT32_MAX - (f - spec.seed * p) - c + 1) // p for _, f, c, p in ranges)
@@ -157,7 +157,7 @@ def check_seeds(jobs: Sequence[Job]) -> None:
                        else f"its {n_envs} environments are seeded from the seed on")
                 raise ValueError(
                     f"run {spec.relative_dir}: seed {spec.seed:,} is too large: its {what} environments' seeds would reach "
-                    f"{first + count - 1:,}, above int32's {INT32_MAX:,} ({how}); use seeds up to {max(largest, 0):,} here"
+                    f"{start + count - 1:,}, above int32's {INT32_MAX:,} ({how}); use seeds up to {max(largest, 0):,} here"
                 )
 
 
