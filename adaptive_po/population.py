@@ -68,10 +68,10 @@ from adaptive_po.update import (
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-5
 
-#: ``ADAPTIVE_PO_COMPILE`` (:data:`~adaptive_po.compile_setup.COMPILE_ENV`, read strictly by
-#: :func:`~adaptive_po.compile_setup.compile_setting`): ``1`` compiles the stacked minibatch step
-#: (``torch.compile``, inductor), ``0`` runs it eagerly, ``auto`` (or unset) compiles when the
-#: population's planned minibatch steps reach :data:`COMPILE_MIN_STEPS` (:func:`compile_wanted`)
+# ``ADAPTIVE_PO_COMPILE`` (:data:`~adaptive_po.compile_setup.COMPILE_ENV`, read strictly by
+# :func:`~adaptive_po.compile_setup.compile_setting`): ``1`` compiles the stacked minibatch step
+# (``torch.compile``, inductor), ``0`` runs it eagerly, ``auto`` (or unset) compiles when the
+# population's planned minibatch steps reach :data:`COMPILE_MIN_STEPS` (:func:`compile_wanted`)
 
 #: the planned minibatch steps from which ``auto`` compiles: one compilation costs 10-20 s on one
 #: core and saves 1.5-40 ms per step (benchmarks/roofline.py), so it pays from a few thousand steps
