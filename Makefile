@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table minatar-learning-pilot bench-minatar-learning minatar-learning-from-table bench-minatar-gymnax minatar-gymnax-from-table clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table minatar-learning-pilot bench-minatar-learning minatar-learning-pilot-from-table minatar-learning-from-table bench-minatar-gymnax minatar-gymnax-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -41,7 +41,7 @@ help:
 	@echo "make frozen-schedule-from-table  the extension's verdicts and figure from its committed tables (and the published study's)"
 	@echo "make minatar-learning-pilot  one slice (HOURS=2) of the MinAtar learning-budget pilot: ppo at lags 0 and 8 on the five games at 2M steps; then which games qualify (docs/results/minatar-learning)"
 	@echo "make bench-minatar-learning  one slice (HOURS=2) of the MinAtar learning-budget study on the games the pilot selected; resumes from its committed per_run.csv"
-	@echo "make minatar-learning-from-table  the MinAtar learning-budget study's verdicts and figures from its committed files"
+	@echo "make minatar-learning-from-table  the MinAtar learning-budget study's pilot selection, verdicts and figures from its plan file and committed table"
 	@echo "make bench-minatar-gymnax our ppo in gymnax's MinAtar configuration with gymnax-blines' settings and network: Breakout, SpaceInvaders x 5 seeds x 2M steps (10 runs), beside the published PPO (docs/results/minatar-gymnax)"
 	@echo "make minatar-gymnax-from-table  that comparison's report and figure from its committed table"
 	@echo "make mutations          67 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid) and the analysis (Welch, Holm, TOST, normalization), each run against its own fast tests; the table into docs/results/mutations.md"
@@ -227,17 +227,24 @@ bench-frozen-schedule: $(STAMP)
 frozen-schedule-from-table: $(STAMP)
 	$(FROZEN_SCHEDULE_REPORT)
 
-# MinAtar at learning budgets (docs/results/minatar-learning/preregistration.md): the pilot, then
-# the study, each in slices of HOURS resuming from the committed per-run table
+# MinAtar at learning budgets (docs/results/minatar-learning/preregistration.md, its plan file
+# plan.toml beside it): the pilot, then the study, each in slices of HOURS resuming from the
+# committed per-run table; the generic runner and report (adaptive_po.bench.study,
+# adaptive_po.analysis.study_report) under the commands the study's documents name
 MINATAR_LEARNING := docs/results/minatar-learning
 MINATAR_LEARNING_REPORT = $(VPY) -m adaptive_po.analysis.reports.minatar_learning --results $(MINATAR_LEARNING)
+MINATAR_LEARNING_SELECT = $(VPY) -m adaptive_po.bench.minatar_learning select --results $(MINATAR_LEARNING)
 minatar-learning-pilot: $(STAMP)
 	status=0; $(VPY) -m adaptive_po.bench.minatar_learning pilot --results $(MINATAR_LEARNING) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(MINATAR_LEARNING_REPORT) && exit $$status
 
 bench-minatar-learning: $(STAMP)
 	status=0; $(VPY) -m adaptive_po.bench.minatar_learning study --results $(MINATAR_LEARNING) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(MINATAR_LEARNING_REPORT) && exit $$status
 
-minatar-learning-from-table: $(STAMP)
+# the pilot's selection (pilot.md, selection.json) from the table alone
+minatar-learning-pilot-from-table: $(STAMP)
+	$(MINATAR_LEARNING_SELECT)
+
+minatar-learning-from-table: minatar-learning-pilot-from-table
 	$(MINATAR_LEARNING_REPORT)
 
 # our MinAtar PPO in gymnax's configuration (no sticky actions, 1,000-step episodes) with gymnax-blines'

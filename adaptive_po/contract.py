@@ -669,28 +669,6 @@ FROZEN_TABLE_COLUMNS: tuple[str, ...] = (
     "random_score", "reference", "score", "step", "wall_time_s",
 )
 
-#: MinAtar at learning budgets (docs/results/minatar-learning/preregistration.md): the registered
-#: design, which the study (adaptive_po.bench.minatar_learning) runs and its report reads
-MINATAR_LEARNING_RESULTS = "docs/results/minatar-learning"
-MINATAR_LEARNING_PILOT_FOLDER = "minatar-learning-pilot"
-MINATAR_LEARNING_SCORE_FOLDER = "minatar-learning-score"
-MINATAR_LEARNING_SELECTION_FILE = "selection.json"
-MINATAR_LEARNING_CUTS_FILE = "cuts.json"
-MINATAR_LEARNING_REGISTERED: dict[str, Any] = {
-    "games": ("Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar", "SpaceInvaders-MinAtar"),
-    "pilot_algo": "ppo", "pilot_lags": (0, 8), "pilot_seeds": (200, 201, 202), "pilot_budget": 2_000_000,
-    # the budgets read off the pilot's runs, in the order tried: (budget, the evaluation step; None: the final)
-    "read_budgets": ((1_000_000, 1_000_000), (2_000_000, None)),
-    "arms": ("esspo", "ppo", "decoupled-ppo"), "lags": (0, 2, 8, 16), "kept_lags": (0, 2, 8), "score_seeds": tuple(range(10)),
-    "min_seeds": 5, "min_games": 2, "limit_core_hours": 12.0,
-}
-#: gymnax-blines' PPO on these games at about 0.96M and 1.92M steps (steps, return), beside the
-#: pilot's 1M and 2M: no sticky actions, 1,000-step episodes, a 2 x 256 MLP (guides, not targets)
-MINATAR_LEARNING_PUBLISHED: dict[str, tuple[tuple[int, float], ...]] = {
-    "Asterix-MinAtar": ((960_000, 1.8), (1_920_000, 2.8)), "Breakout-MinAtar": ((960_000, 16.6), (1_920_000, 15.4)),
-    "Freeway-MinAtar": ((960_000, 29.0), (1_920_000, 36.2)), "SpaceInvaders-MinAtar": ((960_000, 50.4), (1_920_000, 84.3)),
-}
-
 #: the column that records each run's configuration: the first 16 hex digits of the SHA-256 of what
 #: decides the run (the resolved configuration the bench compares on resume, and the step mode);
 #: optional on read, empty in rows written before it existed

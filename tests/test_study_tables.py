@@ -209,8 +209,10 @@ def test_the_minatar_dry_run_counts_the_pilots_planned_runs(tmp_path, capsys):
     import re
 
     from adaptive_po.bench import minatar_learning as ml
+    from adaptive_po.studies.plan import load_plan
 
     folder = _copy(tmp_path, ROOT / "docs" / "results" / "minatar-learning", "minatar-learning")
+    pilot_folder = load_plan(folder / "plan.toml").pilot.folder  # the study's plan file names its pilot's folder
 
     def pilot_done() -> int:
         assert ml.main(["dry-run", "--results", str(folder)]) == 0
@@ -219,7 +221,7 @@ def test_the_minatar_dry_run_counts_the_pilots_planned_runs(tmp_path, capsys):
     before = pilot_done()
 
     def edit(rows):
-        row = rows.pop(next(k for k in sorted(rows) if k[0] == ml.PILOT_FOLDER))
+        row = rows.pop(next(k for k in sorted(rows) if k[0] == pilot_folder))
         row = {**row, "seed": 999}  # a pilot row on a seed the pilot does not have
         rows[contract.frozen_row_key(row)] = row
 

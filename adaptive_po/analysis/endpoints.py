@@ -19,6 +19,7 @@ from scipy import stats
 
 from adaptive_po import contract
 from adaptive_po.contract import FROZEN_SCORE_FOLDER
+from adaptive_po.studies.plan import Decision, Endpoint
 
 from .hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, welch
 
@@ -236,12 +237,12 @@ def tested(diffs: Sequence[Difference], margin: float | Sequence[float], sign: f
     return [{"d": d, "p": pi, "p_adj": a, "verdict": verdict(sign * d.estimate, a, e)} for d, pi, a, e in zip(diffs, p, adjusted, equivalence)]
 
 
-def non_inferiority(diffs: Sequence[Difference]) -> list[dict[str, Any]]:
+def non_inferiority(diffs: Sequence[Difference], margin: float = MARGIN) -> list[dict[str, Any]]:
     """Endpoint 2's family: one-sided p of "worse by the margin or more", Holm over the family;
     non-inferior where it rejects; inferior where the mirror test ("worse by less than the margin")
     rejects after its own Holm over the same family."""
-    p = [non_inferiority_p(d) for d in diffs]
-    q = [inferiority_p(d) for d in diffs]
+    p = [non_inferiority_p(d, margin) for d in diffs]
+    q = [inferiority_p(d, margin) for d in diffs]
     return [{"d": d, "p": pi, "p_adj": a, "p_inferior": qi, "p_inferior_adj": b, "verdict": non_inferiority_word(d, a, b)}
             for d, pi, a, qi, b in zip(diffs, p, holm(p), q, holm(q))]
 
@@ -313,3 +314,62 @@ def format_p(x: float) -> str:
 def row_cells(r: Mapping[str, Any], digits: int = 3) -> str:
     d = r["d"]
     return f"{format_difference(d, digits)} | {format_p(r['p'])} | {format_p(r['p_adj'])} | {format_p(d.detectable())} | {r['verdict'] or 'n/a'} |"
+
+
+# ----------------------------------------------------------------------------------------------
+# a plan's endpoints (adaptive_po.studies.plan): their kinds, their Holm families, the decision rule
+
+#: the kinds whose test is two-sided with equivalence within the margin (the others: non-inferiority)
+TWO_SIDED_KINDS = ("slope", "difference", "tax", "head-to-head")
+
+
+def family(endpoints: Sequence[Endpoint], diffs: Sequence[Difference]) -> list[dict[str, Any]]:
+    """One Holm family of a plan's endpoints (``diffs`` in their order): each endpoint's p and its
+    Holm-adjusted p; a two-sided endpoint reads win, loss, equivalent (two one-sided tests within
+    its margin, Holm over the family's two-sided endpoints, a non-inferiority endpoint's place
+    left empty) or inconclusive, with ``sign`` -1 for a tax (a negative difference wins); a
+    non-inferiority endpoint reads non-inferior, inferior (its mirror test, in its own place in
+    the same Holm) or not shown."""
+    p = [non_inferiority_p(d, e.margin) if e.kind == "non-inferiority" else d.p_value() for e, d in zip(endpoints, diffs)]
+    adjusted = holm(p)
+    equivalence = holm([math.nan if e.kind == "non-inferiority" else d.p_equivalence(e.test_margin) for e, d in zip(endpoints, diffs)])
+    rows = []
+    for i, (e, d) in enumerate(zip(endpoints, diffs)):
+        row = {"id": e.id, "endpoint": e.label, "digits": e.digits, "d": d, "p": p[i], "p_adj": adjusted[i]}
+        if e.kind == "non-inferiority":
+            mirror = [*p[:i], inferiority_p(d, e.margin), *p[i + 1:]]
+            row.update(p_inferior=mirror[i], p_inferior_adj=holm(mirror)[i])
+            row["verdict"] = non_inferiority_word(d, adjusted[i], row["p_inferior_adj"])
+        else:
+            row["verdict"] = verdict((-1.0 if e.kind == "tax" else 1.0) * d.estimate, adjusted[i], equivalence[i])
+        rows.append(row)
+    return rows
+
+
+def per_task_family(endpoint: Endpoint, by_task: Mapping[str, Difference]) -> dict[str, dict[str, Any]]:
+    """One endpoint per task, Holm over its per-task tests: ``{task: row}``."""
+    tasks = list(by_task)
+    diffs = [by_task[t] for t in tasks]
+    if endpoint.kind == "non-inferiority":
+        rows = non_inferiority(diffs, endpoint.margin)
+    else:
+        rows = tested(diffs, endpoint.test_margin, sign=-1.0 if endpoint.kind == "tax" else 1.0)
+    return dict(zip(tasks, rows))
+
+
+def decide(decision: Decision, verdicts: Mapping[str, str]) -> str:
+    """A plan's decision rule on the endpoints' verdicts (``{endpoint id: verdict}``): its
+    ``undecided`` answer where a verdict it reads is missing; else "supported" where every term
+    of one of its supported alternatives holds, "contradicted" where one of its contradicted
+    alternatives holds, its ``otherwise`` answer else; or, for a rule of words, its endpoint's
+    verdict in its words."""
+    if any(not verdicts.get(e) for e in decision.endpoints()):
+        return decision.undecided
+    if decision.endpoint:
+        v = verdicts[decision.endpoint]
+        return decision.words.get(v, v)
+    if any(all(verdicts[e] == word for e, word in terms) for terms in decision.supported):
+        return "supported"
+    if any(all(verdicts[e] == word for e, word in terms) for terms in decision.contradicted):
+        return "contradicted"
+    return decision.otherwise

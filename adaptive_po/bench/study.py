@@ -1,0 +1,263 @@
+"""The generic runner of a pre-registered study: it trains what the study's plan file says.
+
+``python -m adaptive_po.bench.study {dry-run,pilot,select,study} --results docs/results/<study>``
+reads ``<results>/plan.toml`` (:mod:`adaptive_po.studies.plan`; ``--plan`` names another):
+
+1. **pilot**: the pilot algorithm alone at the plan's fresh and stale lags on every candidate task,
+   one population per (task, lag); then **select** (also alone, from the table): per task the first
+   budget read that qualifies by the plan's rule (:mod:`adaptive_po.studies.pilot`), ordered from
+   the cheapest, written to ``pilot.md`` and ``selection.json``.
+2. **study**: the design's arms x lags x scoring seeds on the selected tasks, cut to the plan's
+   core-hour limit in its registered order (:mod:`adaptive_po.studies.cuts`) by a dry run
+   calibrated on the pilot's own run times, the cuts written once before the first run.
+
+The table, its checks and the runner are every study's (:mod:`adaptive_po.bench.study_table`): a
+run in the table is never run again, and a slice (``--hours``) stops starting populations when its
+time is over. The design's configurations are shared (one per arm, no search); a searched or a
+frozen design comes with the frozen studies' port.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from adaptive_po import contract
+from adaptive_po.bench.config import get_env_config
+from adaptive_po.bench.run_folder import RunSpec
+from adaptive_po.bench.study_table import (
+    SliceOver, TableRunner, add_run_arguments, check_run_arguments, checked_runner, preflight, read_checked_table, results_lock, spec_key, specs_for,
+    train_with_sweep,
+)
+from adaptive_po.contract import FrozenKey as Key
+from adaptive_po.studies import cuts as cut_order
+from adaptive_po.studies import pilot as pilot_rule
+from adaptive_po.studies.cuts import Runs, Task
+from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan
+
+
+def pilot_specs(plan: StudyPlan, out: str = "runs", envs_dir: str | None = None) -> list[RunSpec]:
+    """The pilot algorithm at the tasks' settings, at the plan's two lags and seeds, on every task."""
+    p = plan.pilot
+    return [s for task in p.tasks for s in specs_for(task, p.algo, [""], p.lags, p.seeds, p.budget, p.folder, out, envs_dir)]
+
+
+def arm_specs(plan: StudyPlan, runs: Runs, task: str, budget: int, arm: str, out: str = "runs", envs_dir: str | None = None) -> list[RunSpec]:
+    return specs_for(task, arm, [""], runs.lags, runs.seeds, budget, plan.design.folder, out, envs_dir)
+
+
+def study_specs(plan: StudyPlan, runs: Runs, out: str = "runs", envs_dir: str | None = None) -> list[RunSpec]:
+    return [s for task, budget in runs.tasks for arm in runs.arms for s in arm_specs(plan, runs, task, budget, arm, out, envs_dir)]
+
+
+def core_hours(plan: StudyPlan, runs: Runs, speeds: Mapping[str, float], table: Mapping[Key, Any] | None = None) -> float:
+    """Core-hours of the runs not yet in ``table``, at ``speeds`` (seconds per million steps per run)."""
+    table = table or {}
+    return sum(s.total_timesteps / 1e6 * speeds[s.env] for s in study_specs(plan, runs) if spec_key(s) not in table) / 3600
+
+
+def plan_cuts(plan: StudyPlan, tasks: Sequence[Task], speeds: Mapping[str, float], limit: float | None = None) -> tuple[dict[str, list[Any]], list[str]]:
+    """The plan's cut order at ``speeds``: :func:`adaptive_po.studies.cuts.plan_cuts`."""
+    return cut_order.plan_cuts(plan, tasks, lambda runs: core_hours(plan, runs, speeds), lambda t: t[1] * speeds[t[0]], limit)
+
+
+def read_cuts(plan: StudyPlan, path: Path) -> dict[str, list[Any]]:
+    try:
+        cuts = json.loads(contract.read_committed_text(path))
+    except ValueError as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+    return cut_order.check_cuts(plan, cuts, path)
+
+
+# ----------------------------------------------------------------------------------------------
+# the pilot and its selection
+
+
+def seconds_per_million(plan: StudyPlan, task: str, table: Mapping[Key, Mapping[str, Any]] | None = None, envs_dir: str | None = None) -> float:
+    """Core-seconds per million steps of one run of ``task``: measured on the pilot's finished runs
+    where the table has them (each run records its population's wall time, one population per
+    core, the pilot's seeds in each), else this project's recorded speed (``measured_speeds.json``,
+    an upper bound measured on a loaded machine)."""
+    p = plan.pilot
+    walls = [float(r["wall_time_s"]) for k, r in (table or {}).items()
+             if k[0] == p.folder and k[1] == task and math.isfinite(float(r.get("wall_time_s", math.nan)))]
+    if walls:
+        hp = get_env_config(task, envs_dir).hyperparams
+        trained = -(-p.budget // (hp.n_envs * hp.n_steps)) * hp.n_envs * hp.n_steps
+        return float(np.mean(walls)) / len(p.seeds) / (trained / 1e6)
+    from adaptive_po.bench.estimate import _seconds_per_million
+
+    return _seconds_per_million("population", task, minatar=plan.recorded_speeds == "minatar")[0]
+
+
+def pilot_core_hours(plan: StudyPlan, table: Mapping[Key, Mapping[str, Any]] | None = None) -> float:
+    """The pilot's core-hours by the model (the runs not in ``table``)."""
+    table = table or {}
+    left = [s for s in pilot_specs(plan) if spec_key(s) not in table]
+    return sum(plan.pilot.budget / 1e6 * seconds_per_million(plan, s.env) for s in left) / 3600
+
+
+def write_selection(plan: StudyPlan, results: Path, envs_dir: str | None = None, log: Callable[[str], None] = print) -> list[Task] | None:
+    """``pilot.md`` and ``selection.json`` from the table (None, and nothing written, while the pilot
+    is not complete); the tasks ordered from the cheapest (their budget x the pilot's seconds per run)."""
+    p, files = plan.pilot, plan.files
+    table = read_checked_table(results / files["table"], envs_dir)
+    rows = pilot_rule.pilot_rows(plan, table)
+    if not all(r["complete"] for r in rows):
+        log(f"the pilot is not complete ({sum(r['runs'] for r in rows) // len(p.reads)} of {len(p.tasks) * len(p.lags) * len(p.seeds)} runs): no selection yet")
+        return None
+    speeds = {task: seconds_per_million(plan, task, table, envs_dir) for task in p.tasks}
+    chosen = pilot_rule.select(plan, rows)
+    if p.order == "cheapest":
+        chosen = sorted(chosen, key=lambda t: t[1] * speeds[t[0]])
+    contract.atomic_write_text(results / files["pilot"], pilot_rule.pilot_text(plan, rows, chosen, pilot_rule.fresh_returns(plan, rows)))
+    contract.atomic_write_json(results / files["selection"], {
+        plan.tasks_word: [{"env": task, "budget": budget} for task, budget in chosen],
+        "order": ("from the cheapest (budget x the pilot's measured core-seconds per million steps per run)" if p.order == "cheapest"
+                  else "in the registered order"),
+        "seconds_per_million": speeds,
+        "pilot": rows,
+    })
+    log(f"selected: {chosen} -> {results / files['pilot']}, {results / files['selection']}")
+    return chosen
+
+
+def read_selection(plan: StudyPlan, results: Path) -> tuple[list[Task], dict[str, float]]:
+    """The pilot's selection (tasks and budgets, in order) and its speeds; a ``ValueError`` naming
+    the file where it is missing, malformed or not of this plan's tasks and budgets."""
+    path = results / plan.files["selection"]
+    try:
+        record = json.loads(contract.read_committed_text(path))
+        tasks = [(str(g["env"]), int(g["budget"])) for g in record[plan.tasks_word]]
+        speeds = {str(k): float(v) for k, v in record["seconds_per_million"].items()}
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no selection yet: run the pilot first ({plan.commands['run']} pilot)") from None
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: not a selection of this study ({err})") from None
+    budgets = {r.budget for r in plan.pilot.reads}
+    for task, budget in tasks:
+        if task not in plan.pilot.tasks or budget not in budgets:
+            raise ValueError(f"{path}: ({task!r}, {budget}) is not one of this study's {plan.tasks_word} and budgets")
+    return tasks, speeds
+
+
+# ----------------------------------------------------------------------------------------------
+# the command line
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m adaptive_po.bench.study", results: str | None = None, plan: str | None = None) -> int:
+    """The command line; a bad input (the plan file's included) is one line on stderr with exit
+    status 2. ``results`` and ``plan``: the defaults of a study's own command."""
+    return contract.one_line_errors(prog.rsplit(".", 1)[-1], lambda: _main(argv, prog, results, plan))
+
+
+def _main(argv: Sequence[str] | None, prog: str, default_results: str | None, default_plan: str | None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("dry-run", "the pilot's and (after it) the study's size and time; runs nothing"),
+                       ("pilot", "the pilot algorithm alone at the plan's two lags on every task; then the selection"),
+                       ("select", "the selection (pilot.md, selection.json) from the table alone"),
+                       ("study", "the design's arms on the selected tasks, resuming from the table")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--results", default=default_results, required=default_results is None,
+                       help="the study's committed folder (plan.toml, per_run.csv, selection.json, ...)")
+        p.add_argument("--plan", default=default_plan, help="the study's plan file (default: the results folder's plan.toml)")
+        p.add_argument("--envs-dir", default=None)
+        if name in ("pilot", "study"):
+            add_run_arguments(p)
+    args = parser.parse_args(argv)
+    check_run_arguments(args, max_hours=24)
+    preflight()
+    # the pilot starts the study and may make its folder; the dry run, the selection and the study read it
+    folder = contract.report_folder if args.command == "pilot" else contract.existing_folder
+    results = folder(args.results, "the study's results folder")
+    plan = load_plan(args.plan or results / PLAN_FILE)
+    if plan.design.configurations != "shared":
+        raise ValueError(f"{plan.path}: design.configurations {plan.design.configurations!r}: this runner trains shared configurations; "
+                         "searched and frozen ones come with the frozen studies' port")
+    log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    if args.command == "select":
+        write_selection(plan, results, args.envs_dir, log)
+        return 0
+    if args.command == "dry-run":
+        return dry_run(plan, results, args.envs_dir, log)
+    deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
+    train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed, command=plan.path.parent.name, executor=args.executor)
+    if args.command == "pilot":
+        specs = pilot_specs(plan, args.out, args.envs_dir)
+        with results_lock(results):
+            runner = checked_runner(results / plan.files["table"], train, args, log, deadline=deadline, curves=True)
+            try:
+                for task in plan.pilot.tasks:  # one batch per task: a population of its seeds per lag, one per core
+                    runner.run([s for s in specs if s.env == task], max_members=len(plan.pilot.seeds))
+            except SliceOver:
+                log("the slice's time is over: the table holds every finished run; rerun to continue")
+                return 0
+            finally:
+                for line in failed:
+                    log(f"  failed (scored at the random score): {line}")
+            write_selection(plan, results, args.envs_dir, log)
+        return 0
+    return run_study(plan, args, results, train, failed, deadline, log)
+
+
+def dry_run(plan: StudyPlan, results: Path, envs_dir: str | None, log: Callable[[str], None]) -> int:
+    table = read_checked_table(results / plan.files["table"], envs_dir)
+    done = sum(spec_key(s) in table for s in pilot_specs(plan, envs_dir=envs_dir))  # the pilot's runs, not the folder's rows
+    log(f"pilot: {len(pilot_specs(plan))} runs of {plan.pilot.budget:,} steps ({done} in the table), ~{pilot_core_hours(plan, table):.1f} "
+        "core-hours left at the recorded speeds (an upper bound)")
+    if not (results / plan.files["selection"]).exists():
+        log("study: planned after the pilot (its size depends on the tasks it selects)")
+        return 0
+    tasks, speeds = read_selection(plan, results)
+    cuts, lines = plan_cuts(plan, tasks, speeds)
+    for line in lines:
+        log(line)
+    cuts_path = results / plan.files["cuts"]
+    runs = cut_order.apply_cuts(plan, tasks, read_cuts(plan, cuts_path) if cuts_path.exists() else cuts)
+    log(f"study: {runs.runs()} runs, {sum(1 for s in study_specs(plan, runs) if spec_key(s) in table)} in the table, "
+        f"~{core_hours(plan, runs, speeds, table):.1f} core-hours left")
+    return 0
+
+
+def run_study(plan: StudyPlan, args: Any, results: Path, train: Callable[..., Any], failed: list[str], deadline: float | None,
+              log: Callable[[str], None]) -> int:
+    tasks, speeds = read_selection(plan, results)
+    minimum = plan.pilot.rule.min_tasks
+    if len(tasks) < minimum:
+        raise ValueError(f"{results / plan.files['selection']}: {len(tasks)} {plan.tasks_word} qualify, fewer than {minimum}: "
+                         "as registered, the study is not run")
+    table_path, cuts_path = results / plan.files["table"], results / plan.files["cuts"]
+    with results_lock(results):
+        if not cuts_path.exists():  # written once, before the study's first run
+            cuts, lines = plan_cuts(plan, tasks, speeds)
+            for line in lines:
+                log(line)
+            contract.atomic_write_json(cuts_path, cuts)
+        runs = cut_order.apply_cuts(plan, tasks, read_cuts(plan, cuts_path))
+        runner: TableRunner = checked_runner(table_path, train, args, log, deadline=deadline, curves=True)
+        log(f"study: {runs.runs()} runs on {[t for t, _ in runs.tasks]}, lags {list(runs.lags)}, seeds {list(runs.seeds)}; "
+            f"~{core_hours(plan, runs, speeds, runner.rows):.1f} core-hours left")
+        population = math.ceil(len(runs.lags) * len(runs.seeds) / 2)  # one (task, arm) in two halves, one per core
+        try:
+            for task, budget in runs.tasks:
+                for arm in runs.arms:
+                    runner.run(arm_specs(plan, runs, task, budget, arm, args.out, args.envs_dir), max_members=population)
+        except SliceOver:
+            log("the slice's time is over: the table holds every finished run; rerun to continue")
+        finally:
+            for line in failed:
+                log(f"  failed (scored at the random score): {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

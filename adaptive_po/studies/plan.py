@@ -1,0 +1,538 @@
+"""A study's plan file: the pre-registered design as data, and its loader.
+
+A study is one TOML file committed with its prose pre-registration
+(``docs/results/<study>/plan.toml``); the runner trains from it and the report checks the table
+against it. Its top-level keys and tables (every one validated; an unknown key is an error):
+
+``schema`` (1), ``title``, ``task_noun`` ("game", "task": the texts' word and the selection's key)
+``[commands]``  ``run``, ``report``: the command lines the texts name
+``[files]``     ``table``, ``selection``, ``cuts``, ``pilot``, ``verdicts`` (names in the results folder)
+``[pilot]``     ``folder``, ``heading``, ``algo``, ``settings`` (prose), ``tasks``, ``lags`` (fresh, stale),
+                ``seeds``, ``budget``, ``reads`` (``[{budget, at}]``, ``at`` a step or "final",
+                in the order tried), ``order`` ("cheapest" or "registered")
+``[pilot.rule]`` the qualification: ``learns_at_least``, ``hurt_at_least``, ``hurt_at_least_se``,
+                ``saturation_fraction`` and ``max_return`` (optional), ``min_tasks``, ``not_run`` (prose)
+``[design]``    ``folder``, ``arms``, ``lags``, ``seeds``, ``configurations`` ("shared": one
+                configuration, no search; "searched": ``[search]``; "frozen": ``[design.frozen_from]``),
+                ``limits`` (prose), ``colors`` (``{arm: color}``)
+``[design.frozen_from]`` ``study`` (another study's results folder), ``arms`` (``{arm: label}``)
+``[search]``    ``folder``, ``seeds``, ``trials``, ``round_size``, ``sampler_seed``, ``tuning_lags``
+                (``{arm: [lags]}``), ``space`` (``{arm: {knob: [low, high, default]}}``)
+``[tax]``       ``lag``, ``arms``: the retuning tax (tuned at ``lag`` against tuned fresh, run at ``lag``)
+``[cost]``      ``limit_core_hours``, ``recorded_speeds`` ("minatar", "population")
+``[[cuts]]``    the registered cut order: ``what`` (lags, arms, tasks, seeds) with ``values`` (each
+                cut in turn while over the limit) or ``rule`` ("dearest" tasks, "highest" seeds)
+                and ``keep`` (the fewest left)
+``[[endpoints]]`` ``id``, ``kind`` (slope, non-inferiority, tax, difference, head-to-head), ``arm``,
+                ``versus``, ``lags`` (slope) or ``lag``, ``margin``, ``family`` (the Holm family;
+                "" for none), ``label``, ``short``, ``digits``
+``[[decisions]]`` ``name``, ``sentence`` (with ``{answer}``), ``undecided``; either ``supported`` and
+                ``contradicted`` (lists of alternatives, each a list of "endpoint=verdict" that must
+                all hold) with ``otherwise``, or ``endpoint`` and ``words`` (``{verdict: word}``)
+``[[secondary]]`` ``kind`` ("head-to-head"), ``arm``, ``comparators``, ``margin``
+``[[comparators]]`` results from elsewhere shown beside the study's: ``name``, ``label``,
+                ``heading``, ``note``, ``points`` (``{task: [[step, return], ...]}``)
+
+:func:`load_plan` returns a :class:`StudyPlan`; a malformed file raises ``ValueError`` with one
+line, ``<file>: <key>: <problem>``. The standard library only (``tomllib``).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from adaptive_po import contract
+
+PLAN_FILE = "plan.toml"
+SCHEMA = 1
+
+ENDPOINT_KINDS = ("slope", "non-inferiority", "tax", "difference", "head-to-head")
+#: the verdicts an endpoint can read ("" where nothing could be tested)
+VERDICTS = ("win", "loss", "equivalent", "inconclusive", "non-inferior", "inferior", "not shown", "")
+CUT_KINDS = ("lags", "arms", "tasks", "seeds")
+
+
+@dataclass(frozen=True)
+class Read:
+    """A budget read off the pilot's runs: the evaluation at step ``at`` (None: the final one)."""
+
+    budget: int
+    at: int | None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The pilot's qualification rule: the pilot algorithm *learns* (lag-0 mean normalized score at
+    least ``learns_at_least``), the stale lag *hurts* it (by at least ``hurt_at_least`` and
+    ``hurt_at_least_se`` Welch standard errors), and it is not saturated (every lag-0 seed within
+    ``saturation_fraction`` of the task's ``max_return``, where given)."""
+
+    learns_at_least: float
+    hurt_at_least: float
+    hurt_at_least_se: float
+    min_tasks: int
+    not_run: str
+    saturation_fraction: float | None = None
+    max_return: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Pilot:
+    folder: str
+    heading: str
+    algo: str
+    settings: str
+    tasks: tuple[str, ...]
+    lags: tuple[int, int]
+    seeds: tuple[int, ...]
+    budget: int
+    reads: tuple[Read, ...]
+    order: str
+    rule: Rule
+
+
+@dataclass(frozen=True)
+class Design:
+    folder: str
+    arms: tuple[str, ...]
+    lags: tuple[int, ...]
+    seeds: tuple[int, ...]
+    configurations: str
+    limits: str
+    colors: Mapping[str, str]
+    frozen_from: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Cut:
+    what: str
+    values: tuple[Any, ...] = ()
+    rule: str = ""
+    keep: int = 0
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    id: str
+    kind: str
+    arm: str
+    versus: str
+    label: str
+    short: str
+    margin: float
+    family: str
+    digits: int
+    lags: tuple[int, ...] = ()
+    lag: int | None = None
+
+    @property
+    def test_margin(self) -> float:
+        """The margin on the endpoint's own scale: a slope's is ``margin`` over its lags' range of
+        log2(1 + lag), per unit."""
+        return self.margin / math.log2(1 + max(self.lags)) if self.kind == "slope" else self.margin
+
+
+@dataclass(frozen=True)
+class Decision:
+    name: str
+    sentence: str
+    undecided: str
+    supported: tuple[tuple[tuple[str, str], ...], ...] = ()
+    contradicted: tuple[tuple[tuple[str, str], ...], ...] = ()
+    otherwise: str = ""
+    endpoint: str = ""
+    words: Mapping[str, str] = field(default_factory=dict)
+
+    def endpoints(self) -> set[str]:
+        return {e for alternatives in (self.supported, self.contradicted) for terms in alternatives for e, _ in terms} | (
+            {self.endpoint} if self.endpoint else set())
+
+
+@dataclass(frozen=True)
+class Secondary:
+    kind: str
+    arm: str
+    comparators: tuple[str, ...]
+    margin: float
+
+
+@dataclass(frozen=True)
+class Comparator:
+    name: str
+    label: str
+    heading: str
+    note: str
+    points: Mapping[str, tuple[tuple[int, float], ...]]
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    path: Path
+    title: str
+    task_noun: str
+    commands: Mapping[str, str]
+    files: Mapping[str, str]
+    pilot: Pilot
+    design: Design
+    limit_core_hours: float
+    recorded_speeds: str
+    cuts: tuple[Cut, ...]
+    endpoints: tuple[Endpoint, ...]
+    decisions: tuple[Decision, ...]
+    secondary: tuple[Secondary, ...]
+    comparators: tuple[Comparator, ...]
+    search: Mapping[str, Any] | None = None
+    tax: Mapping[str, Any] | None = None
+
+    @property
+    def tasks_word(self) -> str:
+        return f"{self.task_noun}s"
+
+    def families(self) -> dict[str, list[Endpoint]]:
+        """The Holm families of the endpoints, in the plan's order (``family`` "" tests alone)."""
+        out: dict[str, list[Endpoint]] = {}
+        for e in self.endpoints:
+            if e.family:
+                out.setdefault(e.family, []).append(e)
+        return out
+
+    def endpoint(self, id: str) -> Endpoint:
+        return next(e for e in self.endpoints if e.id == id)
+
+    def cut(self, what: str) -> Cut | None:
+        return next((c for c in self.cuts if c.what == what), None)
+
+    @property
+    def min_seeds(self) -> int:
+        seeds = self.cut("seeds")
+        return seeds.keep if seeds else len(self.design.seeds)
+
+    def kept_lags(self) -> tuple[int, ...]:
+        """The lags no registered cut removes."""
+        lags = self.cut("lags")
+        return tuple(lag for lag in self.design.lags if not lags or lag not in lags.values)
+
+
+# ----------------------------------------------------------------------------------------------
+# the loader
+
+
+class _Reader:
+    """Typed access to one table of the file; every error names the file and the dotted key."""
+
+    def __init__(self, path: Path, data: Mapping[str, Any], where: str = "") -> None:
+        self.path, self.data, self.where, self.used = path, data, where, set()
+
+    def error(self, key: str, problem: str) -> ValueError:
+        return ValueError(f"{self.path}: {self.where}{key}: {problem}")
+
+    def get(self, key: str, check: Callable[[Any], Any], what: str, default: Any = ...) -> Any:
+        self.used.add(key)
+        if key not in self.data:
+            if default is ...:
+                raise self.error(key, f"missing ({what})")
+            return default
+        value = self.data[key]
+        try:
+            return check(value)
+        except (TypeError, ValueError):
+            raise self.error(key, f"expected {what}, got {value!r}") from None
+
+    def table(self, key: str, optional: bool = False) -> _Reader | None:
+        value = self.get(key, _mapping, "a table", None if optional else ...)
+        return None if value is None else _Reader(self.path, value, f"{self.where}{key}.")
+
+    def tables(self, key: str) -> list[_Reader]:
+        values = self.get(key, lambda v: [_mapping(t) for t in _list(v)], "an array of tables", [])
+        return [_Reader(self.path, v, f"{self.where}{key}[{i}].") for i, v in enumerate(values)]
+
+    def done(self) -> None:
+        extra = sorted(set(self.data) - self.used)
+        if extra:
+            raise self.error(extra[0], "not a key of the plan schema")
+
+
+def _list(v: Any) -> list:
+    if not isinstance(v, list):
+        raise TypeError
+    return v
+
+
+def _mapping(v: Any) -> dict:
+    if not isinstance(v, dict):
+        raise TypeError
+    return v
+
+
+def _text(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError
+    return v
+
+
+def _name(v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise TypeError
+    return v
+
+
+def _whole(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise TypeError
+    return v
+
+
+def _positive(v: Any) -> int:
+    if _whole(v) < 1:
+        raise ValueError
+    return v
+
+
+def _number(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise TypeError
+    return float(v)
+
+
+def _positive_number(v: Any) -> float:
+    if _number(v) <= 0:
+        raise ValueError
+    return float(v)
+
+
+def _tuple_of(check: Callable[[Any], Any], unique: bool = True, nonempty: bool = True) -> Callable[[Any], tuple]:
+    def read(v: Any) -> tuple:
+        items = tuple(check(x) for x in _list(v))
+        if (nonempty and not items) or (unique and len(set(items)) != len(items)):
+            raise ValueError
+        return items
+    return read
+
+
+def _map_of(check: Callable[[Any], Any]) -> Callable[[Any], dict]:
+    return lambda v: {_name(k): check(x) for k, x in _mapping(v).items()}
+
+
+def _one_of(*choices: str) -> Callable[[Any], str]:
+    def read(v: Any) -> str:
+        if v not in choices:
+            raise ValueError
+        return v
+    return read
+
+
+def _terms(v: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
+    out = []
+    for alternative in _list(v):
+        terms = []
+        for term in _list(alternative):
+            endpoint, sep, word = _name(term).partition("=")
+            if not sep or word not in VERDICTS:
+                raise ValueError
+            terms.append((endpoint, word))
+        out.append(tuple(terms))
+    return tuple(out)
+
+
+def load_plan(path: str | Path) -> StudyPlan:
+    """The study's plan, validated (types, the keys of the schema, and the cross-references: an
+    endpoint's arms and lags in the design, its slope lags out of the cut order's reach, the
+    decision rules' endpoints and verdicts); a ``ValueError`` of one line naming the file and the key."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(contract.read_committed_text(path))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no plan file (a study is its plan.toml, committed with its pre-registration)") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{path}: not TOML ({err})") from None
+    top = _Reader(path, data)
+    if top.get("schema", _whole, "a whole number") != SCHEMA:
+        raise top.error("schema", f"this code reads schema {SCHEMA}")
+    title = top.get("title", _name, "a string")
+    noun = top.get("task_noun", _name, "a string")
+
+    commands_t = top.table("commands")
+    commands = {k: commands_t.get(k, _name, "a command line") for k in ("run", "report")}
+    commands_t.done()
+    files_t = top.table("files")
+    files = {k: files_t.get(k, _name, "a file name") for k in ("table", "selection", "cuts", "pilot", "verdicts")}
+    files_t.done()
+
+    p = top.table("pilot")
+    rule_t = p.table("rule")
+    rule = Rule(
+        learns_at_least=rule_t.get("learns_at_least", _number, "a number"), hurt_at_least=rule_t.get("hurt_at_least", _number, "a number"),
+        hurt_at_least_se=rule_t.get("hurt_at_least_se", _number, "a number"), min_tasks=rule_t.get("min_tasks", _positive, "a whole number >= 1"),
+        not_run=rule_t.get("not_run", _text, "a sentence"),
+        saturation_fraction=rule_t.get("saturation_fraction", _number, "a number", None),
+        max_return=rule_t.get("max_return", _map_of(_number), "a table of numbers", {}),
+    )
+    rule_t.done()
+    reads = []
+    for r in p.tables("reads"):
+        budget = r.get("budget", _positive, "a whole number of steps")
+        at = r.get("at", lambda v: None if v == "final" else _positive(v), 'a step or "final"')
+        r.done()
+        reads.append(Read(budget, at))
+    pilot = Pilot(
+        folder=p.get("folder", _name, "a folder name"), heading=p.get("heading", _name, "the pilot text's heading"),
+        algo=p.get("algo", _name, "an algorithm"), settings=p.get("settings", _text, "prose"),
+        tasks=p.get("tasks", _tuple_of(_name), "a list of distinct tasks"), seeds=p.get("seeds", _tuple_of(_whole), "a list of distinct seeds"),
+        lags=p.get("lags", lambda v: _tuple_of(_whole)(v) if len(v) == 2 else _list(None), "two distinct lags (fresh, stale)"),
+        budget=p.get("budget", _positive, "a whole number of steps"), reads=tuple(reads),
+        order=p.get("order", _one_of("cheapest", "registered"), '"cheapest" or "registered"'), rule=rule,
+    )
+    p.done()
+    if not reads:
+        raise p.error("reads", "at least one budget read off the pilot's runs")
+    for i, r in enumerate(reads):
+        if r.budget > pilot.budget or (r.at is not None and r.at > pilot.budget):
+            raise p.error(f"reads[{i}]", f"beyond the pilot's budget {pilot.budget:,}")
+
+    d = top.table("design")
+    configurations = d.get("configurations", _one_of("shared", "searched", "frozen"), '"shared", "searched" or "frozen"')
+    frozen_t = d.table("frozen_from", optional=True)
+    frozen_from = None
+    if frozen_t is not None:
+        frozen_from = {"study": frozen_t.get("study", _name, "a results folder"), "arms": frozen_t.get("arms", _map_of(_name), "a table of labels")}
+        frozen_t.done()
+    design = Design(
+        folder=d.get("folder", _name, "a folder name"), arms=d.get("arms", _tuple_of(_name), "a list of distinct arms"),
+        lags=d.get("lags", _tuple_of(_whole), "a list of distinct lags"), seeds=d.get("seeds", _tuple_of(_whole), "a list of distinct seeds"),
+        configurations=configurations, limits=d.get("limits", _text, "prose"), colors=d.get("colors", _map_of(_name), "a table of colors", {}),
+        frozen_from=frozen_from,
+    )
+    d.done()
+    if (configurations == "frozen") != (frozen_from is not None):
+        raise d.error("frozen_from", 'given exactly where configurations = "frozen"')
+    if set(pilot.seeds) & set(design.seeds):
+        raise p.error("seeds", "the pilot's seeds must not be scoring seeds")
+
+    search = _search(top.table("search", optional=True), design)
+    if (configurations == "searched") != (search is not None):
+        raise top.error("search", 'given exactly where design.configurations = "searched"')
+    tax_t = top.table("tax", optional=True)
+    tax = None
+    if tax_t is not None:
+        tax = {"lag": tax_t.get("lag", _positive, "a lag"), "arms": tax_t.get("arms", _tuple_of(_name), "a list of arms")}
+        tax_t.done()
+        if tax["lag"] not in design.lags or not set(tax["arms"]) <= set(design.arms):
+            raise top.error("tax", "its lag and arms must be the design's")
+
+    cost = top.table("cost")
+    limit = cost.get("limit_core_hours", _positive_number, "a positive number")
+    speeds = cost.get("recorded_speeds", _one_of("minatar", "population"), '"minatar" or "population"')
+    cost.done()
+
+    cuts = []
+    for c in top.tables("cuts"):
+        what = c.get("what", _one_of(*CUT_KINDS), " or ".join(CUT_KINDS))
+        cut = Cut(what, c.get("values", _tuple_of(lambda v: v), "a list", ()), c.get("rule", _one_of("dearest", "highest"), '"dearest" or "highest"', ""),
+                  c.get("keep", _whole, "a whole number", 0))
+        c.done()
+        allowed = {"lags": design.lags, "arms": design.arms, "tasks": pilot.tasks, "seeds": design.seeds}[what]
+        if cut.values and not set(cut.values) <= set(allowed):
+            raise c.error("values", f"not all of the design's {what} ({list(allowed)})")
+        if bool(cut.values) == bool(cut.rule) or (cut.rule == "dearest") != (what == "tasks") or (cut.rule == "highest") != (what == "seeds"):
+            raise c.error("rule", 'either values, or rule "dearest" (tasks) or "highest" (seeds)')
+        cuts.append(cut)
+    if len({c.what for c in cuts}) != len(cuts):
+        raise top.error("cuts", "one entry per kind of cut")
+
+    endpoints = []
+    for e in top.tables("endpoints"):
+        kind = e.get("kind", _one_of(*ENDPOINT_KINDS), " or ".join(ENDPOINT_KINDS))
+        endpoint = Endpoint(
+            id=e.get("id", _name, "a name"), kind=kind, arm=e.get("arm", _name, "an arm"), versus=e.get("versus", _name, "an arm"),
+            label=e.get("label", _name, "a label"), short=e.get("short", _name, "a short label"), margin=e.get("margin", _positive_number, "a positive number"),
+            family=e.get("family", _text, 'a Holm family ("" for none)'), digits=e.get("digits", _positive, "a whole number", 3),
+            lags=e.get("lags", _tuple_of(_whole), "a list of distinct lags", ()), lag=e.get("lag", _whole, "a lag", None),
+        )
+        e.done()
+        for arm in (endpoint.arm, endpoint.versus):
+            if arm not in design.arms:
+                raise e.error("arm" if arm == endpoint.arm else "versus", f"{arm!r} is not an arm of the design ({list(design.arms)})")
+        if kind == "slope":
+            if len(endpoint.lags) < 2 or not set(endpoint.lags) <= set(_kept(design, cuts)):
+                raise e.error("lags", f"a slope needs two or more of the lags no cut removes ({list(_kept(design, cuts))})")
+        elif endpoint.lag is None or endpoint.lag not in _kept(design, cuts):
+            raise e.error("lag", f"one of the lags no cut removes ({list(_kept(design, cuts))})")
+        endpoints.append(endpoint)
+    ids = [e.id for e in endpoints]
+    if len(set(ids)) != len(ids):
+        raise top.error("endpoints", f"ids must be distinct, got {ids}")
+
+    decisions = []
+    for x in top.tables("decisions"):
+        decision = Decision(
+            name=x.get("name", _name, "a name"), sentence=x.get("sentence", _name, "a sentence with {answer}"),
+            undecided=x.get("undecided", _name, "a word"), supported=x.get("supported", _terms, 'a list of lists of "endpoint=verdict"', ()),
+            contradicted=x.get("contradicted", _terms, 'a list of lists of "endpoint=verdict"', ()), otherwise=x.get("otherwise", _text, "a word", ""),
+            endpoint=x.get("endpoint", _name, "an endpoint id", ""), words=x.get("words", _map_of(_name), "a table of words", {}),
+        )
+        x.done()
+        if "{answer}" not in decision.sentence:
+            raise x.error("sentence", "must hold {answer}")
+        if bool(decision.endpoint) == bool(decision.supported or decision.contradicted) or bool(decision.endpoint) != bool(decision.words):
+            raise x.error("endpoint", "either supported/contradicted/otherwise, or endpoint and words")
+        if decision.supported and not decision.otherwise:
+            raise x.error("otherwise", "missing (the answer where neither rule holds)")
+        unknown = sorted(decision.endpoints() - set(ids))
+        if unknown:
+            raise x.error("supported" if not decision.endpoint else "endpoint", f"names endpoint {unknown[0]!r}, not one of {ids}")
+        bad_words = sorted(set(decision.words) - set(VERDICTS))
+        if bad_words:
+            raise x.error("words", f"{bad_words[0]!r} is not a verdict")
+        decisions.append(decision)
+
+    secondary = []
+    for s in top.tables("secondary"):
+        item = Secondary(kind=s.get("kind", _one_of("head-to-head"), '"head-to-head"'), arm=s.get("arm", _name, "an arm"),
+                         comparators=s.get("comparators", _tuple_of(_name), "a list of arms"), margin=s.get("margin", _positive_number, "a positive number"))
+        s.done()
+        if not {item.arm, *item.comparators} <= set(design.arms):
+            raise s.error("comparators", f"arms of the design only ({list(design.arms)})")
+        secondary.append(item)
+
+    comparators = []
+    for c in top.tables("comparators"):
+        points = c.get("points", _map_of(lambda v: tuple((_positive(s), _number(r)) for s, r in _list(v))), "a table of [[step, return], ...]")
+        comparators.append(Comparator(name=c.get("name", _name, "a name"), label=c.get("label", _name, "a label"),
+                                      heading=c.get("heading", _name, "a heading"), note=c.get("note", _text, "prose"), points=points))
+        c.done()
+        if any(len(v) != len(pilot.reads) for v in points.values()):
+            raise c.error("points", f"one point per budget read off the pilot ({len(pilot.reads)})")
+    top.done()
+    return StudyPlan(
+        path=path, title=title, task_noun=noun, commands=commands, files=files, pilot=pilot, design=design, limit_core_hours=limit,
+        recorded_speeds=speeds, cuts=tuple(cuts), endpoints=tuple(endpoints), decisions=tuple(decisions), secondary=tuple(secondary),
+        comparators=tuple(comparators), search=search, tax=tax,
+    )
+
+
+def _kept(design: Design, cuts: list[Cut]) -> tuple[int, ...]:
+    cut = {v for c in cuts if c.what == "lags" for v in c.values}
+    return tuple(lag for lag in design.lags if lag not in cut)
+
+
+def _search(t: _Reader | None, design: Design) -> dict[str, Any] | None:
+    if t is None:
+        return None
+    space = t.get("space", _map_of(_map_of(lambda v: tuple(_number(x) for x in _list(v)) if len(v) == 3 else _list(None))),
+                  "a table {arm: {knob: [low, high, default]}}", {})
+    out = {
+        "folder": t.get("folder", _name, "a folder name"), "seeds": t.get("seeds", _tuple_of(_whole), "a list of distinct seeds"),
+        "trials": t.get("trials", _positive, "a whole number"), "round_size": t.get("round_size", _positive, "a whole number"),
+        "sampler_seed": t.get("sampler_seed", _whole, "a whole number"),
+        "tuning_lags": t.get("tuning_lags", _map_of(_tuple_of(_whole)), "a table {arm: [lags]}"), "space": space,
+    }
+    t.done()
+    if not set(out["tuning_lags"]) <= set(design.arms):
+        raise t.error("tuning_lags", f"arms of the design only ({list(design.arms)})")
+    if set(out["seeds"]) & set(design.seeds):
+        raise t.error("seeds", "the search's seeds must not be scoring seeds")
+    return out
