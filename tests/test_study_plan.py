@@ -120,3 +120,72 @@ def test_the_published_files_rebuild_byte_for_byte_from_the_plan_and_the_table(t
     assert report_command.main(["--results", str(tmp_path)]) == 0
     for name in ("pilot.md", "selection.json", "verdicts.md"):
         assert (tmp_path / name).read_bytes() == (RESULTS / name).read_bytes(), name
+
+
+# -- the next studies: drafts of the frozen study and its extension in the same schema ----------
+
+PLANS = REPO / "tests" / "plans"
+
+
+def test_the_frozen_studys_draft_plan_holds_what_its_code_registers():
+    from adaptive_po import contract
+    from adaptive_po.bench import frozen
+
+    plan = load_plan(PLANS / "frozen.toml")
+    p, reg = plan.pilot, contract.FROZEN_REGISTERED
+    assert tuple(p.candidates.items()) == frozen.CANDIDATES and p.folders == frozen.PILOT_FOLDERS
+    assert (p.algo, p.lags, p.seeds) == (frozen.PILOT_ALGO, frozen.PILOT_LAGS, frozen.PILOT_SEEDS)
+    assert (p.rule.learns_at_least, p.rule.hurt_at_least, p.rule.saturation_fraction, dict(p.rule.max_return)) == (
+        frozen.LEARNS_AT_LEAST, frozen.HURT_AT_LEAST, frozen.SATURATION_FRACTION, frozen.MAX_RETURN)
+    assert (plan.design.arms, plan.design.lags, plan.design.seeds, plan.design.folder) == (reg["arms"], reg["lags"], reg["score_seeds"], contract.FROZEN_SCORE_FOLDER)
+    assert (plan.tax["arms"], plan.tax["lag"]) == (reg["tax_arms"], reg["tax_lag"])
+    s = plan.search
+    assert (s["seeds"], s["trials"], s["round_size"], s["sampler_seed"], s["folder"]) == (
+        reg["search_seeds"], reg["trials"], reg["round_size"], reg["sampler_seed"], contract.FROZEN_SEARCH_FOLDER)
+    assert s["own"] == frozen.OWN_SPACE and s["space"] == "zoo-factors"
+    assert [(c.what, c.values) for c in plan.cuts if c.values] == list(contract.FROZEN_CUT_ORDER.items())
+    assert plan.limit_core_hours == frozen.LIMIT_CORE_HOURS and plan.endpoint("1").lags == frozen.SLOPE_LAGS
+
+
+def test_the_schedule_extensions_draft_plan_holds_what_its_code_registers():
+    from adaptive_po import contract
+    from adaptive_po.bench import schedule_study as ss
+
+    plan = load_plan(PLANS / "frozen-schedule.toml")
+    parts = {x["name"]: x for x in plan.parts}
+    assert plan.pilot is None and plan.design.tasks == ss.TASKS and plan.design.lags == ss.LAGS and tuple(parts) == ss.PARTS
+    assert parts["main"]["arms"] == ss.ARMS and parts["main"]["tax_arms"] == ss.TAX_ARMS and parts["main"]["own"] == ss.SPACE.own
+    assert parts["dppo-tax"]["arms"] == (ss.DPPO,) and parts["dppo-tax"]["fresh_arms"] == () and parts["dppo-tax"]["own"] == ss.DPPO_SPACE.own
+    assert (parts["luck"]["tasks"], parts["luck"]["arms"], parts["luck"]["sampler_seed"]) == ((ss.LUCK_TASK,), (ss.LUCK_ARM,), ss.LUCK_SAMPLER_SEED)
+    assert [x["folder"] for x in plan.parts] == [ss.SEARCH_FOLDER, ss.DPPO_SEARCH_FOLDER, ss.LUCK_SEARCH_FOLDER] and plan.design.folder == ss.SCORE_FOLDER
+    assert (plan.search["seeds"], plan.design.seeds, plan.search["trials"], plan.search["round_size"]) == (ss.SEARCH_SEEDS, ss.SCORE_SEEDS, ss.TRIALS, ss.ROUND_SIZE)
+    assert plan.limit_core_hours == ss.LIMIT_CORE_HOURS and [c.values for c in plan.cuts if c.values] == [(64,), ("luck", "dppo-tax")]
+    assert plan.cut("tasks").keep == 2 and len(plan.families()["primary"]) == 7
+
+
+VERDICT_GRID = [(v1, v2, v3) for v1 in ("", "win", "loss", "equivalent", "inconclusive") for v2 in ("", "non-inferior", "inferior", "not shown")
+                for v3 in ("", "win", "loss", "equivalent", "inconclusive")]
+
+
+def test_the_generic_decision_rule_reads_the_frozen_studies_rules_as_their_reports_do():
+    """Every combination of the three verdicts and the tax's equivalence: the drafts' rules, read
+    by analysis.endpoints.decide, answer what the frozen report's decision and the extension's
+    family rule answer (an endpoint cut with its part: never supported)."""
+    from adaptive_po.analysis.endpoints import decide
+    from adaptive_po.analysis.reports import frozen as frozen_report
+    from adaptive_po.analysis.reports import frozen_schedule
+
+    rule = load_plan(PLANS / "frozen.toml").decisions[0]
+    a_rule, b_rule, c_rule = load_plan(PLANS / "frozen-schedule.toml").decisions
+    for v1, v2, v3 in VERDICT_GRID:
+        for within in (True, False):
+            tax = Difference(0.0, 0.01, 100) if within else Difference(0.0, 1.0, 100)
+            rows = {"1": {"verdict": v1}, "2": {"verdict": v2}, "3": {"verdict": v3}, "esspo-tax": {"verdict": "inconclusive", "within_margin": within}}
+            assert decide(rule, rows) == frozen_report.decision([{"verdict": v} for v in (v1, v2, v3)], tax), (v1, v2, v3, within)
+            family = {"B1": {"verdict": v1}, "B2": {"verdict": v2}, "B3": {"verdict": v3}, "B-tax": {"verdict": "inconclusive", "within_margin": within}}
+            assert decide(b_rule, family) == frozen_schedule.family_rule(v1, v2, v3, within), (v1, v2, v3, within)
+            cut = {k: v for k, v in family.items() if k in ("B1", "B2")}
+            assert decide(b_rule, cut) == frozen_schedule.family_rule(v1, v2, None, within), (v1, v2, within)
+    for v in ("", "win", "loss", "equivalent", "inconclusive"):
+        expected = frozen_schedule.C_WORDS.get(v, frozen_schedule.NOT_COMPLETE) if v else frozen_schedule.NOT_COMPLETE
+        assert decide(c_rule, {"C": {"verdict": v}}) == expected

@@ -342,6 +342,7 @@ def family(endpoints: Sequence[Endpoint], diffs: Sequence[Difference]) -> list[d
             row["verdict"] = non_inferiority_word(d, adjusted[i], row["p_inferior_adj"])
         else:
             row["verdict"] = verdict((-1.0 if e.kind == "tax" else 1.0) * d.estimate, adjusted[i], equivalence[i])
+            row["within_margin"] = bool(d.p_equivalence(e.test_margin) < ALPHA)
         rows.append(row)
     return rows
 
@@ -357,19 +358,25 @@ def per_task_family(endpoint: Endpoint, by_task: Mapping[str, Difference]) -> di
     return dict(zip(tasks, rows))
 
 
-def decide(decision: Decision, verdicts: Mapping[str, str]) -> str:
-    """A plan's decision rule on the endpoints' verdicts (``{endpoint id: verdict}``): its
-    ``undecided`` answer where a verdict it reads is missing; else "supported" where every term
-    of one of its supported alternatives holds, "contradicted" where one of its contradicted
-    alternatives holds, its ``otherwise`` answer else; or, for a rule of words, its endpoint's
-    verdict in its words."""
-    if any(not verdicts.get(e) for e in decision.endpoints()):
+def decide(decision: Decision, rows: Mapping[str, Mapping[str, Any]]) -> str:
+    """A plan's decision rule on the endpoints' rows (``{endpoint id: row}``, :func:`family`; an
+    endpoint cut with its part has none): its ``undecided`` answer where a verdict it reads could
+    not be tested; else "supported" where every term of one of its supported alternatives holds
+    (a term: the endpoint's verdict, or "within-margin": its equivalence test alone rejects),
+    "contradicted" where one of its contradicted alternatives holds, its ``otherwise`` answer
+    else; or, for a rule of words, its endpoint's verdict in its words."""
+    if any(e in rows and not rows[e]["verdict"] for e in decision.endpoints()):
         return decision.undecided
     if decision.endpoint:
-        v = verdicts[decision.endpoint]
-        return decision.words.get(v, v)
-    if any(all(verdicts[e] == word for e, word in terms) for terms in decision.supported):
+        v = rows[decision.endpoint]["verdict"] if decision.endpoint in rows else ""
+        return decision.words.get(v, v) if v else decision.undecided
+
+    def holds(terms: Sequence[tuple[str, str]]) -> bool:
+        return all(e in rows and (rows[e].get("within_margin", False) if word == "within-margin" else rows[e]["verdict"] == word)
+                   for e, word in terms)
+
+    if any(holds(terms) for terms in decision.supported):
         return "supported"
-    if any(all(verdicts[e] == word for e, word in terms) for terms in decision.contradicted):
+    if any(holds(terms) for terms in decision.contradicted):
         return "contradicted"
     return decision.otherwise

@@ -53,6 +53,9 @@ class Plan:
 def load(results: Path, plan_file: str | Path | None = None) -> tuple[dict, Plan]:
     """The table and the study's runs, each checked against the plan."""
     study = load_plan(plan_file or results / PLAN_FILE)
+    if study.pilot is None or study.pilot.candidates or study.design.configurations != "shared" or study.parts:
+        raise ValueError(f"{study.path}: this report reads a study of shared configurations whose pilot reads its budgets off one set of "
+                         "runs; searched and frozen designs, candidate budgets and fixed tasks come with the frozen studies' port")
     files = study.files
     table = contract.read_frozen_table(results / files["table"])
     contract.check_table_normalization(results / files["table"], table)  # random score and reference: the environment files'
@@ -157,8 +160,8 @@ def primary(plan: Plan, result: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def answers(plan: Plan, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Each decision rule's answer, in the plan's order."""
-    verdicts = {r["id"]: r["verdict"] for r in rows}
-    return [decide(d, verdicts) for d in plan.study.decisions]
+    by_id = {r["id"]: r for r in rows}
+    return [decide(d, by_id) for d in plan.study.decisions]
 
 
 def per_task_verdicts(plan: Plan, result: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -245,8 +248,8 @@ def report_text(table: Mapping, plan: Plan, result: Mapping[str, Any]) -> str:
     lines += ["", f"Slopes with their standard errors; each endpoint's per-{noun} tests are one Holm family.", ""]
     for secondary in s.secondary:
         for comparator in secondary.comparators:
-            per_task, aggregate = head_to_head(result["fresh"], comparator, (secondary.arm, comparator), runs.lags, secondary.margin)
-            lines += [f"## Secondary: `{secondary.arm}` minus `{comparator}` at every lag", "",
+            per_task, aggregate = head_to_head(result["fresh"], comparator, (*secondary.arms, comparator), runs.lags, secondary.margin)
+            lines += [f"## Secondary: `{'`, `'.join(secondary.arms)}` minus `{comparator}` at every lag", "",
                       f"| {noun} | lag | difference [95% CI] | p (Holm within the table) | detectable (80% power) | verdict |", "|---|---:|---:|---:|---:|---|"]
             lines += [f"| over {r['tasks']} {noun}(s) | {r['lag']} | {format_difference(r['d'])} | {format_p(r['p_adj'])} | {format_p(r['d'].detectable())} | {r['verdict']} |"
                       for r in aggregate]

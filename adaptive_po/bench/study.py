@@ -180,9 +180,9 @@ def _main(argv: Sequence[str] | None, prog: str, default_results: str | None, de
     folder = contract.report_folder if args.command == "pilot" else contract.existing_folder
     results = folder(args.results, "the study's results folder")
     plan = load_plan(args.plan or results / PLAN_FILE)
-    if plan.design.configurations != "shared":
-        raise ValueError(f"{plan.path}: design.configurations {plan.design.configurations!r}: this runner trains shared configurations; "
-                         "searched and frozen ones come with the frozen studies' port")
+    if plan.pilot is None or plan.pilot.candidates or plan.design.configurations != "shared" or plan.parts:
+        raise ValueError(f"{plan.path}: this runner trains shared configurations after a pilot that reads its budgets off one set of runs; "
+                         "searched and frozen designs, candidate budgets and fixed tasks come with the frozen studies' port")
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     if args.command == "select":
         write_selection(plan, results, args.envs_dir, log)

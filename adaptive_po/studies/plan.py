@@ -6,32 +6,46 @@ against it. Its top-level keys and tables (every one validated; an unknown key i
 
 ``schema`` (1), ``title``, ``task_noun`` ("game", "task": the texts' word and the selection's key)
 ``[commands]``  ``run``, ``report``: the command lines the texts name
-``[files]``     ``table``, ``selection``, ``cuts``, ``pilot``, ``verdicts`` (names in the results folder)
-``[pilot]``     ``folder``, ``heading``, ``algo``, ``settings`` (prose), ``tasks``, ``lags`` (fresh, stale),
-                ``seeds``, ``budget``, ``reads`` (``[{budget, at}]``, ``at`` a step or "final",
-                in the order tried), ``order`` ("cheapest" or "registered")
+``[files]``     ``table``, ``selection``, ``cuts``, ``pilot``, ``verdicts``; a searched study's ``picks``,
+                ``trials`` and ``record`` (names in the results folder)
+``[pilot]``     (optional: a study on fixed tasks has none) ``heading``, ``algo``, ``settings``
+                (prose), ``lags`` (fresh, stale), ``seeds``, ``order`` ("cheapest" or "registered"),
+                and either ``folder``, ``tasks``, ``budget`` and ``reads`` (``[{budget, at}]``, ``at``
+                a step or "final": budgets read off one run, in the order tried), or ``candidates``
+                (``{task: [budgets in the order tried]}``) and ``folders`` (one per budget's place:
+                each budget its own runs)
 ``[pilot.rule]`` the qualification: ``learns_at_least``, ``hurt_at_least``, ``hurt_at_least_se``,
                 ``saturation_fraction`` and ``max_return`` (optional), ``min_tasks``, ``not_run`` (prose)
 ``[design]``    ``folder``, ``arms``, ``lags``, ``seeds``, ``configurations`` ("shared": one
                 configuration, no search; "searched": ``[search]``; "frozen": ``[design.frozen_from]``),
-                ``limits`` (prose), ``colors`` (``{arm: color}``)
+                ``limits`` (prose), ``colors`` (``{arm: color}``); ``tasks`` (``[{env, budget}]``)
+                and ``tasks_from`` (the study whose selection they are) where there is no pilot
 ``[design.frozen_from]`` ``study`` (another study's results folder), ``arms`` (``{arm: label}``)
-``[search]``    ``folder``, ``seeds``, ``trials``, ``round_size``, ``sampler_seed``, ``tuning_lags``
-                (``{arm: [lags]}``), ``space`` (``{arm: {knob: [low, high, default]}}``)
+``[search]``    ``folder``, ``seeds``, ``trials``, ``round_size``, ``sampler_seed``, ``space``
+                ("zoo-factors", "schedule"), ``own`` (``{arm: {knob: [low, high, default]}}``); every
+                arm tuned on fresh data, the tax arms also at the tax lag
+``[[parts]]``   sub-plans of a searched study (optional): ``name``, ``arms``, ``fresh_arms``,
+                ``tax_arms``, ``tasks`` and ``lags`` (subsets), ``folder`` (the search's), ``space``,
+                ``own``, ``sampler_seed``
 ``[tax]``       ``lag``, ``arms``: the retuning tax (tuned at ``lag`` against tuned fresh, run at ``lag``)
 ``[cost]``      ``limit_core_hours``, ``recorded_speeds`` ("minatar", "population")
-``[[cuts]]``    the registered cut order: ``what`` (lags, arms, tasks, seeds) with ``values`` (each
+``[[cuts]]``    the registered cut order: ``what`` (lags, arms, parts, tasks, seeds) with ``values`` (each
                 cut in turn while over the limit) or ``rule`` ("dearest" tasks, "highest" seeds)
                 and ``keep`` (the fewest left)
 ``[[endpoints]]`` ``id``, ``kind`` (slope, non-inferiority, tax, difference, head-to-head), ``arm``,
-                ``versus``, ``lags`` (slope) or ``lag``, ``margin``, ``family`` (the Holm family;
-                "" for none), ``label``, ``short``, ``digits``
+                ``versus`` (an arm or a comparator's arm; a tax without one is the arm's own),
+                ``lags`` (slope) or ``lag``, ``margin``, ``family`` (the Holm family; "" for none),
+                ``label``, ``short``, ``digits``, ``part`` (the sub-plan it needs: cut with it)
 ``[[decisions]]`` ``name``, ``sentence`` (with ``{answer}``), ``undecided``; either ``supported`` and
                 ``contradicted`` (lists of alternatives, each a list of "endpoint=verdict" that must
-                all hold) with ``otherwise``, or ``endpoint`` and ``words`` (``{verdict: word}``)
-``[[secondary]]`` ``kind`` ("head-to-head"), ``arm``, ``comparators``, ``margin``
-``[[comparators]]`` results from elsewhere shown beside the study's: ``name``, ``label``,
-                ``heading``, ``note``, ``points`` (``{task: [[step, return], ...]}``)
+                all hold; a verdict, or "within-margin": its equivalence test alone rejects) with
+                ``otherwise``, or ``endpoint`` and ``words`` (``{verdict: word}``); an endpoint cut
+                with its part holds no term
+``[[secondary]]`` ``kind`` ("head-to-head"), ``arms`` (each minus every comparator), ``comparators``,
+                ``margin``, ``preregistered`` (false: added after the study's results)
+``[[comparators]]`` results from elsewhere shown beside the study's: ``name``, ``label``, ``kind``
+                ("points": ``heading``, ``note``, ``points`` ``{task: [[step, return], ...]}``;
+                "study": ``results`` (another study's folder), ``folder``, ``arms`` ``{label: arm}``)
 
 :func:`load_plan` returns a :class:`StudyPlan`; a malformed file raises ``ValueError`` with one
 line, ``<file>: <key>: <problem>``. The standard library only (``tomllib``).
@@ -53,7 +67,10 @@ SCHEMA = 1
 ENDPOINT_KINDS = ("slope", "non-inferiority", "tax", "difference", "head-to-head")
 #: the verdicts an endpoint can read ("" where nothing could be tested)
 VERDICTS = ("win", "loss", "equivalent", "inconclusive", "non-inferior", "inferior", "not shown", "")
-CUT_KINDS = ("lags", "arms", "tasks", "seeds")
+#: what a decision rule's term may ask of an endpoint: a verdict, or its equivalence test alone
+TERMS = (*VERDICTS[:-1], "within-margin")
+CUT_KINDS = ("lags", "arms", "parts", "tasks", "seeds")
+SPACES = ("zoo-factors", "schedule")
 
 
 @dataclass(frozen=True)
@@ -82,17 +99,22 @@ class Rule:
 
 @dataclass(frozen=True)
 class Pilot:
-    folder: str
+    """The pilot: ``budget`` and ``reads`` (budgets read off one set of runs in ``folder``), or
+    ``candidates`` (each task's budgets in the order tried, each its own runs in ``folders``)."""
+
     heading: str
     algo: str
     settings: str
     tasks: tuple[str, ...]
     lags: tuple[int, int]
     seeds: tuple[int, ...]
-    budget: int
-    reads: tuple[Read, ...]
     order: str
     rule: Rule
+    folder: str = ""
+    budget: int = 0
+    reads: tuple[Read, ...] = ()
+    candidates: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    folders: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,6 +127,8 @@ class Design:
     limits: str
     colors: Mapping[str, str]
     frozen_from: Mapping[str, Any] | None = None
+    tasks: tuple[tuple[str, int], ...] = ()
+    tasks_from: str = ""
 
 
 @dataclass(frozen=True)
@@ -128,6 +152,7 @@ class Endpoint:
     digits: int
     lags: tuple[int, ...] = ()
     lag: int | None = None
+    part: str = ""
 
     @property
     def test_margin(self) -> float:
@@ -155,18 +180,23 @@ class Decision:
 @dataclass(frozen=True)
 class Secondary:
     kind: str
-    arm: str
+    arms: tuple[str, ...]
     comparators: tuple[str, ...]
     margin: float
+    preregistered: bool = True
 
 
 @dataclass(frozen=True)
 class Comparator:
     name: str
     label: str
-    heading: str
-    note: str
-    points: Mapping[str, tuple[tuple[int, float], ...]]
+    kind: str = "points"
+    heading: str = ""
+    note: str = ""
+    points: Mapping[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
+    results: str = ""
+    folder: str = ""
+    arms: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -176,7 +206,7 @@ class StudyPlan:
     task_noun: str
     commands: Mapping[str, str]
     files: Mapping[str, str]
-    pilot: Pilot
+    pilot: Pilot | None
     design: Design
     limit_core_hours: float
     recorded_speeds: str
@@ -187,6 +217,7 @@ class StudyPlan:
     comparators: tuple[Comparator, ...]
     search: Mapping[str, Any] | None = None
     tax: Mapping[str, Any] | None = None
+    parts: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def tasks_word(self) -> str:
@@ -331,7 +362,7 @@ def _terms(v: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
         terms = []
         for term in _list(alternative):
             endpoint, sep, word = _name(term).partition("=")
-            if not sep or word not in VERDICTS:
+            if not sep or word not in TERMS:
                 raise ValueError
             terms.append((endpoint, word))
         out.append(tuple(terms))
@@ -360,38 +391,10 @@ def load_plan(path: str | Path) -> StudyPlan:
     commands_t.done()
     files_t = top.table("files")
     files = {k: files_t.get(k, _name, "a file name") for k in ("table", "selection", "cuts", "pilot", "verdicts")}
+    files.update({k: files_t.get(k, _name, "a file name") for k in ("picks", "trials", "record") if k in files_t.data})
     files_t.done()
 
-    p = top.table("pilot")
-    rule_t = p.table("rule")
-    rule = Rule(
-        learns_at_least=rule_t.get("learns_at_least", _number, "a number"), hurt_at_least=rule_t.get("hurt_at_least", _number, "a number"),
-        hurt_at_least_se=rule_t.get("hurt_at_least_se", _number, "a number"), min_tasks=rule_t.get("min_tasks", _positive, "a whole number >= 1"),
-        not_run=rule_t.get("not_run", _text, "a sentence"),
-        saturation_fraction=rule_t.get("saturation_fraction", _number, "a number", None),
-        max_return=rule_t.get("max_return", _map_of(_number), "a table of numbers", {}),
-    )
-    rule_t.done()
-    reads = []
-    for r in p.tables("reads"):
-        budget = r.get("budget", _positive, "a whole number of steps")
-        at = r.get("at", lambda v: None if v == "final" else _positive(v), 'a step or "final"')
-        r.done()
-        reads.append(Read(budget, at))
-    pilot = Pilot(
-        folder=p.get("folder", _name, "a folder name"), heading=p.get("heading", _name, "the pilot text's heading"),
-        algo=p.get("algo", _name, "an algorithm"), settings=p.get("settings", _text, "prose"),
-        tasks=p.get("tasks", _tuple_of(_name), "a list of distinct tasks"), seeds=p.get("seeds", _tuple_of(_whole), "a list of distinct seeds"),
-        lags=p.get("lags", lambda v: _tuple_of(_whole)(v) if len(v) == 2 else _list(None), "two distinct lags (fresh, stale)"),
-        budget=p.get("budget", _positive, "a whole number of steps"), reads=tuple(reads),
-        order=p.get("order", _one_of("cheapest", "registered"), '"cheapest" or "registered"'), rule=rule,
-    )
-    p.done()
-    if not reads:
-        raise p.error("reads", "at least one budget read off the pilot's runs")
-    for i, r in enumerate(reads):
-        if r.budget > pilot.budget or (r.at is not None and r.at > pilot.budget):
-            raise p.error(f"reads[{i}]", f"beyond the pilot's budget {pilot.budget:,}")
+    pilot = _pilot(top.table("pilot", optional=True))
 
     d = top.table("design")
     configurations = d.get("configurations", _one_of("shared", "searched", "frozen"), '"shared", "searched" or "frozen"')
@@ -400,7 +403,9 @@ def load_plan(path: str | Path) -> StudyPlan:
     if frozen_t is not None:
         frozen_from = {"study": frozen_t.get("study", _name, "a results folder"), "arms": frozen_t.get("arms", _map_of(_name), "a table of labels")}
         frozen_t.done()
+    tasks = tuple((_name(t["env"]), _positive(t["budget"])) for t in d.get("tasks", lambda v: [_mapping(t) for t in _list(v)], "a list of {env, budget}", []))
     design = Design(
+        tasks=tasks, tasks_from=d.get("tasks_from", _name, "a results folder", ""),
         folder=d.get("folder", _name, "a folder name"), arms=d.get("arms", _tuple_of(_name), "a list of distinct arms"),
         lags=d.get("lags", _tuple_of(_whole), "a list of distinct lags"), seeds=d.get("seeds", _tuple_of(_whole), "a list of distinct seeds"),
         configurations=configurations, limits=d.get("limits", _text, "prose"), colors=d.get("colors", _map_of(_name), "a table of colors", {}),
@@ -409,10 +414,16 @@ def load_plan(path: str | Path) -> StudyPlan:
     d.done()
     if (configurations == "frozen") != (frozen_from is not None):
         raise d.error("frozen_from", 'given exactly where configurations = "frozen"')
-    if set(pilot.seeds) & set(design.seeds):
-        raise p.error("seeds", "the pilot's seeds must not be scoring seeds")
+    if (pilot is None) == (not design.tasks):
+        raise d.error("tasks", "given exactly where the plan has no pilot (the pilot selects the tasks)")
+    if pilot is not None and set(pilot.seeds) & set(design.seeds):
+        raise top.error("pilot.seeds", "the pilot's seeds must not be scoring seeds")
+    task_names = pilot.tasks if pilot is not None else tuple(t for t, _ in design.tasks)
 
     search = _search(top.table("search", optional=True), design)
+    parts = tuple(_part(t, design, task_names) for t in top.tables("parts"))
+    if parts and search is None:
+        raise top.error("parts", "sub-plans of a searched study only")
     if (configurations == "searched") != (search is not None):
         raise top.error("search", 'given exactly where design.configurations = "searched"')
     tax_t = top.table("tax", optional=True)
@@ -434,7 +445,7 @@ def load_plan(path: str | Path) -> StudyPlan:
         cut = Cut(what, c.get("values", _tuple_of(lambda v: v), "a list", ()), c.get("rule", _one_of("dearest", "highest"), '"dearest" or "highest"', ""),
                   c.get("keep", _whole, "a whole number", 0))
         c.done()
-        allowed = {"lags": design.lags, "arms": design.arms, "tasks": pilot.tasks, "seeds": design.seeds}[what]
+        allowed = {"lags": design.lags, "arms": design.arms, "parts": tuple(x["name"] for x in parts), "tasks": task_names, "seeds": design.seeds}[what]
         if cut.values and not set(cut.values) <= set(allowed):
             raise c.error("values", f"not all of the design's {what} ({list(allowed)})")
         if bool(cut.values) == bool(cut.rule) or (cut.rule == "dearest") != (what == "tasks") or (cut.rule == "highest") != (what == "seeds"):
@@ -443,19 +454,24 @@ def load_plan(path: str | Path) -> StudyPlan:
     if len({c.what for c in cuts}) != len(cuts):
         raise top.error("cuts", "one entry per kind of cut")
 
+    comparators = [_comparator(c, pilot) for c in top.tables("comparators")]
+    compared = {arm for c in comparators for arm in c.arms}
     endpoints = []
     for e in top.tables("endpoints"):
         kind = e.get("kind", _one_of(*ENDPOINT_KINDS), " or ".join(ENDPOINT_KINDS))
         endpoint = Endpoint(
-            id=e.get("id", _name, "a name"), kind=kind, arm=e.get("arm", _name, "an arm"), versus=e.get("versus", _name, "an arm"),
+            id=e.get("id", _name, "a name"), kind=kind, arm=e.get("arm", _name, "an arm"),
+            versus=e.get("versus", _name, "an arm", "" if kind == "tax" else ...), part=e.get("part", _name, "a part", ""),
             label=e.get("label", _name, "a label"), short=e.get("short", _name, "a short label"), margin=e.get("margin", _positive_number, "a positive number"),
             family=e.get("family", _text, 'a Holm family ("" for none)'), digits=e.get("digits", _positive, "a whole number", 3),
             lags=e.get("lags", _tuple_of(_whole), "a list of distinct lags", ()), lag=e.get("lag", _whole, "a lag", None),
         )
         e.done()
-        for arm in (endpoint.arm, endpoint.versus):
-            if arm not in design.arms:
-                raise e.error("arm" if arm == endpoint.arm else "versus", f"{arm!r} is not an arm of the design ({list(design.arms)})")
+        for key, arm in (("arm", endpoint.arm), ("versus", endpoint.versus)):
+            if arm and arm not in design.arms and arm not in compared:
+                raise e.error(key, f"{arm!r} is not an arm of the design ({list(design.arms)}) or of a comparator")
+        if endpoint.part and endpoint.part not in {x["name"] for x in parts}:
+            raise e.error("part", f"{endpoint.part!r} is not one of the plan's parts")
         if kind == "slope":
             if len(endpoint.lags) < 2 or not set(endpoint.lags) <= set(_kept(design, cuts)):
                 raise e.error("lags", f"a slope needs two or more of the lags no cut removes ({list(_kept(design, cuts))})")
@@ -491,26 +507,19 @@ def load_plan(path: str | Path) -> StudyPlan:
 
     secondary = []
     for s in top.tables("secondary"):
-        item = Secondary(kind=s.get("kind", _one_of("head-to-head"), '"head-to-head"'), arm=s.get("arm", _name, "an arm"),
-                         comparators=s.get("comparators", _tuple_of(_name), "a list of arms"), margin=s.get("margin", _positive_number, "a positive number"))
+        item = Secondary(kind=s.get("kind", _one_of("head-to-head"), '"head-to-head"'), arms=s.get("arms", _tuple_of(_name), "a list of arms"),
+                         comparators=s.get("comparators", _tuple_of(_name), "a list of arms"), margin=s.get("margin", _positive_number, "a positive number"),
+                         preregistered=s.get("preregistered", _bool, "true or false", True))
         s.done()
-        if not {item.arm, *item.comparators} <= set(design.arms):
+        if not {*item.arms, *item.comparators} <= set(design.arms):
             raise s.error("comparators", f"arms of the design only ({list(design.arms)})")
         secondary.append(item)
 
-    comparators = []
-    for c in top.tables("comparators"):
-        points = c.get("points", _map_of(lambda v: tuple((_positive(s), _number(r)) for s, r in _list(v))), "a table of [[step, return], ...]")
-        comparators.append(Comparator(name=c.get("name", _name, "a name"), label=c.get("label", _name, "a label"),
-                                      heading=c.get("heading", _name, "a heading"), note=c.get("note", _text, "prose"), points=points))
-        c.done()
-        if any(len(v) != len(pilot.reads) for v in points.values()):
-            raise c.error("points", f"one point per budget read off the pilot ({len(pilot.reads)})")
     top.done()
     return StudyPlan(
         path=path, title=title, task_noun=noun, commands=commands, files=files, pilot=pilot, design=design, limit_core_hours=limit,
         recorded_speeds=speeds, cuts=tuple(cuts), endpoints=tuple(endpoints), decisions=tuple(decisions), secondary=tuple(secondary),
-        comparators=tuple(comparators), search=search, tax=tax,
+        comparators=tuple(comparators), search=search, tax=tax, parts=parts,
     )
 
 
@@ -519,20 +528,109 @@ def _kept(design: Design, cuts: list[Cut]) -> tuple[int, ...]:
     return tuple(lag for lag in design.lags if lag not in cut)
 
 
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError
+    return v
+
+
+def _knobs(v: Any) -> dict:
+    return _map_of(_map_of(lambda x: tuple(_number(y) for y in _list(x)) if len(x) == 3 else _list(None)))(v)
+
+
+def _pilot(p: _Reader | None) -> Pilot | None:
+    if p is None:
+        return None
+    rule_t = p.table("rule")
+    rule = Rule(
+        learns_at_least=rule_t.get("learns_at_least", _number, "a number"), hurt_at_least=rule_t.get("hurt_at_least", _number, "a number"),
+        hurt_at_least_se=rule_t.get("hurt_at_least_se", _number, "a number"), min_tasks=rule_t.get("min_tasks", _positive, "a whole number >= 1"),
+        not_run=rule_t.get("not_run", _text, "a sentence"),
+        saturation_fraction=rule_t.get("saturation_fraction", _number, "a number", None),
+        max_return=rule_t.get("max_return", _map_of(_number), "a table of numbers", {}),
+    )
+    rule_t.done()
+    reads = []
+    for r in p.tables("reads"):
+        budget = r.get("budget", _positive, "a whole number of steps")
+        at = r.get("at", lambda v: None if v == "final" else _positive(v), 'a step or "final"')
+        r.done()
+        reads.append(Read(budget, at))
+    candidates = p.get("candidates", _map_of(_tuple_of(_positive)), "a table {task: [budgets in the order tried]}", {})
+    pilot = Pilot(
+        heading=p.get("heading", _name, "the pilot text's heading"), algo=p.get("algo", _name, "an algorithm"), settings=p.get("settings", _text, "prose"),
+        tasks=p.get("tasks", _tuple_of(_name), "a list of distinct tasks", tuple(candidates)),
+        seeds=p.get("seeds", _tuple_of(_whole), "a list of distinct seeds"),
+        lags=p.get("lags", lambda v: _tuple_of(_whole)(v) if len(v) == 2 else _list(None), "two distinct lags (fresh, stale)"),
+        order=p.get("order", _one_of("cheapest", "registered"), '"cheapest" or "registered"'), rule=rule,
+        folder=p.get("folder", _name, "a folder name", ""), budget=p.get("budget", _positive, "a whole number of steps", 0), reads=tuple(reads),
+        candidates=candidates, folders=p.get("folders", _tuple_of(_name), "a list of folder names", ()),
+    )
+    p.done()
+    if candidates:
+        if pilot.folder or pilot.budget or reads or tuple(candidates) != pilot.tasks:
+            raise p.error("candidates", "either candidates and folders (each budget its own runs), or tasks, folder, budget and reads")
+        if len(pilot.folders) < max(len(b) for b in candidates.values()):
+            raise p.error("folders", "one folder per place in the candidates' budget lists")
+        return pilot
+    for key in ("folder", "budget", "reads"):
+        if not getattr(pilot, key):
+            raise p.error(key, "missing (a pilot reads its budgets off one set of runs, or names candidates)")
+    for i, r in enumerate(reads):
+        if r.budget > pilot.budget or (r.at is not None and r.at > pilot.budget):
+            raise p.error(f"reads[{i}]", f"beyond the pilot's budget {pilot.budget:,}")
+    return pilot
+
+
+def _comparator(c: _Reader, pilot: Pilot | None) -> Comparator:
+    kind = c.get("kind", _one_of("points", "study"), '"points" or "study"', "points")
+    out = Comparator(
+        name=c.get("name", _name, "a name"), label=c.get("label", _name, "a label"), kind=kind,
+        heading=c.get("heading", _name, "a heading", ""), note=c.get("note", _text, "prose", ""),
+        points=c.get("points", _map_of(lambda v: tuple((_positive(s), _number(r)) for s, r in _list(v))), "a table of [[step, return], ...]", {}),
+        results=c.get("results", _name, "another study's results folder", ""), folder=c.get("folder", _name, "a folder name", ""),
+        arms=c.get("arms", _map_of(_name), "a table {label: arm}", {}),
+    )
+    c.done()
+    if kind == "points":
+        if not out.points or not out.heading:
+            raise c.error("points", "a points comparator needs heading and points")
+        if pilot is None or any(len(v) != len(pilot.reads) for v in out.points.values()):
+            raise c.error("points", f"one point per budget read off the pilot ({len(pilot.reads) if pilot else 0})")
+    elif not (out.results and out.folder and out.arms):
+        raise c.error("results", "a study comparator needs results, folder and arms")
+    return out
+
+
 def _search(t: _Reader | None, design: Design) -> dict[str, Any] | None:
     if t is None:
         return None
-    space = t.get("space", _map_of(_map_of(lambda v: tuple(_number(x) for x in _list(v)) if len(v) == 3 else _list(None))),
-                  "a table {arm: {knob: [low, high, default]}}", {})
     out = {
         "folder": t.get("folder", _name, "a folder name"), "seeds": t.get("seeds", _tuple_of(_whole), "a list of distinct seeds"),
         "trials": t.get("trials", _positive, "a whole number"), "round_size": t.get("round_size", _positive, "a whole number"),
         "sampler_seed": t.get("sampler_seed", _whole, "a whole number"),
-        "tuning_lags": t.get("tuning_lags", _map_of(_tuple_of(_whole)), "a table {arm: [lags]}"), "space": space,
+        "space": t.get("space", _one_of(*SPACES), " or ".join(SPACES)), "own": t.get("own", _knobs, "a table {arm: {knob: [low, high, default]}}", {}),
     }
     t.done()
-    if not set(out["tuning_lags"]) <= set(design.arms):
-        raise t.error("tuning_lags", f"arms of the design only ({list(design.arms)})")
+    if not set(out["own"]) <= set(design.arms):
+        raise t.error("own", f"arms of the design only ({list(design.arms)})")
     if set(out["seeds"]) & set(design.seeds):
         raise t.error("seeds", "the search's seeds must not be scoring seeds")
+    return out
+
+
+def _part(t: _Reader, design: Design, tasks: tuple[str, ...]) -> dict[str, Any]:
+    arms = t.get("arms", _tuple_of(_name), "a list of arms")
+    out = {
+        "name": t.get("name", _name, "a name"), "arms": arms, "fresh_arms": t.get("fresh_arms", _tuple_of(_name, nonempty=False), "a list of arms", arms),
+        "tax_arms": t.get("tax_arms", _tuple_of(_name, nonempty=False), "a list of arms", ()), "tasks": t.get("tasks", _tuple_of(_name), "a list of tasks", tasks),
+        "lags": t.get("lags", _tuple_of(_whole), "a list of lags", design.lags), "folder": t.get("folder", _name, "a folder name"),
+        "space": t.get("space", _one_of(*SPACES), " or ".join(SPACES)), "own": t.get("own", _knobs, "a table {arm: {knob: [low, high, default]}}", {}),
+        "sampler_seed": t.get("sampler_seed", _whole, "a whole number", None),
+    }
+    t.done()
+    if not set(out["tasks"]) <= set(tasks) or not set(out["lags"]) <= set(design.lags):
+        raise t.error("tasks", "the design's tasks and lags only")
+    if not set(out["fresh_arms"]) | set(out["tax_arms"]) <= set(arms) or not set(arms) <= set(out["fresh_arms"]) | set(out["tax_arms"]):
+        raise t.error("fresh_arms", "every arm of the part tuned fresh or taxed, and only those")
     return out
