@@ -379,10 +379,10 @@ def _save(fig: Any, out: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m adaptive_po.analysis.study_report", results: str | None = None,
-         plan: str | None = None) -> int:
+         plan: str | None = None, name: str = "study report") -> int:
     """The command line; a bad input (the plan file, or a table that is not the plan's) is one line
-    on stderr with exit status 2. ``results`` and ``plan``: the defaults of a study's own command."""
-    return contract.one_line_errors(f"{prog.rsplit('.', 1)[-1]} report", lambda: _main(argv, prog, results, plan))
+    on stderr, naming ``name``, with exit status 2. ``results`` and ``plan``: the defaults of a study's own command."""
+    return contract.one_line_errors(name, lambda: _main(argv, prog, results, plan))
 
 
 def _main(argv: Sequence[str] | None, prog: str, default_results: str | None, default_plan: str | None) -> int:

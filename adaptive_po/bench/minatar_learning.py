@@ -14,7 +14,7 @@ PLAN = f"{RESULTS}/plan.toml"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return study.main(argv, prog="python -m adaptive_po.bench.minatar_learning", results=RESULTS, plan=PLAN)
+    return study.main(argv, prog="python -m adaptive_po.bench.minatar_learning", results=RESULTS, plan=PLAN, name="minatar_learning")
 
 
 if __name__ == "__main__":

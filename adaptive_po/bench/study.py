@@ -151,10 +151,11 @@ def read_selection(plan: StudyPlan, results: Path) -> tuple[list[Task], dict[str
 # the command line
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m adaptive_po.bench.study", results: str | None = None, plan: str | None = None) -> int:
-    """The command line; a bad input (the plan file's included) is one line on stderr with exit
-    status 2. ``results`` and ``plan``: the defaults of a study's own command."""
-    return contract.one_line_errors(prog.rsplit(".", 1)[-1], lambda: _main(argv, prog, results, plan))
+def main(argv: Sequence[str] | None = None, prog: str = "python -m adaptive_po.bench.study", results: str | None = None, plan: str | None = None,
+         name: str = "study") -> int:
+    """The command line; a bad input (the plan file's included) is one line on stderr, naming
+    ``name``, with exit status 2. ``results`` and ``plan``: the defaults of a study's own command."""
+    return contract.one_line_errors(name, lambda: _main(argv, prog, results, plan))
 
 
 def _main(argv: Sequence[str] | None, prog: str, default_results: str | None, default_plan: str | None) -> int:

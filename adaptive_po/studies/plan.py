@@ -403,9 +403,8 @@ def load_plan(path: str | Path) -> StudyPlan:
     if frozen_t is not None:
         frozen_from = {"study": frozen_t.get("study", _name, "a results folder"), "arms": frozen_t.get("arms", _map_of(_name), "a table of labels")}
         frozen_t.done()
-    tasks = tuple((_name(t["env"]), _positive(t["budget"])) for t in d.get("tasks", lambda v: [_mapping(t) for t in _list(v)], "a list of {env, budget}", []))
     design = Design(
-        tasks=tasks, tasks_from=d.get("tasks_from", _name, "a results folder", ""),
+        tasks=d.get("tasks", _tasks, "a list of {env, budget}, distinct tasks", ()), tasks_from=d.get("tasks_from", _name, "a results folder", ""),
         folder=d.get("folder", _name, "a folder name"), arms=d.get("arms", _tuple_of(_name), "a list of distinct arms"),
         lags=d.get("lags", _tuple_of(_whole), "a list of distinct lags"), seeds=d.get("seeds", _tuple_of(_whole), "a list of distinct seeds"),
         configurations=configurations, limits=d.get("limits", _text, "prose"), colors=d.get("colors", _map_of(_name), "a table of colors", {}),
@@ -526,6 +525,13 @@ def load_plan(path: str | Path) -> StudyPlan:
 def _kept(design: Design, cuts: list[Cut]) -> tuple[int, ...]:
     cut = {v for c in cuts if c.what == "lags" for v in c.values}
     return tuple(lag for lag in design.lags if lag not in cut)
+
+
+def _tasks(v: Any) -> tuple[tuple[str, int], ...]:
+    tasks = tuple((_name(t["env"]), _positive(t["budget"])) for t in map(_mapping, _list(v)) if set(t) == {"env", "budget"} or _list(None))
+    if len({t for t, _ in tasks}) != len(tasks):
+        raise ValueError
+    return tasks
 
 
 def _bool(v: Any) -> bool:

@@ -14,7 +14,8 @@ PLAN = f"{RESULTS}/plan.toml"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return study.main(argv, prog="python -m adaptive_po.analysis.reports.minatar_learning", results=RESULTS, plan=PLAN)
+    return study.main(argv, prog="python -m adaptive_po.analysis.reports.minatar_learning", results=RESULTS, plan=PLAN,
+                      name="minatar-learning report")
 
 
 if __name__ == "__main__":
