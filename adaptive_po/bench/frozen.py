@@ -39,6 +39,8 @@ from adaptive_po import contract
 from adaptive_po.bench.config import check_budget, get_env_config
 from adaptive_po.bench.run_folder import RunSpec, schedule_named
 from adaptive_po.bench.tuning import ask_new, make_study
+from adaptive_po.studies.pilot import criteria
+from adaptive_po.studies.plan import Rule
 
 #: the pilot's candidates (task, budgets in the order tried), as pre-registered
 CANDIDATES: tuple[tuple[str, tuple[int, ...]], ...] = (
@@ -130,21 +132,16 @@ def pilot_rows(table: Mapping[Key, Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+#: the registered qualification rule, as a plan file gives it (:mod:`adaptive_po.studies.pilot`)
+PILOT_RULE = Rule(learns_at_least=LEARNS_AT_LEAST, hurt_at_least=HURT_AT_LEAST, hurt_at_least_se=1.0, min_tasks=1, not_run="",
+                  saturation_fraction=SATURATION_FRACTION, max_return=MAX_RETURN)
+
+
 def pilot_criteria(fresh: np.ndarray, stale: np.ndarray, fresh_returns: np.ndarray, stale_returns: np.ndarray, saturated: bool = False) -> dict[str, Any]:
     """The registered rule on one candidate's normalized lag-0 (``fresh``) and lag-8 (``stale``)
-    scores: PPO *learns* (lag-0 mean at least :data:`LEARNS_AT_LEAST`), lag 8 *hurts* it (by at
-    least :data:`HURT_AT_LEAST` and one Welch standard error), and it qualifies where both hold and
-    it is not ``saturated``."""
-    hurt = float(fresh.mean() - stale.mean())
-    se = float(math.sqrt(fresh.var(ddof=1) / len(fresh) + stale.var(ddof=1) / len(stale)))
-    learns = float(fresh.mean()) >= LEARNS_AT_LEAST
-    hurts = hurt >= HURT_AT_LEAST and hurt >= se
-    return {
-        "lag0_mean": float(fresh.mean()), "lag0_sd": float(fresh.std(ddof=1)), "lag8_mean": float(stale.mean()),
-        "lag8_sd": float(stale.std(ddof=1)), "hurt": hurt, "hurt_se": se,
-        "lag0_return": float(fresh_returns.mean()), "lag8_return": float(stale_returns.mean()),
-        "learns": learns, "saturated": saturated, "hurts": hurts, "qualifies": learns and not saturated and hurts,
-    }
+    scores (:func:`adaptive_po.studies.pilot.criteria` with :data:`PILOT_RULE`): PPO *learns*,
+    lag 8 *hurts* it, and it qualifies where both hold and it is not ``saturated``."""
+    return criteria(PILOT_RULE, PILOT_LAGS, fresh, stale, fresh_returns, stale_returns, saturated)
 
 
 def select_tasks(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int]]:
