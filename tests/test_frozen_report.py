@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from adaptive_po.analysis import quotes
+from adaptive_po.analysis import endpoints, quotes
 from adaptive_po.analysis.hypothesis import Difference
 from adaptive_po.analysis.reports import frozen as report
 
@@ -118,18 +118,18 @@ def test_inferior_is_holm_adjusted_like_non_inferior():
     shown" once Holm over four tasks lifts the inferiority p above the level; alone, it is inferior."""
     t = stats.t.ppf(0.03, 9)  # inferiority p 0.03 at 9 degrees of freedom
     worse = Difference(-0.1 + t * 0.1, 0.1, 9.0)
-    assert worse.ci(0.9)[1] < -0.1 and report.inferiority_p(worse) == pytest.approx(0.03)
+    assert worse.ci(0.9)[1] < -0.1 and endpoints.inferiority_p(worse) == pytest.approx(0.03)
     far = [Difference(-0.1, 0.1, 9.0)] * 3  # exactly at the margin: p 0.5 both ways
-    rows = report.non_inferiority([worse, *far])
+    rows = endpoints.non_inferiority([worse, *far])
     assert rows[0]["p_inferior_adj"] == pytest.approx(0.12) and rows[0]["verdict"] == "not shown"
     assert [r["p_inferior_adj"] for r in rows] == pytest.approx(_holm_by_hand([r["p_inferior"] for r in rows]))
-    assert report.non_inferiority([worse])[0]["verdict"] == "inferior"
-    assert report.non_inferiority_word(worse, 1.0, 0.12) == "not shown" and report.non_inferiority_word(worse, 1.0, 0.03) == "inferior"
+    assert endpoints.non_inferiority([worse])[0]["verdict"] == "inferior"
+    assert endpoints.non_inferiority_word(worse, 1.0, 0.12) == "not shown" and endpoints.non_inferiority_word(worse, 1.0, 0.03) == "inferior"
     # the mirror: non-inferior at p 0.03 alone, not shown in the same family of four
     better = Difference(-0.1 - t * 0.1, 0.1, 9.0)
-    assert report.non_inferiority([better])[0]["verdict"] == "non-inferior"
-    assert report.non_inferiority([better, *far])[0]["verdict"] == "not shown"
-    assert report.non_inferiority_word(Difference(math.nan, math.nan, math.nan), math.nan, math.nan) == ""
+    assert endpoints.non_inferiority([better])[0]["verdict"] == "non-inferior"
+    assert endpoints.non_inferiority([better, *far])[0]["verdict"] == "not shown"
+    assert endpoints.non_inferiority_word(Difference(math.nan, math.nan, math.nan), math.nan, math.nan) == ""
 
 
 def test_the_committed_study_keeps_its_answer_and_pendulum_at_lag_0_is_not_shown():

@@ -131,7 +131,7 @@ def test_the_frozen_studys_draft_plan_holds_what_its_code_registers():
     from adaptive_po import contract
     from adaptive_po.bench import frozen
 
-    plan = load_plan(PLANS / "frozen.toml")
+    plan = load_plan(REPO / "docs/results/frozen/plan.toml")
     p, reg = plan.pilot, contract.FROZEN_REGISTERED
     assert tuple(p.candidates.items()) == frozen.CANDIDATES and p.folders == frozen.PILOT_FOLDERS
     assert (p.algo, p.lags, p.seeds) == (frozen.PILOT_ALGO, frozen.PILOT_LAGS, frozen.PILOT_SEEDS)
@@ -167,6 +167,17 @@ VERDICT_GRID = [(v1, v2, v3) for v1 in ("", "win", "loss", "equivalent", "inconc
                 for v3 in ("", "win", "loss", "equivalent", "inconclusive")]
 
 
+def _frozen_rule(v1: str, v2: str, v3: str, tax_equivalent: bool) -> str:
+    """The frozen study's registered rule as its report wrote it before the plan file."""
+    if "" in (v1, v2, v3):
+        return "not decided (the study is not complete)"
+    if v1 == "win" and v2 == "non-inferior" and (v3 == "win" or tax_equivalent):
+        return "supported"
+    if v1 == "loss" or v2 == "inferior" or v3 == "loss":
+        return "contradicted"
+    return "not decided at this size"
+
+
 def test_the_generic_decision_rule_reads_the_frozen_studies_rules_as_their_reports_do():
     """Every combination of the three verdicts and the tax's equivalence: the drafts' rules, read
     by analysis.endpoints.decide, answer what the frozen report's decision and the extension's
@@ -175,13 +186,14 @@ def test_the_generic_decision_rule_reads_the_frozen_studies_rules_as_their_repor
     from adaptive_po.analysis.reports import frozen as frozen_report
     from adaptive_po.analysis.reports import frozen_schedule
 
-    rule = load_plan(PLANS / "frozen.toml").decisions[0]
+    rule = load_plan(REPO / "docs/results/frozen/plan.toml").decisions[0]
     a_rule, b_rule, c_rule = load_plan(PLANS / "frozen-schedule.toml").decisions
     for v1, v2, v3 in VERDICT_GRID:
         for within in (True, False):
             tax = Difference(0.0, 0.01, 100) if within else Difference(0.0, 1.0, 100)
             rows = {"1": {"verdict": v1}, "2": {"verdict": v2}, "3": {"verdict": v3}, "esspo-tax": {"verdict": "inconclusive", "within_margin": within}}
-            assert decide(rule, rows) == frozen_report.decision([{"verdict": v} for v in (v1, v2, v3)], tax), (v1, v2, v3, within)
+            assert decide(rule, rows) == _frozen_rule(v1, v2, v3, within), (v1, v2, v3, within)
+            assert frozen_report.decision([{"verdict": v} for v in (v1, v2, v3)], tax) == _frozen_rule(v1, v2, v3, within)
             family = {"B1": {"verdict": v1}, "B2": {"verdict": v2}, "B3": {"verdict": v3}, "B-tax": {"verdict": "inconclusive", "within_margin": within}}
             assert decide(b_rule, family) == frozen_schedule.family_rule(v1, v2, v3, within), (v1, v2, v3, within)
             cut = {k: v for k, v in family.items() if k in ("B1", "B2")}
@@ -189,3 +201,27 @@ def test_the_generic_decision_rule_reads_the_frozen_studies_rules_as_their_repor
     for v in ("", "win", "loss", "equivalent", "inconclusive"):
         expected = frozen_schedule.C_WORDS.get(v, frozen_schedule.NOT_COMPLETE) if v else frozen_schedule.NOT_COMPLETE
         assert decide(c_rule, {"C": {"verdict": v}}) == expected
+
+
+def test_the_frozen_report_reads_its_margins_families_and_rule_from_its_plan(tmp_path):
+    """The published frozen study, rebuilt with a planted margin: endpoint 2 at -0.35 instead of
+    -0.1 reads non-inferior, and the claim flips from contradicted to supported; endpoint 3 taken
+    out of the primary family leaves the other two's Holm over two."""
+    from adaptive_po.analysis.reports import frozen as frozen_report
+
+    results = REPO / "docs/results/frozen"
+    text = (results / "plan.toml").read_text()
+    loaded = frozen_report.load_and_analyse(results)
+    result = loaded[4]
+    committed = load_plan(results / "plan.toml")
+    assert frozen_report.decision(frozen_report.primary(result, committed), result["esspo_tax"], committed) == "contradicted"
+    assert "**The claim (robust to staleness without retuning) is contradicted.**" in frozen_report.report_text(*loaded, study=committed)
+    old = 'lag = 0\nmargin = 0.1\nfamily = "primary"\nlabel = "2.'
+    assert old in text
+    wide = _plan_from(tmp_path, text.replace(old, old.replace("0.1", "0.35")))
+    rows = frozen_report.primary(result, wide)
+    assert rows[1]["verdict"] == "non-inferior" and frozen_report.decision(rows, result["esspo_tax"], wide) == "supported"
+    assert "**The claim (robust to staleness without retuning) is supported.**" in frozen_report.report_text(*loaded, study=wide)
+    two = replace(committed, endpoints=tuple(replace(e, family="") if e.id == "3" else e for e in committed.endpoints))
+    rows, before = frozen_report.primary(result, two), frozen_report.primary(result, committed)
+    assert len(rows) == 2 and rows[0]["p_adj"] == pytest.approx(min(1.0, 2 * rows[0]["p"])) and before[0]["p_adj"] != rows[0]["p_adj"]

@@ -21,13 +21,16 @@ from adaptive_po import contract
 from adaptive_po.contract import FROZEN_CUT_ORDER, FROZEN_REGISTERED as REGISTERED
 from adaptive_po.contract import FROZEN_PILOT_SELECTION_FILE, FROZEN_SCORE_FOLDER, FROZEN_SEARCH_FOLDER, FROZEN_SELECTION_FILE, FROZEN_TABLE_FILE, FROZEN_TRIALS_FILE
 
+from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan
+
 from ..endpoints import (
-    SLOPE_LAGS, SLOPE_MARGIN, check_no_stray_trials, check_pick, deviations, format_difference, format_p, fresh_scores, frozen_scores,
-    head_to_head, inferiority_p, lag_name, log_lag, non_inferiority, non_inferiority_p, non_inferiority_word, read_search_trials,
-    row_cells, slope,
-    tested,
+    SLOPE_LAGS, SLOPE_MARGIN, check_no_stray_trials, check_pick, decide, deviations, family, format_difference, format_p, fresh_scores,
+    frozen_scores, head_to_head, lag_name, log_lag, per_task_family, read_search_trials, row_cells, slope,
 )
-from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
+from ..hypothesis import ALPHA, MARGIN, Difference, mean_of_differences, weighted_sum, welch
+
+#: the study's plan file (its endpoints, margins, Holm families and decision rule are read from it)
+PLAN = f"{contract.FROZEN_RESULTS}/{PLAN_FILE}"
 
 
 class _Plan:
@@ -218,40 +221,24 @@ def analyse(table: Mapping, selected: Mapping, plan: _Plan) -> dict[str, Any]:
     }
 
 
-def primary(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The three primary aggregate endpoints with Holm over them, each with its verdict."""
-    e1, e2, e3 = result["e1"], result["e2"], result["e3"]
-    p = [e1.p_value(), non_inferiority_p(e2), e3.p_value()]
-    adjusted = holm(p)
-    p_inferior = inferiority_p(e2)
-    inferior_adj = holm([p[0], p_inferior, p[2]])[1]  # the mirror test in endpoint 2's place, the same Holm
-    eq1 = e1.p_equivalence(SLOPE_MARGIN)
-    eq3 = e3.p_equivalence(MARGIN)
-    eq_adj = holm([eq1, math.nan, eq3])
-    v1 = verdict(e1.estimate, adjusted[0], eq_adj[0])
-    v2 = non_inferiority_word(e2, adjusted[1], inferior_adj)
-    raw3 = verdict(-e3.estimate, adjusted[2], eq_adj[2])  # a negative tax difference favours esspo
-    return [
-        {"endpoint": "1. slope per unit log2(1 + lag), lags 0-8: esspo - ppo", "d": e1, "p": p[0], "p_adj": adjusted[0], "verdict": v1, "margin": SLOPE_MARGIN},
-        {"endpoint": "2. lag 0: esspo - ppo (non-inferiority at -0.1)", "d": e2, "p": p[1], "p_adj": adjusted[1], "verdict": v2, "margin": MARGIN,
-         "p_inferior": p_inferior, "p_inferior_adj": inferior_adj},
-        {"endpoint": "3. retuning tax at lag 8: esspo's - ppo's", "d": e3, "p": p[2], "p_adj": adjusted[2], "verdict": raw3, "margin": MARGIN},
-    ]
+def committed_plan(path: str | Path = PLAN) -> StudyPlan:
+    """The study's plan file (``docs/results/frozen/plan.toml``): the endpoints, their margins and
+    Holm families, and the decision rule this report reads (the rest of it comes with the port)."""
+    return load_plan(path)
 
 
-def per_task_verdicts(result: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+def primary(result: Mapping[str, Any], study: StudyPlan | None = None) -> list[dict[str, Any]]:
+    """The plan's primary family (the three aggregate endpoints) with Holm over it, each with its
+    verdict (:func:`~adaptive_po.analysis.endpoints.family`)."""
+    members = (study or committed_plan()).families()["primary"]
+    rows = family(members, [result[f"e{e.id}"] for e in members])
+    return [{**row, "margin": e.test_margin} for row, e in zip(rows, members)]
+
+
+def per_task_verdicts(result: Mapping[str, Any], study: StudyPlan | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """Each endpoint per task, Holm over that endpoint's per-task tests (pre-registered):
     ``{endpoint: {task: row}}`` for the tasks the endpoint has."""
-    families = {
-        "1": (result["e1_tasks"], lambda ds: tested(ds, SLOPE_MARGIN)),
-        "2": (result["e2_tasks"], non_inferiority),
-        "3": (result["e3_tasks"], lambda ds: tested(ds, MARGIN, sign=-1.0)),
-    }
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for name, (by_task, test) in families.items():
-        envs = list(by_task)
-        out[name] = dict(zip(envs, test([by_task[env] for env in envs])))
-    return out
+    return {e.id: per_task_family(e, result[f"e{e.id}_tasks"]) for e in (study or committed_plan()).families()["primary"]}
 
 
 #: the comparators of the secondary tables: ``ppo`` (pre-registered) and ``decoupled-ppo`` (added after the study)
@@ -273,31 +260,32 @@ def complete_tasks(result: Mapping[str, Any], plan: _Plan) -> list[str]:
     return [env for env, _ in plan.tasks if all(env in result[name] for name in ("e1_tasks", "e2_tasks", "e3_tasks"))]
 
 
-def decision(rows: Sequence[Mapping[str, Any]], esspo_tax: Difference, complete: bool = True) -> str:
-    """The pre-registered rule on the three verdicts; "not decided (the study is not complete)"
-    until each endpoint has every planned task (``complete``: :func:`complete_tasks`)."""
-    v1, v2, v3 = (r["verdict"] for r in rows)
-    if not complete or "" in (v1, v2, v3):
-        return "not decided (the study is not complete)"
-    tax_equivalent = esspo_tax.testable and esspo_tax.p_equivalence(MARGIN) < ALPHA
-    if v1 == "win" and v2 == "non-inferior" and (v3 == "win" or tax_equivalent):
-        return "supported"
-    if v1 == "loss" or v2 == "inferior" or v3 == "loss":
-        return "contradicted"
-    return "not decided at this size"
+def decision(rows: Sequence[Mapping[str, Any]], esspo_tax: Difference, study: StudyPlan | None = None, complete: bool = True) -> str:
+    """The plan's decision rule on the primary family's rows (in its order) and esspo's own tax
+    (its equivalence test alone: :func:`~adaptive_po.analysis.endpoints.decide`); the rule's
+    undecided answer, "not decided (the study is not complete)", until each endpoint has every
+    planned task (``complete``: :func:`complete_tasks`)."""
+    study = study or committed_plan()
+    if not complete:
+        return study.decisions[0].undecided
+    by_id = {e.id: row for e, row in zip(study.families()["primary"], rows)}
+    tax = study.endpoint("esspo-tax")
+    by_id[tax.id] = family([tax], [esspo_tax])[0]
+    return decide(study.decisions[0], by_id)
 
 
-def report(results: Path) -> str:
-    return report_text(*load_and_analyse(results), results=results)
+def report(results: Path, study: StudyPlan | None = None) -> str:
+    return report_text(*load_and_analyse(results), results=results, study=study)
 
 
 def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[str, Any], plan: _Plan, result: Mapping[str, Any],
-                results: Path | None = None) -> str:
+                results: Path | None = None, study: StudyPlan | None = None) -> str:
+    study = study or committed_plan()
     planned = len(plan.tasks) * (plan.search_runs + plan.score_runs)
     done = sum(1 for k in table if k[0] in (FROZEN_SEARCH_FOLDER, FROZEN_SCORE_FOLDER))
-    rows = primary(result)
+    rows = primary(result, study)
     complete = complete_tasks(result, plan)
-    answer = decision(rows, result["esspo_tax"], complete=len(complete) == len(plan.tasks))
+    answer = decision(rows, result["esspo_tax"], study, complete=len(complete) == len(plan.tasks))
     comparisons = {c: secondary(result, plan, c) for c in COMPARATORS if c in plan.arms}
     lines = [
         "# Tune once, freeze, sweep staleness: verdicts",
@@ -372,7 +360,7 @@ def report_text(table: Mapping, selected: Mapping[str, Any], selection: Mapping[
             f"{format_difference(result['e3_tasks'][env]) if env in result['e3_tasks'] else 'n/a'} |"
         )
     lines += ["", "Slopes: normalized score per unit of log2(1 + lag) over lags 0-8 (standard error).", ""]
-    lines += _per_task_verdict_lines(result, plan)
+    lines += _per_task_verdict_lines(result, plan, study)
     for comparator, tables in comparisons.items():
         lines += _secondary_lines(comparator, tables, plan)
     lines += _configurations(selected, plan)
@@ -402,13 +390,13 @@ def _head_to_head_lines(aggregates: Mapping[str, Sequence[Mapping[str, Any]]], a
     return lines + [""]
 
 
-def _per_task_verdict_lines(result: Mapping[str, Any], plan: _Plan) -> list[str]:
+def _per_task_verdict_lines(result: Mapping[str, Any], plan: _Plan, study: StudyPlan) -> list[str]:
     names = {
         "1": "1. slope difference (equivalence ±0.0315 per unit)",
         "2": "2. lag 0: esspo - ppo (non-inferiority at -0.1)",
         "3": "3. tax difference (negative favours esspo)",
     }
-    by_endpoint = per_task_verdicts(result)
+    by_endpoint = per_task_verdicts(result, study)
     lines = [
         "### Per-task verdicts", "",
         "Each endpoint per task, Holm over that endpoint's per-task tests (pre-registered: the per-task results are "
@@ -547,10 +535,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.reports.frozen", description="the frozen-tuning study's verdicts and figure, from its committed tables")
     parser.add_argument("--results", default="docs/results/frozen")
+    parser.add_argument("--plan", default=PLAN, help="the study's plan file (its endpoints, margins, Holm families and decision rule)")
     args = parser.parse_args(argv)
     results = contract.existing_folder(args.results, "the study's results folder")  # a report makes no folder
+    study = committed_plan(args.plan)
     loaded = load_and_analyse(results)
-    contract.atomic_write_text(results / "verdicts.md", report_text(*loaded, results=results))
+    contract.atomic_write_text(results / "verdicts.md", report_text(*loaded, results=results, study=study))
     searched = (results / FROZEN_SELECTION_FILE).is_file()
     if searched:
         figure(loaded[4], loaded[3], results / "staleness.png")
