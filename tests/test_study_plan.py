@@ -80,6 +80,11 @@ def test_a_planted_change_to_a_margin_changes_the_verdict(tmp_path):
     assert wider.endpoint("2").margin == 0.3
     rows, answers = _primary(wider, win, stale, flat)
     assert rows[1]["verdict"] == "non-inferior" and answers[0] == "supported"
+    # the mirror test at the plan's margin too: 0.25 worse is inferior at 0.1, neither at 0.3
+    worse = Difference(-0.25, 0.05, 50)
+    assert _primary(load_plan(RESULTS / "plan.toml"), win, worse, flat)[0][1]["verdict"] == "inferior"
+    rows, answers = _primary(wider, win, worse, flat)
+    assert rows[1]["verdict"] == "not shown" and answers[0] == "not decided at this size"
 
 
 def test_a_planted_change_to_a_holm_family_or_the_decision_rule_changes_the_verdict(tmp_path):
