@@ -127,10 +127,7 @@ def test_the_published_files_rebuild_byte_for_byte_from_the_plan_and_the_table(t
         assert (tmp_path / name).read_bytes() == (RESULTS / name).read_bytes(), name
 
 
-# -- the next studies: drafts of the frozen study and its extension in the same schema ----------
-
-PLANS = REPO / "tests" / "plans"
-
+# -- the frozen study and its extension in the same schema (their reports read the endpoints and rules) --
 
 def test_the_frozen_studys_draft_plan_holds_what_its_code_registers():
     from adaptive_po import contract
@@ -156,7 +153,7 @@ def test_the_schedule_extensions_draft_plan_holds_what_its_code_registers():
     from adaptive_po import contract
     from adaptive_po.bench import schedule_study as ss
 
-    plan = load_plan(PLANS / "frozen-schedule.toml")
+    plan = load_plan(REPO / "docs/results/frozen-schedule/plan.toml")
     parts = {x["name"]: x for x in plan.parts}
     assert plan.pilot is None and plan.design.tasks == ss.TASKS and plan.design.lags == ss.LAGS and tuple(parts) == ss.PARTS
     assert parts["main"]["arms"] == ss.ARMS and parts["main"]["tax_arms"] == ss.TAX_ARMS and parts["main"]["own"] == ss.SPACE.own
@@ -183,16 +180,28 @@ def _frozen_rule(v1: str, v2: str, v3: str, tax_equivalent: bool) -> str:
     return "not decided at this size"
 
 
+def _schedule_rule(v1: str, v2: str, v3: str | None, tax_equivalent: bool) -> str:
+    """The extension's registered family rule as its report wrote it before the plan file (``v3``
+    None: endpoint 3 cut, never supported)."""
+    if "" in (v1, v2) or v3 == "":
+        return "not decided (the study is not complete)"
+    if v3 is not None and v1 == "win" and v2 == "non-inferior" and (v3 == "win" or tax_equivalent):
+        return "supported"
+    if v1 == "loss" or v2 == "inferior" or v3 == "loss":
+        return "contradicted"
+    return "not decided"
+
+
 def test_the_generic_decision_rule_reads_the_frozen_studies_rules_as_their_reports_do():
-    """Every combination of the three verdicts and the tax's equivalence: the drafts' rules, read
-    by analysis.endpoints.decide, answer what the frozen report's decision and the extension's
-    family rule answer (an endpoint cut with its part: never supported)."""
+    """Every combination of the three verdicts and the tax's equivalence: the plans' rules, read by
+    analysis.endpoints.decide (and by the two reports), answer what the reports' rules answered
+    before the plan files (an endpoint cut with its part: never supported)."""
     from adaptive_po.analysis.endpoints import decide
     from adaptive_po.analysis.reports import frozen as frozen_report
     from adaptive_po.analysis.reports import frozen_schedule
 
     rule = load_plan(REPO / "docs/results/frozen/plan.toml").decisions[0]
-    a_rule, b_rule, c_rule = load_plan(PLANS / "frozen-schedule.toml").decisions
+    a_rule, b_rule, c_rule = load_plan(REPO / "docs/results/frozen-schedule/plan.toml").decisions
     for v1, v2, v3 in VERDICT_GRID:
         for within in (True, False):
             tax = Difference(0.0, 0.01, 100) if within else Difference(0.0, 1.0, 100)
@@ -200,9 +209,11 @@ def test_the_generic_decision_rule_reads_the_frozen_studies_rules_as_their_repor
             assert decide(rule, rows) == _frozen_rule(v1, v2, v3, within), (v1, v2, v3, within)
             assert frozen_report.decision([{"verdict": v} for v in (v1, v2, v3)], tax) == _frozen_rule(v1, v2, v3, within)
             family = {"B1": {"verdict": v1}, "B2": {"verdict": v2}, "B3": {"verdict": v3}, "B-tax": {"verdict": "inconclusive", "within_margin": within}}
-            assert decide(b_rule, family) == frozen_schedule.family_rule(v1, v2, v3, within), (v1, v2, v3, within)
+            assert decide(b_rule, family) == _schedule_rule(v1, v2, v3, within), (v1, v2, v3, within)
+            assert frozen_schedule.family_rule(v1, v2, v3, within, "B") == _schedule_rule(v1, v2, v3, within)
             cut = {k: v for k, v in family.items() if k in ("B1", "B2")}
-            assert decide(b_rule, cut) == frozen_schedule.family_rule(v1, v2, None, within), (v1, v2, within)
+            assert decide(b_rule, cut) == _schedule_rule(v1, v2, None, within), (v1, v2, within)
+            assert frozen_schedule.family_rule(v1, v2, None, within, "A") == _schedule_rule(v1, v2, None, within)
     for v in ("", "win", "loss", "equivalent", "inconclusive"):
         expected = frozen_schedule.C_WORDS.get(v, frozen_schedule.NOT_COMPLETE) if v else frozen_schedule.NOT_COMPLETE
         assert decide(c_rule, {"C": {"verdict": v}}) == expected
@@ -229,4 +240,36 @@ def test_the_frozen_report_reads_its_margins_families_and_rule_from_its_plan(tmp
     assert "**The claim (robust to staleness without retuning) is supported.**" in frozen_report.report_text(*loaded, study=wide)
     two = replace(committed, endpoints=tuple(replace(e, family="") if e.id == "3" else e for e in committed.endpoints))
     rows, before = frozen_report.primary(result, two), frozen_report.primary(result, committed)
-    assert len(rows) == 2 and rows[0]["p_adj"] == pytest.approx(min(1.0, 2 * rows[0]["p"])) and before[0]["p_adj"] != rows[0]["p_adj"]
+    # endpoint 1 has the smallest p: Holm multiplies it by 3 in the family of three, by 2 without endpoint 3
+    assert rows[2]["p_adj"] == rows[2]["p"] and rows[0]["p_adj"] == pytest.approx(2 * rows[0]["p"], rel=1e-9)
+    assert before[0]["p_adj"] == pytest.approx(3 * before[0]["p"], rel=1e-9)
+    assert "**The claim (robust to staleness without retuning) is contradicted.**" in frozen_report.report_text(*loaded, study=two)
+    # a family holding what the report does not compute is refused in one line naming the plan
+    bad = replace(committed, endpoints=tuple(replace(e, family="primary") if e.id == "esspo-tax" else e for e in committed.endpoints))
+    with pytest.raises(ValueError, match=r"plan\.toml: endpoints: family 'primary' holds \['esspo-tax'\]"):
+        frozen_report.primary(result, bad)
+
+
+def test_the_schedule_report_reads_its_holm_family_from_its_plan(tmp_path, capsys):
+    """The published extension's seven primary tests under the plan's family: C out of the family
+    leaves the other six under Holm over six (no adjusted p larger) and C unadjusted; a family
+    holding what the report does not compute (arm 1's own tax) is refused in one line."""
+    from adaptive_po.analysis.reports import frozen_schedule
+
+    results = REPO / "docs/results/frozen-schedule"
+    result = frozen_schedule.load_and_analyse(results, REPO / "docs/results/frozen")[-1]
+    committed = load_plan(results / "plan.toml")
+    seven = frozen_schedule.primary(result, committed)
+    six = frozen_schedule.primary(result, replace(committed, endpoints=tuple(replace(e, family="") if e.id == "C" else e for e in committed.endpoints)))
+    assert [r["name"] for r in seven] == [r["name"] for r in six] == ["A1", "A2", "A3", "B1", "B2", "B3", "C"]
+    assert six[6]["p_adj"] == six[6]["p"] and all(b["p_adj"] <= a["p_adj"] for a, b in zip(seven[:6], six[:6]))
+    assert any(b["p_adj"] < a["p_adj"] for a, b in zip(seven[:6], six[:6]) if a["p_adj"] < 1)
+    text = (results / "plan.toml").read_text()
+    old = 'family = ""\nlabel = "arm 1\'s retuning tax at lag 8 (family A\'s tasks)"'
+    assert old in text
+    (tmp_path / "plan.toml").write_text(text.replace(old, old.replace('family = ""', 'family = "primary"')))
+    out = tmp_path / "out"
+    shutil.copytree(results, out)
+    assert frozen_schedule.main(["--results", str(out), "--published", str(REPO / "docs/results/frozen"), "--plan", str(tmp_path / "plan.toml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(tmp_path / "plan.toml") in err and "family 'primary' holds ['A-tax']" in err

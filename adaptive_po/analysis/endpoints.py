@@ -19,7 +19,7 @@ from scipy import stats
 
 from adaptive_po import contract
 from adaptive_po.contract import FROZEN_SCORE_FOLDER
-from adaptive_po.studies.plan import Decision, Endpoint
+from adaptive_po.studies.plan import Decision, Endpoint, StudyPlan
 
 from .hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, welch
 
@@ -335,7 +335,7 @@ def family(endpoints: Sequence[Endpoint], diffs: Sequence[Difference]) -> list[d
     equivalence = holm([math.nan if e.kind == "non-inferiority" else d.p_equivalence(e.test_margin) for e, d in zip(endpoints, diffs)])
     rows = []
     for i, (e, d) in enumerate(zip(endpoints, diffs)):
-        row = {"id": e.id, "endpoint": e.label, "digits": e.digits, "d": d, "p": p[i], "p_adj": adjusted[i]}
+        row = {"id": e.id, "endpoint": e.label, "digits": e.digits, "d": d, "p": p[i], "p_adj": adjusted[i], "p_equivalence_adj": equivalence[i]}
         if e.kind == "non-inferiority":
             mirror = [*p[:i], inferiority_p(d, e.margin), *p[i + 1:]]
             row.update(p_inferior=mirror[i], p_inferior_adj=holm(mirror)[i])
@@ -345,6 +345,28 @@ def family(endpoints: Sequence[Endpoint], diffs: Sequence[Difference]) -> list[d
             row["within_margin"] = bool(d.p_equivalence(e.test_margin) < ALPHA)
         rows.append(row)
     return rows
+
+
+def plan_rows(study: StudyPlan, diffs: Mapping[str, Difference]) -> list[dict[str, Any]]:
+    """Each endpoint of ``diffs`` (``{endpoint id: difference}``, the ones a report computes, in
+    its order) with its verdict: Holm within its family of the plan (:func:`family`), alone where
+    the plan gives it none. A family holding an endpoint the report does not compute, or an
+    endpoint the plan does not have, is refused in one line naming the plan."""
+    ids = {e.id for e in study.endpoints}
+    unknown = [i for i in diffs if i not in ids]
+    if unknown:
+        raise ValueError(f"{study.path}: endpoints: the plan has no endpoint {unknown[0]!r} (this report computes {list(diffs)})")
+    rows: dict[str, dict[str, Any]] = {}
+    for name, members in study.families().items():
+        missing = [e.id for e in members if e.id not in diffs]
+        if missing:
+            raise ValueError(f"{study.path}: endpoints: family {name!r} holds {missing}, which this report does not compute ({list(diffs)})")
+        for row in family(members, [diffs[e.id] for e in members]):
+            rows[row["id"]] = row
+    for i, d in diffs.items():
+        if i not in rows:
+            rows[i] = family([study.endpoint(i)], [d])[0]
+    return [rows[i] for i in diffs]
 
 
 def per_task_family(endpoint: Endpoint, by_task: Mapping[str, Difference]) -> dict[str, dict[str, Any]]:

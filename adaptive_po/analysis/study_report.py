@@ -28,7 +28,7 @@ from adaptive_po.contract import FROZEN_CURVE_COLUMN as CURVE_COLUMN, parse_curv
 from adaptive_po.studies.cuts import Runs, apply_cuts, check_cuts
 from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan
 
-from .endpoints import decide, family, format_difference, format_p, head_to_head, log_lag, per_task_family, slope
+from .endpoints import decide, format_difference, format_p, head_to_head, log_lag, per_task_family, plan_rows, slope
 from .hypothesis import Difference, mean_of_differences, weighted_sum, welch
 
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
@@ -147,15 +147,7 @@ def analyse(table: Mapping, plan: Plan) -> dict[str, Any]:
 def primary(plan: Plan, result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every endpoint of a Holm family with its verdict (Holm over its family), in the plan's order;
     an endpoint outside any family alone."""
-    rows: dict[str, dict[str, Any]] = {}
-    families = plan.study.families()
-    for members in families.values():
-        for row in family(members, [result["endpoints"][e.id] for e in members]):
-            rows[row["id"]] = row
-    for e in plan.study.endpoints:
-        if e.id not in rows:
-            rows[e.id] = family([e], [result["endpoints"][e.id]])[0]
-    return [rows[e.id] for e in plan.study.endpoints]
+    return plan_rows(plan.study, result["endpoints"])
 
 
 def answers(plan: Plan, rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -25,7 +25,7 @@ from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan
 
 from ..endpoints import (
     SLOPE_LAGS, SLOPE_MARGIN, check_no_stray_trials, check_pick, decide, deviations, family, format_difference, format_p, fresh_scores,
-    frozen_scores, head_to_head, lag_name, log_lag, per_task_family, read_search_trials, row_cells, slope,
+    frozen_scores, head_to_head, lag_name, log_lag, per_task_family, plan_rows, read_search_trials, row_cells, slope,
 )
 from ..hypothesis import ALPHA, MARGIN, Difference, mean_of_differences, weighted_sum, welch
 
@@ -227,18 +227,23 @@ def committed_plan(path: str | Path = PLAN) -> StudyPlan:
     return load_plan(path)
 
 
+#: the endpoints this report computes (``result["e1"]``, ...), in their order
+COMPUTED: tuple[str, ...] = ("1", "2", "3")
+
+
 def primary(result: Mapping[str, Any], study: StudyPlan | None = None) -> list[dict[str, Any]]:
-    """The plan's primary family (the three aggregate endpoints) with Holm over it, each with its
-    verdict (:func:`~adaptive_po.analysis.endpoints.family`)."""
-    members = (study or committed_plan()).families()["primary"]
-    rows = family(members, [result[f"e{e.id}"] for e in members])
-    return [{**row, "margin": e.test_margin} for row, e in zip(rows, members)]
+    """Endpoints 1-3 with their verdicts, Holm within the plan's families (the three in one,
+    pre-registered; :func:`~adaptive_po.analysis.endpoints.plan_rows`)."""
+    study = study or committed_plan()
+    rows = plan_rows(study, {i: result[f"e{i}"] for i in COMPUTED})
+    return [{**row, "margin": study.endpoint(i).test_margin} for i, row in zip(COMPUTED, rows)]
 
 
 def per_task_verdicts(result: Mapping[str, Any], study: StudyPlan | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """Each endpoint per task, Holm over that endpoint's per-task tests (pre-registered):
     ``{endpoint: {task: row}}`` for the tasks the endpoint has."""
-    return {e.id: per_task_family(e, result[f"e{e.id}_tasks"]) for e in (study or committed_plan()).families()["primary"]}
+    study = study or committed_plan()
+    return {i: per_task_family(study.endpoint(i), result[f"e{i}_tasks"]) for i in COMPUTED}
 
 
 #: the comparators of the secondary tables: ``ppo`` (pre-registered) and ``decoupled-ppo`` (added after the study)
@@ -268,7 +273,7 @@ def decision(rows: Sequence[Mapping[str, Any]], esspo_tax: Difference, study: St
     study = study or committed_plan()
     if not complete:
         return study.decisions[0].undecided
-    by_id = {e.id: row for e, row in zip(study.families()["primary"], rows)}
+    by_id = dict(zip(COMPUTED, rows))
     tax = study.endpoint("esspo-tax")
     by_id[tax.id] = family([tax], [esspo_tax])[0]
     return decide(study.decisions[0], by_id)

@@ -28,13 +28,16 @@ from scipy import stats
 
 from adaptive_po import contract
 
+from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan as load_plan_file
+
 from ..endpoints import (
-    SLOPE_LAGS, SLOPE_MARGIN, check_no_stray_trials, check_pick, deviations, format_difference, format_p, fresh_scores, frozen_scores,
-    head_to_head, inferiority_p, lag_name, log_lag, non_inferiority, non_inferiority_p, non_inferiority_word, read_search_trials,
-    row_cells, slope,
-    tested,
+    SLOPE_LAGS, SLOPE_MARGIN, check_no_stray_trials, check_pick, decide, deviations, format_difference, format_p, fresh_scores, frozen_scores,
+    head_to_head, lag_name, log_lag, per_task_family, plan_rows, read_search_trials, row_cells, slope, tested,
 )
-from ..hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
+from ..hypothesis import ALPHA, MARGIN, Difference, mean_of_differences, weighted_sum, welch
+
+#: the study's plan file (its endpoints, margins, Holm family and decision rules are read from it)
+PLAN = f"{contract.SCHEDULE_RESULTS}/{PLAN_FILE}"
 
 #: the arms, labelled apart: this study's arms by what they are, a schedule their own search chose from a space built
 #: around the authors' (whole-rollout steps; it mostly chose one pass of minibatches), not by the schedule they were meant
@@ -339,90 +342,73 @@ def luck(table: Mapping, selected: Mapping[str, Any], plan: Plan, fresh: Mapping
     return out
 
 
-def primary(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The seven primary endpoints with Holm over the seven: A1/B1/A3/B3/C two-sided (their
-    equivalence tests Holm-adjusted over the same five), A2/B2 one-sided non-inferiority at -0.1,
-    each read "inferior" where its mirror test rejects after the same Holm (in its place among the
-    seven). Each row has its verdict word; C also its own words."""
+def committed_plan(path: str | Path = PLAN) -> StudyPlan:
+    """The study's plan file (``docs/results/frozen-schedule/plan.toml``): the endpoints, their
+    margins and Holm family, and the decision rules this report reads (the rest of it comes with
+    the port)."""
+    return load_plan_file(path)
+
+
+def primary(result: Mapping[str, Any], study: StudyPlan | None = None) -> list[dict[str, Any]]:
+    """The plan's primary family (the seven endpoints) with Holm over the seven
+    (:func:`~adaptive_po.analysis.endpoints.family`): A1/B1/A3/B3/C two-sided (their equivalence
+    tests Holm-adjusted over the same five), A2/B2 one-sided non-inferiority at -0.1, each read
+    "inferior" where its mirror test rejects after the same Holm (in its place among the seven).
+    Each row has its verdict word; C also its own words."""
+    study = study or committed_plan()
     eps = [result["endpoints"][name] for name, *_ in ENDPOINTS]
-    d = [e["agg"] for e in eps]
-    one_sided = [e["kind"] == "lag0" for e in eps]
-    p = [non_inferiority_p(di) if side else di.p_value() for di, side in zip(d, one_sided)]
-    adjusted = holm(p)
-    margins = [SLOPE_MARGIN if e["kind"] == "slope" else MARGIN for e in eps]
-    equivalence = holm([math.nan if side else di.p_equivalence(m) for di, side, m in zip(d, one_sided, margins)])
-    rows = []
-    for i, (e, di) in enumerate(zip(eps, d)):
-        row = {"name": e["name"], "endpoint": e["text"], "kind": e["kind"], "d": di, "p": p[i], "p_adj": float(adjusted[i]),
-               "p_equivalence_adj": float(equivalence[i]), "margin": margins[i], "tasks": len(e["tasks"]), "missing": e["missing"],
-               "planned": e["planned"]}
-        if one_sided[i]:
-            mirror = list(p)
-            mirror[i] = inferiority_p(di)
-            row["p_inferior"], row["p_inferior_adj"] = mirror[i], float(holm(mirror)[i])
-            row["verdict"] = non_inferiority_word(di, row["p_adj"], row["p_inferior_adj"])
-        else:
-            sign = -1.0 if e["kind"] == "tax" else 1.0  # a negative tax difference favours arm 1
-            row["verdict"] = verdict(sign * di.estimate, row["p_adj"], row["p_equivalence_adj"])
-        rows.append(row)
-    return rows
+    return [{**row, "name": ep["name"], "kind": ep["kind"], "p_adj": float(row["p_adj"]), "p_equivalence_adj": float(row["p_equivalence_adj"]),
+             "margin": study.endpoint(ep["name"]).test_margin, "tasks": len(ep["tasks"]), "missing": ep["missing"], "planned": ep["planned"]}
+            for row, ep in zip(plan_rows(study, {ep["name"]: ep["agg"] for ep in eps}), eps)]
 
 
-def family_rule(v1: str, v2: str, v3: str | None, tax_equivalent: bool) -> str:
-    """The registered rule on a family's three verdicts: supported where 1 is a win, 2 non-inferior
-    and 3 a win or arm 1's tax equivalent to 0; contradicted where 1 is a loss, 2 inferior or 3 a
-    loss; else not decided. ``v3`` None: endpoint 3 cut (decided on 1 and 2 alone, never supported)."""
-    if "" in (v1, v2) or v3 == "":
-        return NOT_COMPLETE
-    if v3 is not None and v1 == "win" and v2 == "non-inferior" and (v3 == "win" or tax_equivalent):
-        return "supported"
-    if v1 == "loss" or v2 == "inferior" or v3 == "loss":
-        return "contradicted"
-    return "not decided"
+def family_rule(v1: str, v2: str, v3: str | None, tax_equivalent: bool, name: str = "A", study: StudyPlan | None = None) -> str:
+    """The registered rule (the plan's decision ``name``) on a family's three verdicts: supported
+    where 1 is a win, 2 non-inferior and 3 a win or arm 1's tax equivalent to 0; contradicted where
+    1 is a loss, 2 inferior or 3 a loss; else not decided. ``v3`` None: endpoint 3 cut (decided on
+    1 and 2 alone, never supported)."""
+    study = study or committed_plan()
+    rule = next(d for d in study.decisions if d.name == name)
+    names = [name for name, *_ in ENDPOINTS]
+    primaries = [i for i in names if i in rule.endpoints()]
+    tax = next(e.id for e in study.endpoints if e.id in rule.endpoints() and e.id not in names)
+    rows: dict[str, dict[str, Any]] = {primaries[0]: {"verdict": v1}, primaries[1]: {"verdict": v2}}
+    if v3 is not None:
+        rows[primaries[2]] = {"verdict": v3}
+        rows[tax] = {"verdict": "equivalent" if tax_equivalent else "inconclusive", "within_margin": tax_equivalent}
+    return decide(rule, rows)
 
 
 def tax_equivalent(d: Difference) -> bool:
     return d.testable and d.p_equivalence(MARGIN) < ALPHA
 
 
-def answers(result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+def answers(result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | None = None, study: StudyPlan | None = None) -> dict[str, dict[str, Any]]:
     """Per family (A, B) and for C: ``{"answer", "interim", "complete"}``. The answer is the rule's
     once the family's endpoints have every planned task, else :data:`NOT_COMPLETE`; ``interim`` is
     the rule's reading over the tasks so far (not the answer)."""
-    rows = rows if rows is not None else primary(result)
+    study = study or committed_plan()
+    rows = rows if rows is not None else primary(result, study)
     by = {r["name"]: r for r in rows}
     out: dict[str, dict[str, Any]] = {}
     for family, names in FAMILIES.items():
         v1, v2 = by[names[0]]["verdict"], by[names[1]]["verdict"]
         v3 = by[names[2]]["verdict"] if by[names[2]]["planned"] else None
-        reading = family_rule(v1, v2, v3, tax_equivalent(result["arm1_tax"][family]))
+        reading = family_rule(v1, v2, v3, tax_equivalent(result["arm1_tax"][family]), family, study)
         complete = all(not by[n]["missing"] and (by[n]["planned"] is False or by[n]["tasks"] > 0) for n in names)
         out[family] = {"answer": reading if complete else NOT_COMPLETE, "interim": reading, "complete": complete}
     c = by["C"]
-    reading = C_WORDS.get(c["verdict"], NOT_COMPLETE) if c["verdict"] else NOT_COMPLETE
+    reading = decide(next(d for d in study.decisions if d.name == "C"), {"C": c})
     complete = not c["missing"] and c["tasks"] > 0
     out["C"] = {"answer": reading if complete else NOT_COMPLETE, "interim": reading, "complete": complete}
     return out
 
 
-def per_task_verdicts(result: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+def per_task_verdicts(result: Mapping[str, Any], study: StudyPlan | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """Each endpoint per task, Holm over that endpoint's tasks (``inferior`` and ``non-inferior``
     both adjusted): ``{endpoint: {task: row}}``."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for name, kind, _, _ in ENDPOINTS:
-        by_task = result["endpoints"][name]["tasks"]
-        envs = list(by_task)
-        ds = [by_task[env] for env in envs]
-        if kind == "slope":
-            rows = tested(ds, SLOPE_MARGIN)
-        elif kind == "lag0":
-            rows = non_inferiority(ds)
-        elif kind == "tax":
-            rows = tested(ds, MARGIN, sign=-1.0)
-        else:
-            rows = tested(ds, MARGIN)
-        out[name] = dict(zip(envs, rows))
-    return out
+    study = study or committed_plan()
+    return {name: per_task_family(study.endpoint(name), result["endpoints"][name]["tasks"]) for name, *_ in ENDPOINTS}
 
 
 def secondary(result: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
@@ -551,9 +537,9 @@ def _chosen_lines(selected: Mapping[str, Any], plan: Plan) -> list[str]:
             + ". ".join(parts) + ".", ""]
 
 
-def _c_by_task_lines(result: Mapping[str, Any], plan: Plan, selected: Mapping[str, Any], c: Mapping[str, Any]) -> list[str]:
+def _c_by_task_lines(result: Mapping[str, Any], plan: Plan, selected: Mapping[str, Any], c: Mapping[str, Any], study: StudyPlan) -> list[str]:
     """C per task beside the aggregate, and which tasks carry the aggregate's verdict."""
-    rows = per_task_verdicts(result).get("C", {})
+    rows = per_task_verdicts(result, study).get("C", {})
     if not rows or not c.get("verdict"):
         return []
     cells = "; ".join(f"{env} {format_difference(rows[env]['d'])} ({rows[env]['verdict']})" for env, _ in plan.tasks if env in rows)
@@ -569,9 +555,10 @@ def _c_by_task_lines(result: Mapping[str, Any], plan: Plan, selected: Mapping[st
 
 
 def report_text(table: Mapping, selected: Mapping[str, Any], published_table: Mapping, published_selected: Mapping[str, Any], plan: Plan,
-                result: Mapping[str, Any], results: Path | None = None) -> str:
-    rows = primary(result)
-    answer = answers(result, rows)
+                result: Mapping[str, Any], results: Path | None = None, study: StudyPlan | None = None) -> str:
+    study = study or committed_plan()
+    rows = primary(result, study)
+    answer = answers(result, rows, study)
     n_tasks = len(plan.tasks)
     done = progress(table, selected, plan)
     total_done = sum(v for part in done.values() for v in part.values())
@@ -630,7 +617,7 @@ def report_text(table: Mapping, selected: Mapping[str, Any], published_table: Ma
         lines.append(f"| {FAMILY_CLAIMS[family]} | {counts} | **{a['answer']}** | {_reading(a)} |")
     a = answer["C"]
     lines.append(f"| C. the searched schedule's effect on `esspo` at lag 0 | C {by['C']['tasks']}/{n_tasks} | **{a['answer']}** | {_reading(a)} |")
-    lines += ["", *_c_by_task_lines(result, plan, selected, by["C"])]
+    lines += ["", *_c_by_task_lines(result, plan, selected, by["C"], study)]
     lines += [
         "",
         "### Primary endpoints (Holm over the seven)",
@@ -668,7 +655,7 @@ def report_text(table: Mapping, selected: Mapping[str, Any], published_table: Ma
                   "the rerun minus the published runs of that configuration at lag 8 (the code versions' drift): "
                   + "; ".join(f"{env} {format_difference(d)}" for env, d in result["dppo_drift"].items()) + "."]
     lines += ["", *_luck_lines(result["luck"])]
-    lines += _per_task_lines(result, plan)
+    lines += _per_task_lines(result, plan, study)
     lines += _secondary_lines(secondary(result, plan), plan)
     lines += _configurations(selected, published_selected, plan)
     lines += _cells(result, plan)
@@ -692,8 +679,8 @@ def _luck_lines(luck: Mapping[str, Any]) -> list[str]:
     return [head + what + "; " + beside + ". How far two searches of one arm land apart, to set the primary gaps against.", ""]
 
 
-def _per_task_lines(result: Mapping[str, Any], plan: Plan) -> list[str]:
-    by_endpoint = per_task_verdicts(result)
+def _per_task_lines(result: Mapping[str, Any], plan: Plan, study: StudyPlan) -> list[str]:
+    by_endpoint = per_task_verdicts(result, study)
     lines = [
         "## Per task", "",
         "Each endpoint per task, Holm over that endpoint's tasks (pre-registered as secondary; the answer above is the "
@@ -886,9 +873,9 @@ def figure(result: Mapping[str, Any], plan: Plan, out: Path) -> None:
     tmp.replace(out)
 
 
-def report(results: Path, published: Path) -> str:
+def report(results: Path, published: Path, study: StudyPlan | None = None) -> str:
     table, selected, published_table, published_selected, plan, result = load_and_analyse(results, published)
-    return report_text(table, selected, published_table, published_selected, plan, result, results)
+    return report_text(table, selected, published_table, published_selected, plan, result, results, study)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -901,11 +888,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
                                      description="the frozen study's extension (the update schedule searched again): verdicts and figure from the committed tables")
     parser.add_argument("--results", default=contract.SCHEDULE_RESULTS, help="this study's folder (per_run.csv, selected.json, cuts.json)")
     parser.add_argument("--published", default=contract.FROZEN_RESULTS, help="the published frozen study's folder (the comparators)")
+    parser.add_argument("--plan", default=PLAN, help="the study's plan file (its endpoints, margins, Holm family and decision rules)")
     args = parser.parse_args(argv)
     results = contract.existing_folder(args.results, "the study's results folder")  # a report makes no folder
     published = Path(args.published)
+    study = committed_plan(args.plan)
     table, selected, published_table, published_selected, plan, result = load_and_analyse(results, published)
-    contract.atomic_write_text(results / "verdicts.md", report_text(table, selected, published_table, published_selected, plan, result, results))
+    contract.atomic_write_text(results / "verdicts.md", report_text(table, selected, published_table, published_selected, plan, result, results, study))
     figure(result, plan, results / "staleness.png")
     print(f"wrote {results / 'verdicts.md'} and {results / 'staleness.png'}")
     return 0
