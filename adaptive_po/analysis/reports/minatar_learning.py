@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from adaptive_po.analysis import study_report as study
+from .. import study_report as study
 
 RESULTS = "docs/results/minatar-learning"
 PLAN = f"{RESULTS}/plan.toml"
