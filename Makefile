@@ -44,7 +44,7 @@ help:
 	@echo "make minatar-learning-from-table  the MinAtar learning-budget study's pilot selection, verdicts and figures from its plan file and committed table"
 	@echo "make bench-minatar-gymnax our ppo in gymnax's MinAtar configuration with gymnax-blines' settings and network: Breakout, SpaceInvaders x 5 seeds x 2M steps (10 runs), beside the published PPO (docs/results/minatar-gymnax)"
 	@echo "make minatar-gymnax-from-table  that comparison's report and figure from its committed table"
-	@echo "make mutations          67 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid) and the analysis (Welch, Holm, TOST, normalization), each run against its own fast tests; the table into docs/results/mutations.md"
+	@echo "make mutations          71 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid), the analysis (Welch, Holm, TOST, normalization) and the studies' plan files (margins, Holm families, decision rule, pilot rule), each run against its own fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines, and with the peers extra our engine beside pure-JAX PPO, rejax)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
 	@echo "make clean-runs         delete the folders the bench targets write under runs/"

@@ -4,8 +4,9 @@ Each mutation is one single-line bug: a flipped sign, an off-by-one, a wrong ope
 term, swapped arguments, a wrong reduction, a wrong index. They are planted in the training step
 (``adaptive_po/update.py``, ``objectives.py``, ``distributions.py``), and beyond it: in how data is
 produced (the collector, the sampler, the rollout buffers, the staleness queue, the population
-engine), in the bench (resume, the integrity records of complete runs, the grid's expansion) and
-in the analysis (Welch's t, Holm's adjustment, the equivalence test, the score normalization).
+engine), in the bench (resume, the integrity records of complete runs, the grid's expansion), in
+the analysis (Welch's t, Holm's adjustment, the equivalence test, the score normalization) and in
+how a study's plan file is read (a slope's margin, a Holm family, the decision rule, the pilot's rule).
 One at a time, in a copy of the repository (this checkout is never written to), the script plants
 it and runs that mutation's own selection of fast tests (``-m "not slow"``, stopping at the first
 failure): the tests that guard that part of the code, a file or a few test ids, so a collector bug
@@ -110,6 +111,8 @@ HYPOTHESIS_TESTS = (
 )
 NORMALIZATION_TESTS = ("tests/test_analysis.py::test_normalized_score",)
 QUATRO_TESTS = ("tests/test_quatro.py",)
+STUDY_TESTS = ("tests/test_study_plan.py",)
+ENDPOINTS, PLAN, PILOT = "adaptive_po/analysis/endpoints.py", "adaptive_po/studies/plan.py", "adaptive_po/studies/pilot.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- the minibatch loss (update.py) ------------------------------------------------------------
@@ -281,6 +284,18 @@ MUTATIONS: tuple[Mutation, ...] = (
              "Holm's adjusted p-values not kept monotone (the step-down's running max dropped)", HYPOTHESIS_TESTS),
     Mutation(HYPOTHESIS, "return float(max(lower, upper))", "return float(min(lower, upper))",
              "equivalence (TOST) shown by either one-sided test, not both", HYPOTHESIS_TESTS),
+    # -- a study's plan file read by the generic report (studies/plan.py, analysis/endpoints.py) ---------
+    Mutation(PLAN, "return self.margin / math.log2(1 + max(self.lags)) if self.kind == \"slope\" else self.margin",
+             "return self.margin if self.kind == \"slope\" else self.margin",
+             "a slope's margin not put per unit of log2(1 + lag) (the plan's margin taken as the slope's)", STUDY_TESTS),
+    Mutation(ENDPOINTS, "for row in family(members, [diffs[e.id] for e in members]):",
+             "for row in [r for e, d in zip(members, [diffs[e.id] for e in members]) for r in family([e], [d])]:",
+             "a plan's Holm family ignored (each endpoint adjusted alone)", STUDY_TESTS),
+    Mutation(ENDPOINTS, "if any(holds(terms) for terms in decision.supported):", "if any(holds(terms[:1]) for terms in decision.supported):",
+             "the decision rule reads the first term of each alternative only (supported on a slope win alone)", STUDY_TESTS),
+    Mutation(PILOT, "hurts = hurt >= rule.hurt_at_least and hurt >= rule.hurt_at_least_se * se",
+             "hurts = hurt >= rule.hurt_at_least",
+             "the pilot's rule without its standard-error condition", ("tests/test_minatar_learning.py", *STUDY_TESTS)),
     Mutation(STATS, "span = ref - r", "span = ref",
              "normalization divides by the reference, not reference - random", NORMALIZATION_TESTS),
 )
