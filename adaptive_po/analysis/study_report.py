@@ -68,10 +68,7 @@ def load(results: Path, plan_file: str | Path | None = None) -> tuple[dict, Plan
         selected = tuple((str(g["env"]), int(g["budget"])) for g in (selection or {}).get(study.tasks_word, []))
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"{results / files['selection']}: not a selection of this study ({err})") from None
-    budgets = {r.budget for r in study.pilot.reads}
-    for task, budget in selected:
-        if task not in study.pilot.tasks or budget not in budgets:
-            raise ValueError(f"{results / files['selection']}: ({task!r}, {budget}) is not one of the plan's {study.tasks_word} and budgets ({study.path})")
+    study.check_selected(results / files["selection"], selected)
     plan = Plan(study, selection is not None, selected, apply_cuts(study, selected, cuts), {k: list(v) for k, v in cuts.items()})
     check_table(results / files["table"], table, plan)
     return table, plan

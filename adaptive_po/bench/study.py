@@ -140,10 +140,7 @@ def read_selection(plan: StudyPlan, results: Path) -> tuple[list[Task], dict[str
         raise ValueError(f"{path}: no selection yet: run the pilot first ({plan.commands['run']} pilot)") from None
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: not a selection of this study ({err})") from None
-    budgets = {r.budget for r in plan.pilot.reads}
-    for task, budget in tasks:
-        if task not in plan.pilot.tasks or budget not in budgets:
-            raise ValueError(f"{path}: ({task!r}, {budget}) is not one of this study's {plan.tasks_word} and budgets")
+    plan.check_selected(path, tasks)
     return tasks, speeds
 
 

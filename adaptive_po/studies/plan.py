@@ -57,7 +57,7 @@ import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from adaptive_po import contract
 
@@ -222,6 +222,13 @@ class StudyPlan:
     @property
     def tasks_word(self) -> str:
         return f"{self.task_noun}s"
+
+    def check_selected(self, path: Path, selected: Sequence[tuple[str, int]]) -> None:
+        """``ValueError`` naming ``path`` (a selection) for a ``(task, budget)`` the pilot does not read."""
+        budgets = {r.budget for r in self.pilot.reads}
+        for task, budget in selected:
+            if task not in self.pilot.tasks or budget not in budgets:
+                raise ValueError(f"{path}: ({task!r}, {budget}) is not one of this study's {self.tasks_word} and budgets ({self.path})")
 
     def families(self) -> dict[str, list[Endpoint]]:
         """The Holm families of the endpoints, in the plan's order (``family`` "" tests alone)."""
