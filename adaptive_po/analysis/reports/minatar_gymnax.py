@@ -24,10 +24,10 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from adaptive_po.contract import atomic_write_text, parse_curve, report_folder
 
+from ..hypothesis import mean_of_differences
 from ..output import save_csv, save_figure
 from ..verdicts import table_from_runs
 
@@ -102,13 +102,12 @@ def value_at(curve: str, step: int) -> float:
 
 
 def mean_ci(values: np.ndarray) -> tuple[float, float, float]:
-    """Mean and 95% t-interval (NaN bounds for fewer than 2 values)."""
-    n = len(values)
-    mean = float(np.mean(values)) if n else math.nan
-    if n < 2:
-        return mean, math.nan, math.nan
-    half = float(stats.t.ppf(0.975, n - 1) * np.std(values, ddof=1) / math.sqrt(n))
-    return mean, mean - half, mean + half
+    """Mean and 95% t-interval (:func:`adaptive_po.analysis.hypothesis.mean_of_differences` of one
+    sample; NaN bounds for fewer than 2 values)."""
+    if not len(values):
+        return math.nan, math.nan, math.nan
+    d = mean_of_differences([(values, None)])
+    return (d.estimate, *d.ci())
 
 
 # -- the report ------------------------------------------------------------------------------------
