@@ -248,7 +248,7 @@ def normalize_advantages(advantages: Tensor) -> Tensor:
     """SB3's ``(A - mean) / (std + 1e-8)``; a minibatch of one (static size: vmap-safe) as it is."""
     if advantages.shape[-1] < 2:
         return advantages
-    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    return (advantages - advantages.mean()) / advantage_scale(advantages)
 
 
 def advantage_scale(advantages: Tensor) -> Tensor:

@@ -62,6 +62,7 @@ PATH: tuple[tuple[str, str], ...] = (
     ("adaptive_po/algorithms.py", "BatchPolicyOptimization._count_epoch"),
     ("adaptive_po/update.py", "minibatch_loss"),
     ("adaptive_po/update.py", "normalize_advantages"),
+    ("adaptive_po/update.py", "advantage_scale"),
     ("adaptive_po/objectives.py", "PolicyBatch"),
     ("adaptive_po/objectives.py", "ObjectiveSpec"),
     ("adaptive_po/objectives.py", "ObjectiveOutput"),
