@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table minatar-learning-pilot bench-minatar-learning minatar-learning-pilot-from-table minatar-learning-from-table bench-minatar-gymnax minatar-gymnax-from-table clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table minatar-learning-pilot bench-minatar-learning minatar-learning-pilot-from-table minatar-learning-from-table minatar-stress-pilot minatar-stress-pilot-from-table bench-minatar-gymnax minatar-gymnax-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -42,6 +42,8 @@ help:
 	@echo "make minatar-learning-pilot  one slice (HOURS=2) of the MinAtar learning-budget pilot: ppo at lags 0 and 8 on the five games at 2M steps; then which games qualify (docs/results/minatar-learning)"
 	@echo "make bench-minatar-learning  one slice (HOURS=2) of the MinAtar learning-budget study on the games the pilot selected; resumes from its committed per_run.csv"
 	@echo "make minatar-learning-from-table  the MinAtar learning-budget study's pilot selection, verdicts and figures from its plan file and committed table"
+	@echo "make minatar-stress-pilot  one slice (HOURS=2) of MinAtar's second pilot: ppo under lags 16 and 64, sampler temperature 1.2 and fp8 on Freeway and Asterix (24 runs of 2M), lag 0 read from the first pilot; then which (game, stressor) pairs qualify (docs/results/minatar-stress)"
+	@echo "make minatar-stress-pilot-from-table  that pilot's selection (pilot.md, selection.json) from its plan file and committed table"
 	@echo "make bench-minatar-gymnax our ppo in gymnax's MinAtar configuration with gymnax-blines' settings and network: Breakout, SpaceInvaders x 5 seeds x 2M steps (10 runs), beside the published PPO (docs/results/minatar-gymnax)"
 	@echo "make minatar-gymnax-from-table  that comparison's report and figure from its committed table"
 	@echo "make mutations          71 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid), the analysis (Welch, Holm, TOST, normalization) and the studies' plan files (margins, Holm families, decision rule, pilot rule), each run against its own fast tests; the table into docs/results/mutations.md"
@@ -247,6 +249,15 @@ minatar-learning-pilot-from-table: $(STAMP)
 minatar-learning-from-table: minatar-learning-pilot-from-table
 	$(MINATAR_LEARNING_REPORT)
 
+# MinAtar's second design (docs/results/minatar-stress/preregistration.md, its plan file plan.toml):
+# the pilot of stressors on the generic runner, in slices of HOURS resuming from the committed table
+MINATAR_STRESS := docs/results/minatar-stress
+minatar-stress-pilot: $(STAMP)
+	$(VPY) -m adaptive_po.bench.study pilot --results $(MINATAR_STRESS) --hours $(HOURS) $(WORKERS_FLAG)
+
+minatar-stress-pilot-from-table: $(STAMP)
+	$(VPY) -m adaptive_po.bench.study select --results $(MINATAR_STRESS)
+
 # our MinAtar PPO in gymnax's configuration (no sticky actions, 1,000-step episodes) with gymnax-blines'
 # hyper-parameters and network, beside their published PPO (the environment files live with the report)
 MINATAR_GYMNAX_BENCH = bench --suite minatar --envs-dir docs/results/minatar-gymnax/envs --envs Breakout-MinAtar-gymnax,SpaceInvaders-MinAtar-gymnax --algos ppo --seeds 5 --lags 0 --timesteps 2000000 --suite-name minatar-gymnax --no-report
@@ -257,7 +268,7 @@ minatar-gymnax-from-table: $(STAMP)
 	$(VPY) -m adaptive_po.analysis.reports.minatar_gymnax --table docs/results/minatar-gymnax/per_run.csv --out docs/results/minatar-gymnax
 
 # every published verdict from the committed tables alone, then the prose's quotes from them
-reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table minatar-learning-from-table minatar-gymnax-from-table calibration
+reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table minatar-learning-from-table minatar-stress-pilot-from-table minatar-gymnax-from-table calibration
 	$(VPY) -m adaptive_po.analysis.quotes --fill README.md $(RESULTS_README)
 
 # the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from adaptive_po.dials import DIAL_DEFAULTS, DIAL_NAMES
+from adaptive_po.dials import DIAL_DEFAULTS, DIAL_NAMES, sampler_dials
 
 #: bumped when a file's meaning changes; the bench redoes complete runs of another format
 #: (3: the integrity records of summary.json and COMPLETE, :data:`INTEGRITY_FORMAT`)
@@ -675,7 +675,13 @@ FROZEN_TABLE_COLUMNS: tuple[str, ...] = (
 FROZEN_CONFIG_COLUMN = "config_sha256"
 FROZEN_CONFIG_DIGITS = 16
 
-FrozenKey = tuple[str, str, str, str, int, int, int]
+#: the optional column of a study whose runs differ in their sampler: the sampler's part of the
+#: run's condition (:func:`~adaptive_po.dials.sampler_name`: ``T1.2``, ``fp8-e4m3``), "" for the
+#: clean sampler. A table whose runs all sample cleanly is written without it.
+FROZEN_SAMPLER_COLUMN = "sampler"
+
+#: a study table's run: folder, env, algo, variant, policy_lag, seed, total_timesteps, sampler
+FrozenKey = tuple[str, str, str, str, int, int, int, str]
 
 #: the optional column of a study that records each run's learning curve: ``step:return`` pairs
 #: (the deterministic evaluations of ``eval.csv``, in step order) separated by spaces; empty for a
@@ -704,7 +710,7 @@ def parse_curve(text: str) -> list[tuple[int, float]]:
 def frozen_row_key(row: Mapping[str, Any]) -> FrozenKey:
     return (
         str(row["folder"]), str(row["env"]), str(row["algo"]), str(row["variant"] or ""), int(row["policy_lag"]),
-        int(row["seed"]), int(row["total_timesteps"]),
+        int(row["seed"]), int(row["total_timesteps"]), str(row.get(FROZEN_SAMPLER_COLUMN) or ""),
     )
 
 
@@ -767,7 +773,8 @@ def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]
     is not the normalization (return - random) / (reference - random) of its return, or a failed
     run not scored 0 at the task's random return, or a configuration checksum
     (:data:`FROZEN_CONFIG_COLUMN`, optional) that is not one, or a learning curve
-    (:data:`FROZEN_CURVE_COLUMN`, optional) that does not parse (:func:`parse_curve`). Nothing is trained or rewritten from a
+    (:data:`FROZEN_CURVE_COLUMN`, optional) that does not parse (:func:`parse_curve`), or a sampler
+    (:data:`FROZEN_SAMPLER_COLUMN`, optional) that names no sampler condition. Nothing is trained or rewritten from a
     table that fails, since every study reads it first."""
     path = Path(path)
     if not os.path.lexists(path):
@@ -808,6 +815,8 @@ def read_frozen_table(path: str | os.PathLike) -> dict[FrozenKey, dict[str, Any]
                 raise ValueError(f"{FROZEN_CONFIG_COLUMN} {checksum!r} is not {FROZEN_CONFIG_DIGITS} lower-case hex digits")
             if FROZEN_CURVE_COLUMN in raw:
                 parse_curve(raw[FROZEN_CURVE_COLUMN])
+            row[FROZEN_SAMPLER_COLUMN] = raw.get(FROZEN_SAMPLER_COLUMN) or ""
+            sampler_dials(row[FROZEN_SAMPLER_COLUMN])
             if row["status"] not in ("complete", "failed"):
                 raise ValueError(f"status {row['status']!r}")
             if row["reference"] == row["random_score"]:
@@ -938,9 +947,10 @@ def check_table_normalization(path: str | os.PathLike, table: Mapping[FrozenKey,
         random_score, reference, where = known[env]
         for column, registered in (("random_score", random_score), ("reference", reference)):
             if float(row[column]) != registered:
-                folder, _, algo, variant, lag, seed, budget = key
+                folder, _, algo, variant, lag, seed, budget, sampler = key
                 raise ValueError(
-                    f"{path}: the row {folder} {env} {algo} {variant or '(defaults)'} lag {lag} seed {seed} at {budget:,} steps has "
+                    f"{path}: the row {folder} {env} {algo} {variant or '(defaults)'} lag {lag}{f' sampler {sampler}' if sampler else ''} "
+                    f"seed {seed} at {budget:,} steps has "
                     f"{column} {row[column]!r}, not {registered!r} of {where} ({'random_score' if column == 'random_score' else 'solved_threshold'}): "
                     "a task's random score and reference are its environment file's, not a row's"
                 )

@@ -125,11 +125,37 @@ def condition_name(
     temperature other than 1, ``_fp8-e4m3`` for a sampler precision other than fp32, and
     ``_blp-policy`` when the behaviour log-probability was recorded from the clean policy."""
     name = f"lag{int(policy_lag)}_noise{format(float(action_noise), 'g')}_replay{int(replay)}"
-    if float(sampler_temperature) != 1.0:
-        name += f"_T{format(float(sampler_temperature), 'g')}"
-    if sampler_precision != "fp32":
-        name += f"_{sampler_precision}"
+    sampler = sampler_name(sampler_temperature, sampler_precision)
+    name += f"_{sampler}" if sampler else ""
     return name if behaviour_log_prob == "actual" else f"{name}_blp-{behaviour_log_prob}"
+
+
+def sampler_name(sampler_temperature: float = 1.0, sampler_precision: str = "fp32") -> str:
+    """The sampler's part of a condition's name: ``T1.2`` for a temperature other than 1,
+    ``fp8-e4m3`` for a precision other than fp32, both joined by ``_``; "" for the clean sampler
+    (a study table's ``sampler`` cell)."""
+    parts = [f"T{format(float(sampler_temperature), 'g')}"] if float(sampler_temperature) != 1.0 else []
+    return "_".join(parts + ([sampler_precision] if sampler_precision != "fp32" else []))
+
+
+def sampler_dials(name: str) -> dict[str, Any]:
+    """The sampler dials a :func:`sampler_name` names (``{}`` for ""); a ``ValueError`` naming
+    ``name`` where it is not one (an unknown precision, a temperature out of range, another order)."""
+    dials: dict[str, Any] = {}
+    try:
+        for part in name.split("_") if name else ():
+            if part in SAMPLER_PRECISIONS:
+                dials["sampler_precision"] = part
+            else:
+                dials["sampler_temperature"] = float(part.removeprefix("T")) if part.startswith("T") else math.nan
+        checked = DataDials(**dials)
+    except ValueError:
+        checked = None
+    # what names it names it back (one order, no repeats, no default spelled out)
+    if checked is None or sampler_name(checked.sampler_temperature, checked.sampler_precision) != name:
+        raise ValueError(f"sampler {name!r} is not a sampler condition (T<temperature>, a precision of {list(SAMPLER_PRECISIONS[1:])}, "
+                         "or both joined by '_', as the run folders name them)")
+    return dials
 
 
 def dials_from_arguments(dials: DataDials | None, **keywords: Any) -> DataDials:

@@ -56,7 +56,7 @@ def record_searches(results: Path, rows: dict, selected: Mapping[str, Any], fold
                 row = {**chosen[s], "variant": variant, "final_eval_return": low}
                 row["score"] = (low - row["random_score"]) / (row["reference"] - row["random_score"])
                 rows[frozen_row_key(row)] = row
-            runs[variant] = {s: rows[(folder, env, algo, variant, lag, s, budget)] for s in seeds}
+            runs[variant] = {s: rows[(folder, env, algo, variant, lag, s, budget, "")] for s in seeds}
             others.append(variant)
         order = others[: int(pick["trial"])] + [pick["variant"]] + others[int(pick["trial"]):]
         for number, variant in enumerate(order):

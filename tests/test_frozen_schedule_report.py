@@ -111,7 +111,7 @@ def _study(root: Path, *, arm1=(0.9, 0.0), arm2=(0.9, -0.05), ppo=(0.9, -0.1), d
                 for tuned, pick in tuned_picks.items():
                     for s in SEARCH_SEEDS:
                         folder = report.SEARCH_FOLDERS[part]
-                        del ours[(folder, env, "esspo", f"learning_rate=x{15 - used}", 0, s, budget)]
+                        del ours[(folder, env, "esspo", f"learning_rate=x{15 - used}", 0, s, budget, "")]
                         row = _row(folder, env, budget, algo, pick["variant"], 0 if tuned == "fresh" else 8, s, 1.0)
                         ours[row_key(row)] = row
                     used += 1

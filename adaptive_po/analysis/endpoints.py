@@ -200,7 +200,7 @@ def check_pick(where: Path, table: Mapping, folder: str, seeds: Sequence[int], t
 
 
 def frozen_scores(table: Mapping, env: str, budget: int, algo: str, variant: str, lag: int, seeds: Sequence[int]) -> np.ndarray | None:
-    rows = [table.get((FROZEN_SCORE_FOLDER, env, algo, variant, lag, s, budget)) for s in seeds]
+    rows = [table.get((FROZEN_SCORE_FOLDER, env, algo, variant, lag, s, budget, "")) for s in seeds]
     if any(r is None for r in rows):
         return None
     return np.array([r["score"] for r in rows], float)

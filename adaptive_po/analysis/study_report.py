@@ -80,8 +80,10 @@ def check_table(path: Path, table: Mapping, plan: Plan) -> None:
     p, d = plan.study.pilot, plan.study.design
     selected = dict(plan.selected)
     for key in table:
-        folder, task, algo, variant, lag, seed, budget = key
-        if folder == p.folder:
+        folder, task, algo, variant, lag, seed, budget, sampler = key
+        if sampler:
+            why = "sampler"
+        elif folder == p.folder:
             why = ("task" if task not in p.tasks else "algorithm" if algo != p.algo else "lag" if lag not in p.lags else
                    "seed" if seed not in p.seeds else "budget" if budget != p.budget else "variant" if variant else "")
         elif folder == d.folder:
@@ -100,7 +102,7 @@ def scores(table: Mapping, plan: Plan) -> dict[str, dict[tuple[str, int], np.nda
         cells = {}
         for arm in plan.runs.arms:
             for lag in plan.runs.lags:
-                rows = [table.get((plan.study.design.folder, task, arm, "", lag, s, budget)) for s in plan.runs.seeds]
+                rows = [table.get((plan.study.design.folder, task, arm, "", lag, s, budget, "")) for s in plan.runs.seeds]
                 if all(r is not None for r in rows):
                     cells[(arm, lag)] = np.array([r["score"] for r in rows], float)
         out[task] = cells
@@ -324,7 +326,7 @@ def figures(table: Mapping, plan: Plan, result: Mapping[str, Any], results: Path
     colors = s.design.colors
 
     def rows(folder: str, task: str, arm: str, lag: int, seeds: Sequence[int], budget: int) -> list[Mapping[str, Any]]:
-        return [r for r in (table.get((folder, task, arm, "", lag, seed, budget)) for seed in seeds) if r is not None]
+        return [r for r in (table.get((folder, task, arm, "", lag, seed, budget, "")) for seed in seeds) if r is not None]
 
     written = []
     p = s.pilot

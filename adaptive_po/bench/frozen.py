@@ -117,7 +117,7 @@ def pilot_rows(table: Mapping[Key, Mapping[str, Any]]) -> list[dict[str, Any]]:
             scores = {}
             returns = {}
             for lag in PILOT_LAGS:
-                rows = [table.get((PILOT_FOLDERS[index], env, PILOT_ALGO, "", lag, s, budget)) for s in PILOT_SEEDS]
+                rows = [table.get((PILOT_FOLDERS[index], env, PILOT_ALGO, "", lag, s, budget, "")) for s in PILOT_SEEDS]
                 got = [r for r in rows if r is not None]
                 scores[lag] = np.array([r["score"] for r in got], float)
                 returns[lag] = np.array([r["final_eval_return"] for r in got], float)
@@ -603,8 +603,8 @@ def planned_done(plan: StudyPlan, table: Mapping[Key, Any], env: str, budget: in
     score_rows: dict[tuple[str, int, int], set[str]] = {}
     search_seeds, score_seeds = set(plan.search_seeds), set(plan.score_seeds)
     for key in table:
-        folder, row_env, algo, variant, lag, seed, steps = key
-        if row_env != env or steps != budget:
+        folder, row_env, algo, variant, lag, seed, steps, sampler = key
+        if row_env != env or steps != budget or sampler:
             continue
         if folder == plan.search_folder and seed in search_seeds:
             by_variant = search_rows.setdefault((algo, lag), {})

@@ -32,8 +32,8 @@ from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.bench.study_table import (
-    SliceOver, TableRunner, add_run_arguments, check_run_arguments, checked_runner, preflight, read_checked_table, results_lock, spec_key, specs_for,
-    train_with_sweep,
+    SliceOver, TableRunner, add_run_arguments, check_configs, check_run_arguments, checked_runner, preflight, read_checked_table, results_lock,
+    spec_key, specs_for, train_with_sweep,
 )
 from adaptive_po.contract import FrozenKey as Key
 from adaptive_po.studies import cuts as cut_order
@@ -43,9 +43,39 @@ from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan
 
 
 def pilot_specs(plan: StudyPlan, out: str = "runs", envs_dir: str | None = None) -> list[RunSpec]:
-    """The pilot algorithm at the tasks' settings, at the plan's two lags and seeds, on every task."""
+    """The pilot algorithm at the tasks' settings and the plan's seeds, on every task: at its two
+    lags, or under each stressor (and fresh, unless its fresh runs are another study's)."""
     p = plan.pilot
-    return [s for task in p.tasks for s in specs_for(task, p.algo, [""], p.lags, p.seeds, p.budget, p.folder, out, envs_dir)]
+    if not p.by_stressor:
+        return [s for task in p.tasks for s in specs_for(task, p.algo, [""], p.lags, p.seeds, p.budget, p.folder, out, envs_dir)]
+    fresh = [] if p.fresh_from else [(p.lags[0], "")]
+    return [s for task in p.tasks for lag, sampler in (*fresh, *((x.lag, x.sampler) for x in p.stressors))
+            for s in specs_for(task, p.algo, [""], [lag], p.seeds, p.budget, p.folder, out, envs_dir, sampler=sampler)]
+
+
+def fresh_table(plan: StudyPlan, envs_dir: str | None = None) -> dict[Key, dict[str, Any]]:
+    """The pilot's fresh runs read from another study's committed table (``fresh_from``; empty where
+    the plan has none), checked: every one there, complete or scored, and trained with the
+    configuration this pilot trains now (its recorded checksum); a ``ValueError`` naming the table
+    and the first run otherwise, before anything trains."""
+    p = plan.pilot
+    if p.fresh_from is None:
+        return {}
+    path = plan.path.parent / p.fresh_from.table
+    if not path.is_file():
+        raise ValueError(f"{plan.path}: pilot.fresh_from: {path} is not a file (the fresh runs' committed table)")
+    table = read_checked_table(path, envs_dir)
+    wanted = [(p.fresh_from.folder, task, p.algo, "", p.lags[0], s, p.budget, "") for task in p.tasks for s in p.seeds]
+    missing = [k for k in wanted if k not in table]
+    if missing:
+        raise ValueError(f"{path}: the pilot's fresh run {missing[0]} is not in the table ({len(missing)} of {len(wanted)} missing)")
+    rows = {k: table[k] for k in wanted}
+    changed = check_configs(rows, envs_dir=envs_dir).changed
+    if changed:
+        key, why = next(iter(sorted(changed.items())))
+        raise ValueError(f"{path}: the fresh run {key} was trained with another configuration than this pilot trains ({why}): "
+                         "its runs are not this pilot's fresh runs")
+    return rows
 
 
 def arm_specs(plan: StudyPlan, runs: Runs, task: str, budget: int, arm: str, out: str = "runs", envs_dir: str | None = None) -> list[RunSpec]:
@@ -108,17 +138,19 @@ def write_selection(plan: StudyPlan, results: Path, envs_dir: str | None = None,
     is not complete); the tasks ordered from the cheapest (their budget x the pilot's seconds per run)."""
     p, files = plan.pilot, plan.files
     table = read_checked_table(results / files["table"], envs_dir)
-    rows = pilot_rule.pilot_rows(plan, table)
+    rows = pilot_rule.pilot_rows(plan, {**table, **fresh_table(plan, envs_dir)})
     if not all(r["complete"] for r in rows):
-        log(f"the pilot is not complete ({sum(r['runs'] for r in rows) // len(p.reads)} of {len(p.tasks) * len(p.lags) * len(p.seeds)} runs): no selection yet")
+        specs = pilot_specs(plan, envs_dir=envs_dir)
+        log(f"the pilot is not complete ({sum(spec_key(s) in table for s in specs)} of {len(specs)} runs): no selection yet")
         return None
     speeds = {task: seconds_per_million(plan, task, table, envs_dir) for task in p.tasks}
     chosen = pilot_rule.select(plan, rows)
     if p.order == "cheapest":
-        chosen = sorted(chosen, key=lambda t: t[1] * speeds[t[0]])
+        chosen = sorted(chosen, key=lambda t: t[-1] * speeds[t[0]])
     contract.atomic_write_text(results / files["pilot"], pilot_rule.pilot_text(plan, rows, chosen, pilot_rule.fresh_returns(plan, rows)))
     contract.atomic_write_json(results / files["selection"], {
-        plan.tasks_word: [{"env": task, "budget": budget} for task, budget in chosen],
+        **({"pairs": [{"env": task, "stressor": name, "budget": budget} for task, name, budget in chosen]} if p.by_stressor else
+           {plan.tasks_word: [{"env": task, "budget": budget} for task, budget in chosen]}),
         "order": ("from the cheapest (budget x the pilot's measured core-seconds per million steps per run)" if p.order == "cheapest"
                   else "in the registered order"),
         "seconds_per_million": speeds,
@@ -182,6 +214,11 @@ def _main(argv: Sequence[str] | None, prog: str, default_results: str | None, de
         raise ValueError(f"{plan.path}: this runner trains shared configurations after a pilot that reads its budgets off one set of runs; "
                          "searched and frozen designs, candidate budgets and fixed tasks come with the frozen studies' port")
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    if plan.pilot.by_stressor:
+        fresh_table(plan, args.envs_dir)  # the reused fresh runs checked before anything else
+        if args.command == "study":
+            raise ValueError(f"{plan.path}: a design on the pilot's (task, stressor) pairs is trained once its pilot selects a pair; "
+                             "this runner trains its pilot, writes its selection and its dry run")
     if args.command == "select":
         write_selection(plan, results, args.envs_dir, log)
         return 0
@@ -214,6 +251,10 @@ def dry_run(plan: StudyPlan, results: Path, envs_dir: str | None, log: Callable[
         "core-hours left at the recorded speeds (an upper bound)")
     if not (results / plan.files["selection"]).exists():
         log("study: planned after the pilot (its size depends on the tasks it selects)")
+        return 0
+    if plan.pilot.by_stressor:
+        pairs = contract.read_committed_json(results / plan.files["selection"]).get("pairs", [])
+        log(f"study: {len(pairs)} (task, stressor) pair(s) selected" + (": sized when its runner trains pairs" if pairs else ": as registered, not run"))
         return 0
     tasks, speeds = read_selection(plan, results)
     cuts, lines = plan_cuts(plan, tasks, speeds)

@@ -5,7 +5,7 @@ A study (the frozen-tuning study, :mod:`adaptive_po.bench.frozen`; its schedule 
 decides from the table alone. What does not depend on the study lives here, once:
 
 * **the table** (``per_run.csv``, its columns in the contract: :data:`~adaptive_po.contract.FROZEN_TABLE_COLUMNS`):
-  one row per finished run, keyed by (folder, task, arm, variant, lag, seed, budget), written
+  one row per finished run, keyed by (folder, task, arm, variant, lag, seed, budget, sampler), written
   atomically in key order with floats in full precision (:func:`write_table`), its sha256 recorded
   beside it (``per_run.csv.sha256``, committed with it): every reader checks it, and the reports
   require it, so a result edited, moved or swapped by hand is refused, not published;
@@ -36,10 +36,10 @@ from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
 from adaptive_po.bench.grid import Grid, expand_grid
 from adaptive_po.bench.run_folder import RunSpec
-from adaptive_po.dials import DataDials
+from adaptive_po.dials import DataDials, sampler_dials, sampler_name
 from adaptive_po.contract import (
-    FROZEN_CONFIG_COLUMN as CONFIG_COLUMN, FROZEN_CURVE_COLUMN as CURVE_COLUMN, FROZEN_TABLE_COLUMNS as TABLE_COLUMNS, FrozenKey as Key, frozen_row_key,
-    read_frozen_table as read_table,
+    FROZEN_CONFIG_COLUMN as CONFIG_COLUMN, FROZEN_CURVE_COLUMN as CURVE_COLUMN, FROZEN_SAMPLER_COLUMN as SAMPLER_COLUMN,
+    FROZEN_TABLE_COLUMNS as TABLE_COLUMNS, FrozenKey as Key, frozen_row_key, read_frozen_table as read_table,
 )
 
 row_key = frozen_row_key
@@ -48,17 +48,20 @@ row_key = frozen_row_key
 GRID_SUITE = "tuning"
 
 
-def condition(lag: int) -> DataDials:
-    return DataDials.from_condition({"policy_lag": lag} if lag else {})
+def condition(lag: int, sampler: str = "") -> DataDials:
+    """The data condition of a study's run: the policy lag and the sampler (a table's ``sampler``
+    cell, :func:`~adaptive_po.dials.sampler_dials`; "" for the clean one)."""
+    return DataDials.from_condition({**({"policy_lag": lag} if lag else {}), **sampler_dials(sampler)})
 
 
 def specs_for(
     env: str, algo: str, variants: Sequence[str], lags: Sequence[int], seeds: Sequence[int], budget: int, folder: str,
-    out: str = "runs", envs_dir: str | None = None, device: str = "cpu",
+    out: str = "runs", envs_dir: str | None = None, device: str = "cpu", sampler: str = "",
 ) -> list[RunSpec]:
-    """The runs of ``variants`` x ``lags`` x ``seeds`` of one task and arm, checked like every grid."""
+    """The runs of ``variants`` x ``lags`` x ``seeds`` of one task and arm (with ``sampler``'s
+    dials), checked like every grid."""
     grid = Grid(
-        suite=GRID_SUITE, envs=[env], algos=[algo], seeds=list(seeds), conditions=[condition(lag) for lag in lags],
+        suite=GRID_SUITE, envs=[env], algos=[algo], seeds=list(seeds), conditions=[condition(lag, sampler) for lag in lags],
         variants={algo: list(dict.fromkeys(variants))}, timesteps=budget, device=device, out=out, suite_name=folder,
         envs_dir=envs_dir, tensorboard=False,
     )
@@ -66,7 +69,9 @@ def specs_for(
 
 
 def spec_key(spec: RunSpec) -> Key:
-    return (spec.suite, spec.env, spec.algo, spec.variant, int(spec.dials.policy_lag), int(spec.seed), int(spec.total_timesteps))
+    d = spec.dials
+    return (spec.suite, spec.env, spec.algo, spec.variant, int(d.policy_lag), int(spec.seed), int(spec.total_timesteps),
+            sampler_name(d.sampler_temperature, d.sampler_precision))
 
 
 def normalized(value: float, random_score: float, reference: float) -> float:
@@ -79,11 +84,13 @@ def normalized(value: float, random_score: float, reference: float) -> float:
 
 def write_table(path: str | Path, rows: Mapping[Key, Mapping[str, Any]]) -> None:
     """All rows, in key order, written atomically (floats in full precision: the search is told
-    exactly these numbers, on this machine and on the next); with the learning-curve column where
-    a row has one (:data:`~adaptive_po.contract.FROZEN_CURVE_COLUMN`)."""
+    exactly these numbers, on this machine and on the next); with the sampler column where a row's
+    sampler is not the clean one, and the learning-curve column where a row has one
+    (:data:`~adaptive_po.contract.FROZEN_SAMPLER_COLUMN`, :data:`~adaptive_po.contract.FROZEN_CURVE_COLUMN`)."""
     buf = io.StringIO()
     curves = any(CURVE_COLUMN in row for row in rows.values())
-    columns = (*TABLE_COLUMNS, CONFIG_COLUMN, *((CURVE_COLUMN,) if curves else ()))
+    samplers = any(row.get(SAMPLER_COLUMN) for row in rows.values())
+    columns = (*TABLE_COLUMNS, CONFIG_COLUMN, *((SAMPLER_COLUMN,) if samplers else ()), *((CURVE_COLUMN,) if curves else ()))
     writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for key in sorted(rows):
@@ -137,7 +144,7 @@ def row_spec(row: Mapping[str, Any], out: str = "runs", envs_dir: str | None = N
     """The run a table row records, as the study would train it now."""
     return specs_for(
         str(row["env"]), str(row["algo"]), [str(row["variant"] or "")], [int(row["policy_lag"])], [int(row["seed"])],
-        int(row["total_timesteps"]), str(row["folder"]), out, envs_dir,
+        int(row["total_timesteps"]), str(row["folder"]), out, envs_dir, sampler=str(row.get(SAMPLER_COLUMN) or ""),
     )[0]
 
 
@@ -217,10 +224,11 @@ def apply_config_check(check: ConfigCheck, runner: TableRunner, redo_changed: bo
     folders. Called before anything trains."""
     if check.changed and not redo_changed:
         key, why = next(iter(sorted(check.changed.items())))
-        folder, env, algo, variant, lag, seed, budget = key
+        folder, env, algo, variant, lag, seed, budget, sampler = key
         raise ValueError(
             f"{runner.table_path}: {len(check.changed)} runs were trained with another configuration than the study's now "
-            f"(first: {folder} {env} {algo} {variant or '(defaults)'} lag {lag} seed {seed} at {budget:,} steps: {why}); "
+            f"(first: {folder} {env} {algo} {variant or '(defaults)'} lag {lag}{f' sampler {sampler}' if sampler else ''} seed {seed} "
+            f"at {budget:,} steps: {why}); "
             "restore the configuration, or rerun with --redo-changed to train them again"
         )
     for key in check.changed:
@@ -262,7 +270,7 @@ def finished_row(spec: RunSpec, curve: bool = False) -> dict[str, Any] | None:
     base = {
         "folder": spec.suite, "env": spec.env, "algo": spec.algo, "variant": spec.variant,
         "policy_lag": int(spec.dials.policy_lag), "seed": int(spec.seed), "total_timesteps": int(spec.total_timesteps),
-        "random_score": random_score, "reference": reference, CONFIG_COLUMN: config_checksum(spec),
+        "random_score": random_score, "reference": reference, CONFIG_COLUMN: config_checksum(spec), SAMPLER_COLUMN: spec_key(spec)[-1],
     }
     if contract.is_complete(run_dir):
         try:

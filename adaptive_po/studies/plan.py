@@ -9,7 +9,11 @@ against it. Its top-level keys and tables (every one validated; an unknown key i
 ``[files]``     ``table``, ``selection``, ``cuts``, ``pilot``, ``verdicts``; a searched study's ``picks``,
                 ``trials`` and ``record`` (names in the results folder)
 ``[pilot]``     (optional: a study on fixed tasks has none) ``heading``, ``algo``, ``settings``
-                (prose), ``lags`` (fresh, stale), ``seeds``, ``order`` ("cheapest" or "registered"),
+                (prose), either ``lags`` (fresh, stale) or ``stressors`` (``[{name, lag, sampler}]``,
+                each against lag 0 with the clean sampler; ``sampler`` as a table's sampler cell,
+                e.g. "T1.2", "fp8-e4m3") with ``fresh_from`` (optional: ``{table, folder}``, the
+                fresh runs read from another study's committed table, relative to this file, not
+                run again), ``seeds``, ``order`` ("cheapest" or "registered"),
                 and either ``folder``, ``tasks``, ``budget`` and ``reads`` (``[{budget, at}]``, ``at``
                 a step or "final": budgets read off one run, in the order tried), or ``candidates``
                 (``{task: [budgets in the order tried]}``) and ``folders`` (one per budget's place:
@@ -19,7 +23,9 @@ against it. Its top-level keys and tables (every one validated; an unknown key i
 ``[design]``    ``folder``, ``arms``, ``lags``, ``seeds``, ``configurations`` ("shared": one
                 configuration, no search; "searched": ``[search]``; "frozen": ``[design.frozen_from]``),
                 ``limits`` (prose), ``colors`` (``{arm: color}``); ``tasks`` (``[{env, budget}]``)
-                and ``tasks_from`` (the study whose selection they are) where there is no pilot
+                and ``tasks_from`` (the study whose selection they are) where there is no pilot; after
+                a pilot of stressors, no ``lags`` but ``midpoints`` (``{lag stressor: lag}``): each
+                selected (task, stressor) pair runs lag 0, its stressor and its midpoint
 ``[design.frozen_from]`` ``study`` (another study's results folder), ``arms`` (``{arm: label}``)
 ``[search]``    ``folder``, ``seeds``, ``trials``, ``round_size``, ``sampler_seed``, ``space``
                 ("zoo-factors", "schedule"), ``own`` (``{arm: {knob: [low, high, default]}}``); every
@@ -29,13 +35,16 @@ against it. Its top-level keys and tables (every one validated; an unknown key i
                 ``own``, ``sampler_seed``
 ``[tax]``       ``lag``, ``arms``: the retuning tax (tuned at ``lag`` against tuned fresh, run at ``lag``)
 ``[cost]``      ``limit_core_hours``, ``recorded_speeds`` ("minatar", "population")
-``[[cuts]]``    the registered cut order: ``what`` (lags, arms, parts, tasks, seeds) with ``values`` (each
-                cut in turn while over the limit) or ``rule`` ("dearest" tasks, "highest" seeds)
-                and ``keep`` (the fewest left)
+``[[cuts]]``    the registered cut order: ``what`` (lags, arms, parts, tasks, seeds, midpoints) with ``values``
+                (each cut in turn while over the limit) or ``rule`` ("dearest" tasks, "highest" seeds)
+                and ``keep`` (the fewest left); "midpoints" alone (all cut at once); a design by
+                stressor's "tasks" are its (task, stressor) pairs
 ``[[endpoints]]`` ``id``, ``kind`` (slope, non-inferiority, tax, difference, head-to-head), ``arm``,
                 ``versus`` (an arm or a comparator's arm; a tax without one is the arm's own),
                 ``lags`` (slope) or ``lag``, ``margin``, ``family`` (the Holm family; "" for none),
-                ``label``, ``short``, ``digits``, ``part`` (the sub-plan it needs: cut with it)
+                ``label``, ``short``, ``digits``, ``part`` (the sub-plan it needs: cut with it), ``over``
+                ("stressor": a design by stressor's slope, over each pair's own conditions: x =
+                log2(1 + lag) for a lag stressor, 0 and 1 for a sampler one; margin over the range)
 ``[[decisions]]`` ``name``, ``sentence`` (with ``{answer}``), ``undecided``; either ``supported`` and
                 ``contradicted`` (lists of alternatives, each a list of "endpoint=verdict" that must
                 all hold; a verdict, or "within-margin": its equivalence test alone rejects) with
@@ -60,6 +69,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from adaptive_po import contract
+from adaptive_po.dials import sampler_dials
 
 PLAN_FILE = "plan.toml"
 SCHEMA = 1
@@ -69,7 +79,7 @@ ENDPOINT_KINDS = ("slope", "non-inferiority", "tax", "difference", "head-to-head
 VERDICTS = ("win", "loss", "equivalent", "inconclusive", "non-inferior", "inferior", "not shown", "")
 #: what a decision rule's term may ask of an endpoint: a verdict, or its equivalence test alone
 TERMS = (*VERDICTS[:-1], "within-margin")
-CUT_KINDS = ("lags", "arms", "parts", "tasks", "seeds")
+CUT_KINDS = ("lags", "arms", "parts", "tasks", "seeds", "midpoints")
 SPACES = ("zoo-factors", "schedule")
 
 
@@ -98,6 +108,25 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Stressor:
+    """What the pilot stresses its algorithm with, against lag 0 and the clean sampler: a policy
+    ``lag``, a ``sampler`` (:func:`~adaptive_po.dials.sampler_name`), or both."""
+
+    name: str
+    lag: int = 0
+    sampler: str = ""
+
+
+@dataclass(frozen=True)
+class FreshFrom:
+    """The pilot's fresh runs, read from another study's committed ``table`` (a path relative to the
+    plan file), in its results ``folder``: the same algorithm, seeds, budget and setting."""
+
+    table: str
+    folder: str
+
+
+@dataclass(frozen=True)
 class Pilot:
     """The pilot: ``budget`` and ``reads`` (budgets read off one set of runs in ``folder``), or
     ``candidates`` (each task's budgets in the order tried, each its own runs in ``folders``)."""
@@ -115,6 +144,14 @@ class Pilot:
     reads: tuple[Read, ...] = ()
     candidates: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     folders: tuple[str, ...] = ()
+    #: the stale conditions: ``lags``' second as ``lag<k>``, or the plan's ``stressors``
+    stressors: tuple[Stressor, ...] = ()
+    #: the plan names its stressors (each qualifies as a (task, stressor) pair), not ``lags``
+    by_stressor: bool = False
+    fresh_from: FreshFrom | None = None
+
+    def stressor(self, name: str) -> Stressor:
+        return next(s for s in self.stressors if s.name == name)
 
 
 @dataclass(frozen=True)
@@ -129,6 +166,9 @@ class Design:
     frozen_from: Mapping[str, Any] | None = None
     tasks: tuple[tuple[str, int], ...] = ()
     tasks_from: str = ""
+    #: a design on the pilot's (task, stressor) pairs: per lag stressor, the midpoint lag run
+    #: between lag 0 and it ({stressor: lag}); its conditions are lag 0, the midpoint and the stressor
+    midpoints: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -153,12 +193,14 @@ class Endpoint:
     lags: tuple[int, ...] = ()
     lag: int | None = None
     part: str = ""
+    #: "stressor": a slope over each (task, stressor) pair's own conditions (a design by stressor)
+    over: str = ""
 
     @property
     def test_margin(self) -> float:
         """The margin on the endpoint's own scale: a slope's is ``margin`` over its lags' range of
         log2(1 + lag), per unit."""
-        return self.margin / math.log2(1 + max(self.lags)) if self.kind == "slope" else self.margin
+        return self.margin / math.log2(1 + max(self.lags)) if self.kind == "slope" and not self.over else self.margin
 
 
 @dataclass(frozen=True)
@@ -413,7 +455,8 @@ def load_plan(path: str | Path) -> StudyPlan:
     design = Design(
         tasks=d.get("tasks", _tasks, "a list of {env, budget}, distinct tasks", ()), tasks_from=d.get("tasks_from", _name, "a results folder", ""),
         folder=d.get("folder", _name, "a folder name"), arms=d.get("arms", _tuple_of(_name), "a list of distinct arms"),
-        lags=d.get("lags", _tuple_of(_whole), "a list of distinct lags"), seeds=d.get("seeds", _tuple_of(_whole), "a list of distinct seeds"),
+        lags=d.get("lags", _tuple_of(_whole), "a list of distinct lags", (0,) if pilot is not None and pilot.by_stressor else ...),
+        midpoints=d.get("midpoints", _map_of(_positive), "a table {stressor: lag}", {}), seeds=d.get("seeds", _tuple_of(_whole), "a list of distinct seeds"),
         configurations=configurations, limits=d.get("limits", _text, "prose"), colors=d.get("colors", _map_of(_name), "a table of colors", {}),
         frozen_from=frozen_from,
     )
@@ -425,6 +468,16 @@ def load_plan(path: str | Path) -> StudyPlan:
     if pilot is not None and set(pilot.seeds) & set(design.seeds):
         raise top.error("pilot.seeds", "the pilot's seeds must not be scoring seeds")
     task_names = pilot.tasks if pilot is not None else tuple(t for t, _ in design.tasks)
+    by_stressor = pilot is not None and pilot.by_stressor
+    if by_stressor:
+        lag_stressors = {x.name: x.lag for x in pilot.stressors if x.lag and not x.sampler}
+        if design.lags != (0,):
+            raise d.error("lags", "a design on (task, stressor) pairs runs lag 0 and each pair's stressor (and midpoints), not lags of its own")
+        for name, lag in design.midpoints.items():
+            if name not in lag_stressors or not 0 < lag < lag_stressors[name]:
+                raise d.error("midpoints", f"{name!r}: a lag stressor's midpoint lies between 0 and its lag ({lag_stressors})")
+    elif design.midpoints:
+        raise d.error("midpoints", "a design on the pilot's (task, stressor) pairs only")
 
     search = _search(top.table("search", optional=True), design)
     parts = tuple(_part(t, design, task_names) for t in top.tables("parts"))
@@ -451,6 +504,11 @@ def load_plan(path: str | Path) -> StudyPlan:
         cut = Cut(what, c.get("values", _tuple_of(lambda v: v), "a list", ()), c.get("rule", _one_of("dearest", "highest"), '"dearest" or "highest"', ""),
                   c.get("keep", _whole, "a whole number", 0))
         c.done()
+        if what == "midpoints":  # all of them, at once
+            if cut.values or cut.rule or not design.midpoints:
+                raise c.error("what", "midpoints are cut all at once (no values, no rule), in a design that has them")
+            cuts.append(cut)
+            continue
         allowed = {"lags": design.lags, "arms": design.arms, "parts": tuple(x["name"] for x in parts), "tasks": task_names, "seeds": design.seeds}[what]
         if cut.values and not set(cut.values) <= set(allowed):
             raise c.error("values", f"not all of the design's {what} ({list(allowed)})")
@@ -471,14 +529,20 @@ def load_plan(path: str | Path) -> StudyPlan:
             label=e.get("label", _name, "a label"), short=e.get("short", _name, "a short label"), margin=e.get("margin", _positive_number, "a positive number"),
             family=e.get("family", _text, 'a Holm family ("" for none)'), digits=e.get("digits", _positive, "a whole number", 3),
             lags=e.get("lags", _tuple_of(_whole), "a list of distinct lags", ()), lag=e.get("lag", _whole, "a lag", None),
+            over=e.get("over", _one_of("stressor"), '"stressor"', ""),
         )
         e.done()
+        if (endpoint.over == "stressor") != (by_stressor and kind == "slope"):
+            raise e.error("over", 'a slope of a design by stressor is over "stressor" (each pair\'s conditions), and nothing else is')
         for key, arm in (("arm", endpoint.arm), ("versus", endpoint.versus)):
             if arm and arm not in design.arms and arm not in compared:
                 raise e.error(key, f"{arm!r} is not an arm of the design ({list(design.arms)}) or of a comparator")
         if endpoint.part and endpoint.part not in {x["name"] for x in parts}:
             raise e.error("part", f"{endpoint.part!r} is not one of the plan's parts")
-        if kind == "slope":
+        if endpoint.over:
+            if endpoint.lags or endpoint.lag is not None:
+                raise e.error("lags", "a slope over each pair's conditions names no lags")
+        elif kind == "slope":
             if len(endpoint.lags) < 2 or not set(endpoint.lags) <= set(_kept(design, cuts)):
                 raise e.error("lags", f"a slope needs two or more of the lags no cut removes ({list(_kept(design, cuts))})")
         elif endpoint.lag is None or endpoint.lag not in _kept(design, cuts):
@@ -570,11 +634,27 @@ def _pilot(p: _Reader | None) -> Pilot | None:
         r.done()
         reads.append(Read(budget, at))
     candidates = p.get("candidates", _map_of(_tuple_of(_positive)), "a table {task: [budgets in the order tried]}", {})
+    stressors = tuple(_stressor(t) for t in p.tables("stressors"))
+    fresh_t = p.table("fresh_from", optional=True)
+    fresh_from = None
+    if fresh_t is not None:
+        fresh_from = FreshFrom(fresh_t.get("table", _name, "a table path relative to the plan"), fresh_t.get("folder", _name, "a results folder"))
+        fresh_t.done()
+    if stressors:
+        names = [x.name for x in stressors]
+        if "lags" in p.data:
+            raise p.error("lags", "either lags (fresh, stale) or stressors (each against lag 0), not both")
+        if len(set(names)) != len(names) or len({(x.lag, x.sampler) for x in stressors}) != len(stressors):
+            raise p.error("stressors", f"names and conditions must be distinct, got {names}")
+    elif fresh_from is not None:
+        raise p.error("fresh_from", "a pilot of stressors only (lags run their fresh runs)")
+    lags = ((0,) if stressors else
+            p.get("lags", lambda v: _tuple_of(_whole)(v) if len(v) == 2 else _list(None), "two distinct lags (fresh, stale)"))
     pilot = Pilot(
         heading=p.get("heading", _name, "the pilot text's heading"), algo=p.get("algo", _name, "an algorithm"), settings=p.get("settings", _text, "prose"),
         tasks=p.get("tasks", _tuple_of(_name), "a list of distinct tasks", tuple(candidates)),
         seeds=p.get("seeds", _tuple_of(_whole), "a list of distinct seeds"),
-        lags=p.get("lags", lambda v: _tuple_of(_whole)(v) if len(v) == 2 else _list(None), "two distinct lags (fresh, stale)"),
+        lags=lags, stressors=stressors or (Stressor(f"lag{lags[1]}", lags[1]),), by_stressor=bool(stressors), fresh_from=fresh_from,
         order=p.get("order", _one_of("cheapest", "registered"), '"cheapest" or "registered"'), rule=rule,
         folder=p.get("folder", _name, "a folder name", ""), budget=p.get("budget", _positive, "a whole number of steps", 0), reads=tuple(reads),
         candidates=candidates, folders=p.get("folders", _tuple_of(_name), "a list of folder names", ()),
@@ -593,6 +673,18 @@ def _pilot(p: _Reader | None) -> Pilot | None:
         if r.budget > pilot.budget or (r.at is not None and r.at > pilot.budget):
             raise p.error(f"reads[{i}]", f"beyond the pilot's budget {pilot.budget:,}")
     return pilot
+
+
+def _stressor(t: _Reader) -> Stressor:
+    out = Stressor(t.get("name", _name, "a name"), t.get("lag", _whole, "a lag", 0), t.get("sampler", _text, 'a sampler ("T1.2", "fp8-e4m3")', ""))
+    t.done()
+    try:
+        sampler_dials(out.sampler)
+    except ValueError as err:
+        raise t.error("sampler", str(err)) from None
+    if not out.lag and not out.sampler:
+        raise t.error("lag", "a stressor stresses: a lag above 0, a sampler, or both")
+    return out
 
 
 def _comparator(c: _Reader, pilot: Pilot | None) -> Comparator:

@@ -461,7 +461,7 @@ def progress(table: Mapping, selected: Mapping[str, Any], plan: Plan) -> dict[st
     ``decoupled-ppo``'s, ``luck``'s if it is the luck selection at lag 0 (and not the main one's)."""
     search_parts = {contract.SCHEDULE_SEARCH_FOLDER: "main", contract.SCHEDULE_DPPO_SEARCH_FOLDER: "dppo-tax", contract.SCHEDULE_LUCK_SEARCH_FOLDER: "luck"}
     out = {part: {"search": 0, "score": 0} for part in (*contract.SCHEDULE_PARTS, "other")}
-    for folder, env, algo, variant, lag, _, _ in table:
+    for folder, env, algo, variant, lag, *_ in table:
         if folder in search_parts:
             out[search_parts[folder]]["search"] += 1
         elif folder == contract.SCHEDULE_SCORE_FOLDER:
