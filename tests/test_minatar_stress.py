@@ -166,13 +166,14 @@ def test_a_study_table_keeps_each_runs_sampler_in_its_key_and_refuses_one_it_can
 
 
 @pytest.mark.parametrize("old, new, named", [
-    ("[[pilot.stressors]]\nname = \"lag16\"", "lags = [0, 8]\n\n[[pilot.stressors]]\nname = \"lag16\"", r"pilot\.lags: either lags \(fresh, stale\) or stressors"),
-    ('name = "lag64"', 'name = "lag16"', r"pilot\.stressors: names and conditions must be distinct"),
+    ("stressors = [", "lags = [0, 8]\nstressors = [", r"pilot\.lags: either lags \(fresh, stale\) or stressors"),
+    ('{ name = "lag64", lag = 64 }', '{ name = "lag16", lag = 64 }', r"pilot\.stressors: names and conditions must be distinct"),
     ('sampler = "fp8-e4m3"', 'sampler = "fp9"', r"pilot\.stressors\[3\]\.sampler: sampler 'fp9' is not a sampler condition"),
-    ('name = "lag64"\nlag = 64', 'name = "lag64"', r"pilot\.stressors\[1\]\.lag: a stressor stresses"),
+    ('{ name = "lag64", lag = 64 }', '{ name = "lag64" }', r"pilot\.stressors\[1\]\.lag: a stressor stresses"),
     ("midpoints = { lag16 = 4, lag64 = 8 }", "midpoints = { lag16 = 4, lag64 = 80 }", r"design\.midpoints: 'lag64': a lag stressor's midpoint"),
     ("midpoints = { lag16 = 4, lag64 = 8 }", 'midpoints = { "T1.2" = 1 }', r"design\.midpoints: 'T1.2'"),
-    ('kind = "slope"\nover = "stressor"\narm = "esspo"\nversus = "ppo"', 'kind = "slope"\narm = "esspo"\nversus = "ppo"', r"endpoints\[0\]\.over: a slope of a design by stressor"),
+    ('kind = "slope", over = "stressor", arm = "esspo", versus = "ppo"', 'kind = "slope", arm = "esspo", versus = "ppo"',
+     r"endpoints\[0\]\.over: a slope of a design by stressor"),
 ])
 def test_a_malformed_stressor_plan_is_one_line_naming_the_key(tmp_path, old, new, named):
     assert old in PLAN_TEXT
