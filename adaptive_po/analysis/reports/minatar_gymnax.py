@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -77,8 +77,8 @@ def table_from_folder(root: str | Path) -> pd.DataFrame:
     return table[list(COLUMNS)]
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
-    """The committed table; a one-line ``ValueError`` naming what is missing."""
+def read_runs_table(path: str | Path) -> pd.DataFrame:
+    """A committed per-run table of :data:`COLUMNS`; a one-line ``ValueError`` naming what is missing."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no per-run table at {path}")
@@ -86,6 +86,12 @@ def read_table(path: str | Path) -> pd.DataFrame:
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
         raise ValueError(f"{path}: missing columns {missing}")
+    return table
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """The committed table (:func:`read_runs_table`) of the games compared here."""
+    table = read_runs_table(path)
     unknown = sorted(set(table["env"]) - set(PUBLISHED))
     if unknown:
         raise ValueError(f"{path}: games without a published reference here: {unknown}")
@@ -223,27 +229,41 @@ def curves_figure(table: pd.DataFrame, out: Path) -> Path:
     return save_figure(fig, out, dpi=110)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adaptive_po.analysis.reports.minatar_gymnax", description=__doc__.splitlines()[0])
+def report_main(argv: Sequence[str] | None, prog: str, description: str, default_out: str, read: Callable[[str], pd.DataFrame],
+                write: Callable[[pd.DataFrame, Path], None]) -> int:
+    """A per-run report's command line: ``--runs`` (the run folders: the table is made and saved) or
+    ``--table`` (a committed table, read by ``read``), then ``write(table, out)``; a bad input is one
+    line and exit status 2, before anything is written."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--runs", help="the run folders (runs/minatar-gymnax)")
-    source.add_argument("--table", help="a per-run table this module wrote (docs/results/minatar-gymnax/per_run.csv)")
-    parser.add_argument("--out", default="docs/results/minatar-gymnax", help="where per_run.csv, report.md and curves.png go")
+    source.add_argument("--runs", help="the run folders (runs/<suite>)")
+    source.add_argument("--table", help=f"a per-run table this module wrote ({default_out}/{TABLE_FILE})")
+    parser.add_argument("--out", default=default_out, help=f"where {TABLE_FILE} and the report go")
     args = parser.parse_args(argv)
     try:
         if args.runs is not None and not Path(args.runs).is_dir():
             raise ValueError(f"no run folders at {args.runs}")
-        table = read_table(args.table) if args.table else table_from_folder(args.runs)
+        table = read(args.table) if args.table else table_from_folder(args.runs)
+        if table.empty:
+            raise ValueError(f"no runs in {args.runs or args.table}")
     except ValueError as error:
         print(f"error: {error}")
         return 2
     out = report_folder(args.out)
     if args.runs is not None:
         save_csv(table, out / TABLE_FILE)
-    atomic_write_text(out / REPORT_FILE, report_markdown(table, comparison(table)))
-    curves_figure(table, out / FIGURE_FILE)
+    write(table, out)
     print(f"report: {out / REPORT_FILE}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def write(table: pd.DataFrame, out: Path) -> None:
+        atomic_write_text(out / REPORT_FILE, report_markdown(table, comparison(table)))
+        curves_figure(table, out / FIGURE_FILE)
+
+    return report_main(argv, "python -m adaptive_po.analysis.reports.minatar_gymnax", __doc__.splitlines()[0], "docs/results/minatar-gymnax",
+                       read_table, write)
 
 
 if __name__ == "__main__":
