@@ -43,7 +43,7 @@ help:
 	@echo "make bench-minatar-learning  one slice (HOURS=2) of the MinAtar learning-budget study on the games the pilot selected; resumes from its committed per_run.csv"
 	@echo "make minatar-learning-from-table  the MinAtar learning-budget study's pilot selection, verdicts and figures from its plan file and committed table"
 	@echo "make minatar-stress-pilot  one slice (HOURS=2) of MinAtar's second pilot: ppo under lags 16 and 64, sampler temperature 1.2 and fp8 on Freeway and Asterix (24 runs of 2M), lag 0 read from the first pilot; then which (game, stressor) pairs qualify (docs/results/minatar-stress)"
-	@echo "make minatar-stress-pilot-from-table  that pilot's selection (pilot.md, selection.json) from its plan file and committed table"
+	@echo "make minatar-stress-pilot-from-table  that pilot's selection (pilot.md, selection.json), verdicts and figure from its plan file and committed table"
 	@echo "make bench-minatar-gymnax our ppo in gymnax's MinAtar configuration with gymnax-blines' settings and network: Breakout, SpaceInvaders x 5 seeds x 2M steps (10 runs), beside the published PPO (docs/results/minatar-gymnax)"
 	@echo "make minatar-gymnax-from-table  that comparison's report and figure from its committed table"
 	@echo "make bench-ale-curves   ALE's first learning curves on CPU: ppo and esspo on Breakout-v5 x 2 seeds x 1M agent steps (4 runs, about 1.5-2.5 core-hours each, one run per process; a run does not resume mid-way), then its report (docs/results/ale-curves)"
@@ -254,11 +254,13 @@ minatar-learning-from-table: minatar-learning-pilot-from-table
 # MinAtar's second design (docs/results/minatar-stress/preregistration.md, its plan file plan.toml):
 # the pilot of stressors on the generic runner, in slices of HOURS resuming from the committed table
 MINATAR_STRESS := docs/results/minatar-stress
+MINATAR_STRESS_REPORT = $(VPY) -m adaptive_po.analysis.study_report --results $(MINATAR_STRESS)
 minatar-stress-pilot: $(STAMP)
-	$(VPY) -m adaptive_po.bench.study pilot --results $(MINATAR_STRESS) --hours $(HOURS) $(WORKERS_FLAG)
+	status=0; $(VPY) -m adaptive_po.bench.study pilot --results $(MINATAR_STRESS) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(MINATAR_STRESS_REPORT) && exit $$status
 
 minatar-stress-pilot-from-table: $(STAMP)
 	$(VPY) -m adaptive_po.bench.study select --results $(MINATAR_STRESS)
+	$(MINATAR_STRESS_REPORT)
 
 # our MinAtar PPO in gymnax's configuration (no sticky actions, 1,000-step episodes) with gymnax-blines'
 # hyper-parameters and network, beside their published PPO (the environment files live with the report)

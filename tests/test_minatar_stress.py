@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from adaptive_po import contract
+from adaptive_po.analysis import study_report
 from adaptive_po.bench import study
 from adaptive_po.bench.study_table import read_table, row_key, spec_key, write_table
 from adaptive_po.contract import FROZEN_CURVE_COLUMN as CURVE_COLUMN
@@ -143,6 +144,30 @@ def test_where_no_pair_qualifies_the_pilot_is_the_result_and_the_study_is_refuse
     assert contract.read_committed_json(results / "selection.json")["pairs"] == []
     assert study.main(["study", "--results", str(results), "--envs-dir", str(envs)]) == 2
     assert "trained once its pilot selects a pair" in capsys.readouterr().err
+    # the report says so, from the committed files, with the pilot's figure
+    assert study_report.main(["--results", str(results)]) == 0
+    verdicts = (results / "verdicts.md").read_text()
+    assert "**No (game, stressor) pair qualifies: as registered, the study is not run.** The pilot is the result (24 runs" in verdicts
+    assert (results / "pilot.png").stat().st_size > 10_000
+
+
+def test_the_report_refuses_a_run_the_pilot_does_not_have_and_says_an_unfinished_pilot(tmp_path, synthetic_envs, capsys):
+    synthetic_envs(0.0, 10.0)
+    ours, fresh = _table({})
+    results = tmp_path / "minatar-stress"
+    results.mkdir()
+    (results / "plan.toml").write_text(PLAN_TEXT.replace('"../minatar-learning/per_run.csv"', '"../fresh/per_run.csv"'))
+    (tmp_path / "fresh").mkdir()
+    write_table(tmp_path / "fresh" / "per_run.csv", fresh)
+    half = dict(sorted(ours.items())[:12])
+    write_table(results / "per_run.csv", half)
+    assert study_report.main(["--results", str(results)]) == 0
+    assert "**The pilot is not complete** (12 of its 24 runs" in (results / "verdicts.md").read_text()
+    key = next(iter(half))
+    stray = {**half[key], "sampler": "T1.5"}
+    write_table(results / "per_run.csv", {**half, row_key(stray): stray})
+    assert study_report.main(["--results", str(results)]) == 2
+    assert "(its stressor (lag, sampler))" in capsys.readouterr().err
 
 
 def test_a_study_table_keeps_each_runs_sampler_in_its_key_and_refuses_one_it_cannot_read(tmp_path):

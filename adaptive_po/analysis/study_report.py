@@ -25,6 +25,7 @@ from scipy import stats
 
 from adaptive_po import contract
 from adaptive_po.contract import FROZEN_CURVE_COLUMN as CURVE_COLUMN, parse_curve
+from adaptive_po.studies import pilot as pilot_rule
 from adaptive_po.studies.cuts import Runs, apply_cuts, check_cuts
 from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan
 
@@ -369,6 +370,58 @@ def _save(fig: Any, out: Path) -> Path:
     return out
 
 
+def stressor_pilot(results: Path, study: StudyPlan) -> tuple[str, list[Path]]:
+    """A design on (task, stressor) pairs while its pilot decides: the table checked against the
+    pilot (its algorithm, seeds, budget and each stressor's lag and sampler), the verdicts' text
+    (not complete; no pair qualifies, so the study is not run; or the pairs selected), and
+    ``pilot.png``: per task, the fresh runs (``fresh_from``'s where given) and each stressor's."""
+    files, p = study.files, study.pilot
+    path = results / files["table"]
+    table = contract.read_frozen_table(path)
+    contract.check_table_normalization(path, table)
+    if table:
+        contract.check_table_digest(path, required=True)
+    conditions = {(x.lag, x.sampler): x.name for x in p.stressors}
+    for key in table:
+        folder, task, algo, variant, lag, seed, budget, sampler = key
+        why = ("folder" if folder != p.folder else "task" if task not in p.tasks else "algorithm" if algo != p.algo else
+               "stressor (lag, sampler)" if (lag, sampler) not in conditions else "seed" if seed not in p.seeds else
+               "budget" if budget != p.budget else "variant" if variant else "")
+        if why:
+            raise ValueError(f"{path}: the run {key} is not in the plan {study.path} (its {why})")
+    fresh = pilot_rule.fresh_from_rows(study)
+    selection_path = results / files["selection"]
+    pairs = contract.read_committed_json(selection_path).get("pairs") if selection_path.is_file() else None
+    planned = len(p.tasks) * len(p.seeds) * (len(p.stressors) + (0 if p.fresh_from else 1))
+    lines = [f"# {study.title}: verdicts", "",
+             f"Pre-registered in [`preregistration.md`](preregistration.md) before any run, the pilot included; (game, stressor) pairs "
+             f"and budgets chosen by the `{p.algo}`-only pilot ([`{files['pilot']}`]({files['pilot']})). Rebuilt from the committed files by "
+             f"`{study.commands['report']}`.", ""]
+    if pairs is None:
+        lines.append(f"**The pilot is not complete** ({len(table)} of its {planned} runs in [`{files['table']}`]({files['table']})): no "
+                     f"({study.task_noun}, stressor) pair is selected yet, and the study has not started.")
+    elif not pairs:
+        lines.append(f"**No ({study.task_noun}, stressor) pair qualifies: as registered, the study is not run.** The pilot is the result "
+                     f"({len(table)} runs: [`{files['pilot']}`]({files['pilot']}), `pilot.png`): {p.rule.not_run}")
+    else:
+        chosen = "; ".join(f"{x['env']} under `{x['stressor']}` at {int(x['budget']):,} steps" for x in pairs)
+        lines.append(f"**Selected by the pilot:** {chosen}. The study on these pairs has not started.")
+    written = []
+    if table:
+        colors = ("tab:orange", "tab:red", "tab:purple", "tab:brown", "tab:olive", "tab:cyan")
+
+        def rows(source: Mapping, folder: str, task: str, lag: int, sampler: str) -> list[Mapping[str, Any]]:
+            return [r for r in (source.get((folder, task, p.algo, "", lag, seed, p.budget, sampler)) for seed in p.seeds) if r is not None]
+
+        fresh_folder = p.fresh_from.folder if p.fresh_from else p.folder
+        panels = [(task, [(f"{p.algo}, lag {p.lags[0]}", "k", "-", rows(fresh or table, fresh_folder, task, p.lags[0], ""))]
+                   + [(f"{p.algo}, {x.name}", colors[i % len(colors)], "--", rows(table, p.folder, task, x.lag, x.sampler))
+                      for i, x in enumerate(p.stressors)]) for task in p.tasks]
+        written.append(_curves_figure(study, panels, f"The pilot: our {p.algo} under each stressor (mean and 95% band over seeds "
+                                      f"{', '.join(map(str, p.seeds))})", results / "pilot.png"))
+    return "\n".join(lines) + "\n", written
+
+
 def main(argv: Sequence[str] | None = None, prog: str = "python -m adaptive_po.analysis.study_report", results: str | None = None,
          plan: str | None = None, name: str = "study report") -> int:
     """The command line; a bad input (the plan file, or a table that is not the plan's) is one line
@@ -382,6 +435,12 @@ def _main(argv: Sequence[str] | None, prog: str, default_results: str | None, de
     parser.add_argument("--plan", default=default_plan, help="the study's plan file (default: the results folder's plan.toml)")
     args = parser.parse_args(argv)
     results = contract.existing_folder(args.results, "the study's results folder")  # a report makes no folder
+    study = load_plan(args.plan or results / PLAN_FILE)
+    if study.pilot is not None and study.pilot.by_stressor:
+        text, written = stressor_pilot(results, study)
+        contract.atomic_write_text(results / study.files["verdicts"], text)
+        print(f"wrote {results / study.files['verdicts']}" + "".join(f", {p}" for p in written))
+        return 0
     table, plan = load(results, args.plan)
     result = analyse(table, plan)
     verdicts = results / plan.study.files["verdicts"]

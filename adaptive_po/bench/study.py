@@ -32,7 +32,7 @@ from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.bench.study_table import (
-    SliceOver, TableRunner, add_run_arguments, check_configs, check_run_arguments, checked_runner, preflight, read_checked_table, results_lock,
+    SliceOver, TableRunner, add_run_arguments, check_configs, check_normalization, check_run_arguments, checked_runner, preflight, read_checked_table, results_lock,
     spec_key, specs_for, train_with_sweep,
 )
 from adaptive_po.contract import FrozenKey as Key
@@ -58,18 +58,11 @@ def fresh_table(plan: StudyPlan, envs_dir: str | None = None) -> dict[Key, dict[
     the plan has none), checked: every one there, complete or scored, and trained with the
     configuration this pilot trains now (its recorded checksum); a ``ValueError`` naming the table
     and the first run otherwise, before anything trains."""
-    p = plan.pilot
-    if p.fresh_from is None:
-        return {}
-    path = plan.path.parent / p.fresh_from.table
-    if not path.is_file():
-        raise ValueError(f"{plan.path}: pilot.fresh_from: {path} is not a file (the fresh runs' committed table)")
-    table = read_checked_table(path, envs_dir)
-    wanted = [(p.fresh_from.folder, task, p.algo, "", p.lags[0], s, p.budget, "") for task in p.tasks for s in p.seeds]
-    missing = [k for k in wanted if k not in table]
-    if missing:
-        raise ValueError(f"{path}: the pilot's fresh run {missing[0]} is not in the table ({len(missing)} of {len(wanted)} missing)")
-    rows = {k: table[k] for k in wanted}
+    rows = pilot_rule.fresh_from_rows(plan)
+    if not rows:
+        return rows
+    path = plan.path.parent / plan.pilot.fresh_from.table
+    check_normalization(path, rows, envs_dir)
     changed = check_configs(rows, envs_dir=envs_dir).changed
     if changed:
         key, why = next(iter(sorted(changed.items())))

@@ -78,6 +78,24 @@ def pilot_runs(plan: StudyPlan, table: Mapping[Any, Mapping[str, Any]], task: st
     return [table.get((p.folder, task, p.algo, "", stressor.lag, s, p.budget, stressor.sampler)) for s in p.seeds]
 
 
+def fresh_from_rows(plan: StudyPlan) -> dict[Any, dict[str, Any]]:
+    """The pilot's fresh runs from another study's committed table (``fresh_from``; empty where the
+    plan has none): every one of its tasks and seeds at lag 0, the clean sampler and the pilot's
+    budget, in that table's folder; a ``ValueError`` naming the table and the first one missing."""
+    p = plan.pilot
+    if p.fresh_from is None:
+        return {}
+    path = plan.path.parent / p.fresh_from.table
+    if not path.is_file():
+        raise ValueError(f"{plan.path}: pilot.fresh_from: {path} is not a file (the fresh runs' committed table)")
+    table = contract.read_frozen_table(path)
+    wanted = [(p.fresh_from.folder, task, p.algo, "", p.lags[0], s, p.budget, "") for task in p.tasks for s in p.seeds]
+    missing = [k for k in wanted if k not in table]
+    if missing:
+        raise ValueError(f"{path}: the pilot's fresh run {missing[0]} is not in the table ({len(missing)} of {len(wanted)} missing)")
+    return {k: table[k] for k in wanted}
+
+
 def pilot_rows(plan: StudyPlan, table: Mapping[Any, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per (task, stressor, budget read): the pilot's numbers and the registered criteria (where
     complete); a pilot of two lags has one stressor, the stale lag, and its rows name none."""
