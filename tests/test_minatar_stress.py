@@ -16,6 +16,7 @@ from adaptive_po.analysis import study_report
 from adaptive_po.bench import study
 from adaptive_po.bench.study_table import read_table, row_key, spec_key, write_table
 from adaptive_po.contract import FROZEN_CURVE_COLUMN as CURVE_COLUMN
+from adaptive_po.studies import cuts as cut_order
 from adaptive_po.studies import pilot as pilot_rule
 from adaptive_po.studies.plan import load_plan
 from search_records import synthetic_envs  # noqa: F401 - tests/search_records.py: environment files of the synthetic tables
@@ -48,6 +49,17 @@ def _table(returns: dict) -> tuple[dict, dict]:
                 row = _row(P.folder, game, x.lag, x.sampler, seed, at_1m[seed_i], final[seed_i])
                 ours[row_key(row)] = row
     return ours, fresh
+
+
+def _results(tmp_path: Path) -> tuple[dict, Path]:
+    """(this pilot's table of equal scores everywhere, a results folder whose plan reads the fresh runs from a table beside it)."""
+    ours, fresh = _table({})
+    results = tmp_path / "minatar-stress"
+    results.mkdir()
+    (results / "plan.toml").write_text(PLAN_TEXT.replace('"../minatar-learning/per_run.csv"', '"../fresh/per_run.csv"'))
+    (tmp_path / "fresh").mkdir()
+    write_table(tmp_path / "fresh" / "per_run.csv", fresh)
+    return ours, results
 
 
 def test_the_plan_holds_the_registered_pilot_and_design():
@@ -123,13 +135,7 @@ def test_each_pair_is_kept_at_the_first_budget_where_ppo_learns_and_the_stressor
 
 def test_where_no_pair_qualifies_the_pilot_is_the_result_and_the_study_is_refused(tmp_path, synthetic_envs, capsys):
     envs = synthetic_envs(0.0, 10.0)
-    ours, fresh = _table({})  # every condition scores the same: nothing hurts
-    results = tmp_path / "minatar-stress"
-    results.mkdir()
-    plan_text = PLAN_TEXT.replace('"../minatar-learning/per_run.csv"', '"../fresh/per_run.csv"')
-    (results / "plan.toml").write_text(plan_text)
-    (tmp_path / "fresh").mkdir()
-    write_table(tmp_path / "fresh" / "per_run.csv", fresh)
+    ours, results = _results(tmp_path)  # every condition scores the same: nothing hurts
     partial = dict(ours)
     del partial[next(iter(sorted(partial)))]
     write_table(results / "per_run.csv", partial)
@@ -143,7 +149,7 @@ def test_where_no_pair_qualifies_the_pilot_is_the_result_and_the_study_is_refuse
     assert "**No (game, stressor) pair qualifies: as registered, the study is not run.** The pilot is the result: No stressor" in text
     assert contract.read_committed_json(results / "selection.json")["pairs"] == []
     assert study.main(["study", "--results", str(results), "--envs-dir", str(envs)]) == 2
-    assert "trained once its pilot selects a pair" in capsys.readouterr().err
+    assert "0 pairs qualify, fewer than 1: as registered, the study is not run" in capsys.readouterr().err
     # the report says so, from the committed files, with the pilot's figure
     assert study_report.main(["--results", str(results)]) == 0
     verdicts = (results / "verdicts.md").read_text()
@@ -153,12 +159,7 @@ def test_where_no_pair_qualifies_the_pilot_is_the_result_and_the_study_is_refuse
 
 def test_the_report_refuses_a_run_the_pilot_does_not_have_and_says_an_unfinished_pilot(tmp_path, synthetic_envs, capsys):
     synthetic_envs(0.0, 10.0)
-    ours, fresh = _table({})
-    results = tmp_path / "minatar-stress"
-    results.mkdir()
-    (results / "plan.toml").write_text(PLAN_TEXT.replace('"../minatar-learning/per_run.csv"', '"../fresh/per_run.csv"'))
-    (tmp_path / "fresh").mkdir()
-    write_table(tmp_path / "fresh" / "per_run.csv", fresh)
+    ours, results = _results(tmp_path)
     half = dict(sorted(ours.items())[:12])
     write_table(results / "per_run.csv", half)
     assert study_report.main(["--results", str(results)]) == 0
@@ -219,3 +220,68 @@ def test_sampler_names_read_back_as_the_dials_they_name():
         with pytest.raises(ValueError, match=repr(bad)):
             sampler_dials(bad)
     assert math.isfinite(sampler_dials("T1.2")["sampler_temperature"])
+
+
+def _selection(results: Path, pairs, speed: float = 600.0) -> None:
+    contract.atomic_write_json(results / "selection.json", {
+        "pairs": [{"env": e, "stressor": x, "budget": b} for e, x, b in pairs], "order": "in the registered order",
+        "seconds_per_million": {task: speed for task in P.tasks}, "pilot": []})
+
+
+def test_each_selected_pair_runs_lag_0_its_stressor_and_its_midpoint_for_every_arm(tmp_path):
+    (tmp_path / "plan.toml").write_text(PLAN_TEXT)
+    plan = load_plan(tmp_path / "plan.toml")
+    _selection(tmp_path, [("Freeway-MinAtar", "lag64", 2_000_000), ("Asterix-MinAtar", "T1.2", 1_000_000)])
+    tasks, speeds = study.read_selection(plan, tmp_path)
+    assert tasks == [("Freeway-MinAtar/lag64", 2_000_000), ("Asterix-MinAtar/T1.2", 1_000_000)]
+    runs = cut_order.apply_cuts(plan, tasks)
+    assert dict(runs.conditions) == {"Freeway-MinAtar/lag64": ((0, ""), (8, ""), (64, "")), "Asterix-MinAtar/T1.2": ((0, ""), (0, "T1.2"))}
+    assert runs.runs() == (3 + 2) * 4 * 5 == len(study.study_specs(plan, runs))
+    specs = study.arm_specs(plan, runs, "Asterix-MinAtar/T1.2", 1_000_000, "esspo")
+    assert {(s.env, s.dials.policy_lag, s.dials.sampler_temperature, s.total_timesteps) for s in specs} == {
+        ("Asterix-MinAtar", 0, 1.0, 1_000_000), ("Asterix-MinAtar", 0, 1.2, 1_000_000)}
+    assert {s.seed for s in specs} == set(range(5)) and {s.suite for s in specs} == {"minatar-stress-score"}
+    # the midpoints cut: the lag pair's slope is over lag 0 and its stressor
+    assert cut_order.apply_cuts(plan, tasks, {"arms": [], "midpoints": ["lag16", "lag64"], "pairs": []}).conditions["Freeway-MinAtar/lag64"] == (
+        (0, ""), (64, ""))
+    # a selection naming a stressor the plan does not have is refused, naming the file
+    _selection(tmp_path, [("Freeway-MinAtar", "lag32", 2_000_000)])
+    with pytest.raises(ValueError, match=r"selection.json: not a selection of this study \(stressor 'lag32'"):
+        study.read_selection(plan, tmp_path)
+
+
+@pytest.mark.parametrize("limit, cut", [
+    (17.0, {"arms": [], "midpoints": [], "pairs": []}),
+    # quatro first, then every midpoint, then the dearest pair (the lag pair: three conditions), never below one pair
+    (15.0, {"arms": ["quatro"], "midpoints": [], "pairs": []}),
+    (11.0, {"arms": ["quatro"], "midpoints": ["lag16", "lag64"], "pairs": []}),
+    (8.0, {"arms": ["quatro"], "midpoints": ["lag16", "lag64"], "pairs": ["Freeway-MinAtar/lag64"]}),
+    (1.0, {"arms": ["quatro"], "midpoints": ["lag16", "lag64"], "pairs": ["Freeway-MinAtar/lag64"]}),
+])
+def test_the_registered_cut_order_cuts_quatro_then_the_midpoints_then_the_dearest_pair(tmp_path, limit, cut):
+    tasks = [("Freeway-MinAtar/lag64", 2_000_000), ("Asterix-MinAtar/T1.2", 2_000_000)]
+    # 300 s per million steps: ~0.167 core-hours a run of 2.00704M steps; 4 arms x (3 + 2) conditions x 5 seeds = 100 runs, 16.7 h;
+    # 12.5 h without quatro, 10.0 h without the midpoints as well, 5.0 h with the sampler pair alone
+    speeds = {task: 300.0 for task in P.tasks}
+    cuts, lines = study.plan_cuts(PLAN, tasks, speeds, limit=limit)
+    assert cuts == cut, lines
+    assert lines[0].startswith("The dry run before the study's first run: 2 pairs, 100 runs, 16.7 core-hours")
+    assert cut_order.check_cuts(PLAN, cuts, tmp_path / "cuts.json") == cuts
+    with pytest.raises(ValueError, match=r"cuts.json: pairs \['Breakout-MinAtar/lag64'\] cannot be cut"):
+        cut_order.check_cuts(PLAN, {**cuts, "pairs": ["Breakout-MinAtar/lag64"]}, tmp_path / "cuts.json")
+
+
+def test_the_report_counts_the_studys_runs_on_the_selected_pairs_and_refuses_one_not_planned(tmp_path, synthetic_envs, capsys):
+    synthetic_envs(0.0, 10.0)
+    ours, results = _results(tmp_path)
+    _selection(results, [("Freeway-MinAtar", "lag64", 2_000_000), ("Asterix-MinAtar", "T1.2", 2_000_000)])
+    run = {**_row(PLAN.design.folder, "Asterix-MinAtar", 0, "T1.2", 3, 1.0, 1.0), "algo": "quatro"}
+    write_table(results / "per_run.csv", {**ours, row_key(run): run})
+    assert study_report.main(["--results", str(results)]) == 0
+    text = (results / "verdicts.md").read_text()
+    assert "**Selected by the pilot:** Freeway-MinAtar under `lag64` at 2,000,000 steps; Asterix-MinAtar under `T1.2`" in text
+    assert "**Progress:** 1 of the study's 100 runs" in text
+    stray = {**run, "policy_lag": 8}  # lag 8 is the lag64 pair's midpoint, not the sampler pair's
+    write_table(results / "per_run.csv", {**ours, row_key(stray): stray})
+    assert study_report.main(["--results", str(results)]) == 2
+    assert "(its place in the selected pairs' design)" in capsys.readouterr().err

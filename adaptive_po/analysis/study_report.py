@@ -26,7 +26,7 @@ from scipy import stats
 from adaptive_po import contract
 from adaptive_po.contract import FROZEN_CURVE_COLUMN as CURVE_COLUMN, parse_curve
 from adaptive_po.studies import pilot as pilot_rule
-from adaptive_po.studies.cuts import Runs, apply_cuts, check_cuts
+from adaptive_po.studies.cuts import Runs, apply_cuts, check_cuts, pair_name, split_pair
 from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan
 
 from .endpoints import decide, format_difference, format_p, head_to_head, log_lag, per_task_family, plan_rows, slope
@@ -382,32 +382,44 @@ def stressor_pilot(results: Path, study: StudyPlan) -> tuple[str, list[Path]]:
     if table:
         contract.check_table_digest(path, required=True)
     conditions = {(x.lag, x.sampler): x.name for x in p.stressors}
+    selection_path = results / files["selection"]
+    pairs = contract.read_committed_json(selection_path).get("pairs") if selection_path.is_file() else None
+    cuts_path = results / files["cuts"]
+    cuts = check_cuts(study, contract.read_committed_json(cuts_path), cuts_path) if cuts_path.is_file() else {}
+    runs = apply_cuts(study, [(pair_name(x["env"], x["stressor"]), int(x["budget"])) for x in pairs or ()], cuts)
+    planned_runs = {(task, arm, lag, seed, budget, sampler) for name, budget in runs.tasks for arm in runs.arms for seed in runs.seeds
+                    for lag, sampler in runs.conditions[name] for task in (split_pair(name)[0],)}
     for key in table:
         folder, task, algo, variant, lag, seed, budget, sampler = key
-        why = ("folder" if folder != p.folder else "task" if task not in p.tasks else "algorithm" if algo != p.algo else
-               "stressor (lag, sampler)" if (lag, sampler) not in conditions else "seed" if seed not in p.seeds else
-               "budget" if budget != p.budget else "variant" if variant else "")
+        if folder == study.design.folder:
+            why = "" if (task, algo, lag, seed, budget, sampler) in planned_runs and not variant else "place in the selected pairs' design"
+        else:
+            why = ("folder" if folder != p.folder else "task" if task not in p.tasks else "algorithm" if algo != p.algo else
+                   "stressor (lag, sampler)" if (lag, sampler) not in conditions else "seed" if seed not in p.seeds else
+                   "budget" if budget != p.budget else "variant" if variant else "")
         if why:
             raise ValueError(f"{path}: the run {key} is not in the plan {study.path} (its {why})")
     fresh = pilot_rule.fresh_from_rows(study)
-    selection_path = results / files["selection"]
-    pairs = contract.read_committed_json(selection_path).get("pairs") if selection_path.is_file() else None
+    table_pilot = {k: r for k, r in table.items() if k[0] == p.folder}
     planned = len(p.tasks) * len(p.seeds) * (len(p.stressors) + (0 if p.fresh_from else 1))
     lines = [f"# {study.title}: verdicts", "",
              f"Pre-registered in [`preregistration.md`](preregistration.md) before any run, the pilot included; (game, stressor) pairs "
              f"and budgets chosen by the `{p.algo}`-only pilot ([`{files['pilot']}`]({files['pilot']})). Rebuilt from the committed files by "
              f"`{study.commands['report']}`.", ""]
     if pairs is None:
-        lines.append(f"**The pilot is not complete** ({len(table)} of its {planned} runs in [`{files['table']}`]({files['table']})): no "
+        lines.append(f"**The pilot is not complete** ({len(table_pilot)} of its {planned} runs in [`{files['table']}`]({files['table']})): no "
                      f"({study.task_noun}, stressor) pair is selected yet, and the study has not started.")
     elif not pairs:
         lines.append(f"**No ({study.task_noun}, stressor) pair qualifies: as registered, the study is not run.** The pilot is the result "
-                     f"({len(table)} runs: [`{files['pilot']}`]({files['pilot']}), `pilot.png`): {p.rule.not_run}")
+                     f"({len(table_pilot)} runs: [`{files['pilot']}`]({files['pilot']}), `pilot.png`): {p.rule.not_run}")
     else:
         chosen = "; ".join(f"{x['env']} under `{x['stressor']}` at {int(x['budget']):,} steps" for x in pairs)
-        lines.append(f"**Selected by the pilot:** {chosen}. The study on these pairs has not started.")
+        lines.append(f"**Selected by the pilot:** {chosen}. **Progress:** {len(table) - len(table_pilot)} of the study's {runs.runs()} runs in "
+                     f"[`{files['table']}`]({files['table']})" + (f"; cut by the pre-registered order before its first run: {json.dumps(cuts, sort_keys=True)}"
+                                                                 if any(cuts.values()) else "") + ".")
     written = []
-    if table:
+    if table_pilot:
+        table = table_pilot
         colors = ("tab:orange", "tab:red", "tab:purple", "tab:brown", "tab:olive", "tab:cyan")
 
         def rows(source: Mapping, folder: str, task: str, lag: int, sampler: str) -> list[Mapping[str, Any]]:

@@ -7,9 +7,10 @@ reads ``<results>/plan.toml`` (:mod:`adaptive_po.studies.plan`; ``--plan`` names
    one population per (task, lag); then **select** (also alone, from the table): per task the first
    budget read that qualifies by the plan's rule (:mod:`adaptive_po.studies.pilot`), ordered from
    the cheapest, written to ``pilot.md`` and ``selection.json``.
-2. **study**: the design's arms x lags x scoring seeds on the selected tasks, cut to the plan's
-   core-hour limit in its registered order (:mod:`adaptive_po.studies.cuts`) by a dry run
-   calibrated on the pilot's own run times, the cuts written once before the first run.
+2. **study**: the design's arms x lags x scoring seeds on the selected tasks (after a pilot of
+   stressors: on the selected (task, stressor) pairs, each at lag 0, its midpoint and its stressor),
+   cut to the plan's core-hour limit in its registered order (:mod:`adaptive_po.studies.cuts`) by a
+   dry run calibrated on the pilot's own run times, the cuts written once before the first run.
 
 The table, its checks and the runner are every study's (:mod:`adaptive_po.bench.study_table`): a
 run in the table is never run again, and a slice (``--hours``) stops starting populations when its
@@ -38,7 +39,7 @@ from adaptive_po.bench.study_table import (
 from adaptive_po.contract import FrozenKey as Key
 from adaptive_po.studies import cuts as cut_order
 from adaptive_po.studies import pilot as pilot_rule
-from adaptive_po.studies.cuts import Runs, Task
+from adaptive_po.studies.cuts import Runs, Task, pair_name, split_pair
 from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan
 
 
@@ -72,6 +73,11 @@ def fresh_table(plan: StudyPlan, envs_dir: str | None = None) -> dict[Key, dict[
 
 
 def arm_specs(plan: StudyPlan, runs: Runs, task: str, budget: int, arm: str, out: str = "runs", envs_dir: str | None = None) -> list[RunSpec]:
+    """One arm's runs on one task at its lags and seeds; on a (task, stressor) pair, at the pair's conditions."""
+    if runs.conditions:
+        env = split_pair(task)[0]
+        return [s for lag, sampler in runs.conditions[task]
+                for s in specs_for(env, arm, [""], [lag], runs.seeds, budget, plan.design.folder, out, envs_dir, sampler=sampler)]
     return specs_for(task, arm, [""], runs.lags, runs.seeds, budget, plan.design.folder, out, envs_dir)
 
 
@@ -86,8 +92,12 @@ def core_hours(plan: StudyPlan, runs: Runs, speeds: Mapping[str, float], table: 
 
 
 def plan_cuts(plan: StudyPlan, tasks: Sequence[Task], speeds: Mapping[str, float], limit: float | None = None) -> tuple[dict[str, list[Any]], list[str]]:
-    """The plan's cut order at ``speeds``: :func:`adaptive_po.studies.cuts.plan_cuts`."""
-    return cut_order.plan_cuts(plan, tasks, lambda runs: core_hours(plan, runs, speeds), lambda t: t[1] * speeds[t[0]], limit)
+    """The plan's cut order at ``speeds``: :func:`adaptive_po.studies.cuts.plan_cuts`; a task's
+    cost is its runs' core-hours with nothing cut (a pair with a midpoint is dearer)."""
+    def cost(task: Task) -> float:
+        return core_hours(plan, cut_order.apply_cuts(plan, [task]), speeds)
+
+    return cut_order.plan_cuts(plan, tasks, lambda runs: core_hours(plan, runs, speeds), cost, limit)
 
 
 def read_cuts(plan: StudyPlan, path: Path) -> dict[str, list[Any]]:
@@ -159,13 +169,22 @@ def read_selection(plan: StudyPlan, results: Path) -> tuple[list[Task], dict[str
     path = results / plan.files["selection"]
     try:
         record = json.loads(contract.read_committed_text(path))
-        tasks = [(str(g["env"]), int(g["budget"])) for g in record[plan.tasks_word]]
+        if plan.pilot.by_stressor:  # a design on (task, stressor) pairs: each pair is a task of the study
+            pairs = [(str(g["env"]), str(g["stressor"]), int(g["budget"])) for g in record["pairs"]]
+            plan.check_selected(path, [(t, b) for t, _, b in pairs])
+            unknown = [x for _, x, _ in pairs if x not in {s.name for s in plan.pilot.stressors}]
+            if unknown:
+                raise ValueError(f"stressor {unknown[0]!r} is not one of the plan's")
+            tasks = [(pair_name(t, x), b) for t, x, b in pairs]
+        else:
+            tasks = [(str(g["env"]), int(g["budget"])) for g in record[plan.tasks_word]]
         speeds = {str(k): float(v) for k, v in record["seconds_per_million"].items()}
     except FileNotFoundError:
         raise ValueError(f"{path}: no selection yet: run the pilot first ({plan.commands['run']} pilot)") from None
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: not a selection of this study ({err})") from None
-    plan.check_selected(path, tasks)
+    if not plan.pilot.by_stressor:
+        plan.check_selected(path, tasks)
     return tasks, speeds
 
 
@@ -209,9 +228,6 @@ def _main(argv: Sequence[str] | None, prog: str, default_results: str | None, de
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     if plan.pilot.by_stressor:
         fresh_table(plan, args.envs_dir)  # the reused fresh runs checked before anything else
-        if args.command == "study":
-            raise ValueError(f"{plan.path}: a design on the pilot's (task, stressor) pairs is trained once its pilot selects a pair; "
-                             "this runner trains its pilot, writes its selection and its dry run")
     if args.command == "select":
         write_selection(plan, results, args.envs_dir, log)
         return 0
@@ -245,10 +261,6 @@ def dry_run(plan: StudyPlan, results: Path, envs_dir: str | None, log: Callable[
     if not (results / plan.files["selection"]).exists():
         log("study: planned after the pilot (its size depends on the tasks it selects)")
         return 0
-    if plan.pilot.by_stressor:
-        pairs = contract.read_committed_json(results / plan.files["selection"]).get("pairs", [])
-        log(f"study: {len(pairs)} (task, stressor) pair(s) selected" + (": sized when its runner trains pairs" if pairs else ": as registered, not run"))
-        return 0
     tasks, speeds = read_selection(plan, results)
     cuts, lines = plan_cuts(plan, tasks, speeds)
     for line in lines:
@@ -265,7 +277,7 @@ def run_study(plan: StudyPlan, args: Any, results: Path, train: Callable[..., An
     tasks, speeds = read_selection(plan, results)
     minimum = plan.pilot.rule.min_tasks
     if len(tasks) < minimum:
-        raise ValueError(f"{results / plan.files['selection']}: {len(tasks)} {plan.tasks_word} qualify, fewer than {minimum}: "
+        raise ValueError(f"{results / plan.files['selection']}: {len(tasks)} {cut_order.cut_key(plan, 'tasks')} qualify, fewer than {minimum}: "
                          "as registered, the study is not run")
     table_path, cuts_path = results / plan.files["table"], results / plan.files["cuts"]
     with results_lock(results):
@@ -278,11 +290,11 @@ def run_study(plan: StudyPlan, args: Any, results: Path, train: Callable[..., An
         runner: TableRunner = checked_runner(table_path, train, args, log, deadline=deadline, curves=True)
         log(f"study: {runs.runs()} runs on {[t for t, _ in runs.tasks]}, lags {list(runs.lags)}, seeds {list(runs.seeds)}; "
             f"~{core_hours(plan, runs, speeds, runner.rows):.1f} core-hours left")
-        population = math.ceil(len(runs.lags) * len(runs.seeds) / 2)  # one (task, arm) in two halves, one per core
         try:
             for task, budget in runs.tasks:
                 for arm in runs.arms:
-                    runner.run(arm_specs(plan, runs, task, budget, arm, args.out, args.envs_dir), max_members=population)
+                    specs = arm_specs(plan, runs, task, budget, arm, args.out, args.envs_dir)
+                    runner.run(specs, max_members=math.ceil(len(specs) / 2))  # one (task, arm) in two halves, one per core
         except SliceOver:
             log("the slice's time is over: the table holds every finished run; rerun to continue")
         finally:
