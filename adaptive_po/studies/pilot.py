@@ -17,7 +17,6 @@ from scipy import stats
 
 from adaptive_po import contract
 from adaptive_po.contract import FROZEN_CURVE_COLUMN as CURVE_COLUMN, parse_curve
-from adaptive_po.dials import sampler_dials
 
 from .plan import Rule, Stressor, StudyPlan
 
@@ -172,7 +171,7 @@ def welch_interval(r: Mapping[str, Any], n: int, fresh: Any, stale: Any) -> str:
 def stressor_words(x: Stressor) -> str:
     """What a stressor does to the data, in words."""
     parts = [f"an actor {x.lag} updates old"] if x.lag else []
-    for key, value in sampler_dials(x.sampler).items():
+    for key, value in contract.sampler_dials(x.sampler).items():
         parts.append(f"the sampler's logits divided by {value:g}" if key == "sampler_temperature" else f"the sampler's network in {value}")
     return " and ".join(parts)
 

@@ -69,7 +69,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from adaptive_po import contract
-from adaptive_po.dials import sampler_dials
 
 PLAN_FILE = "plan.toml"
 SCHEMA = 1
@@ -679,7 +678,7 @@ def _stressor(t: _Reader) -> Stressor:
     out = Stressor(t.get("name", _name, "a name"), t.get("lag", _whole, "a lag", 0), t.get("sampler", _text, 'a sampler ("T1.2", "fp8-e4m3")', ""))
     t.done()
     try:
-        sampler_dials(out.sampler)
+        contract.sampler_dials(out.sampler)
     except ValueError as err:
         raise t.error("sampler", str(err)) from None
     if not out.lag and not out.sampler:
