@@ -88,7 +88,78 @@ class KnobSchedule(FloatSchedule):
     __hash__ = FloatSchedule.__hash__
 
 
-class BatchPolicyOptimization(OnPolicyAlgorithm):
+class CollectorRollouts:
+    """SB3's ``collect_rollouts`` with the :class:`~adaptive_po.collector.Collector` acting: the one
+    rollout loop of the SB3 classes here (the policy-gradient ones and :class:`~adaptive_po.pqn.PQN`).
+    A class mixes it in before SB3's :class:`OnPolicyAlgorithm` and holds ``self.collector``."""
+
+    collector: Collector
+
+    def _act(self, obs_tensor: th.Tensor) -> Any:
+        """One vectorized step's :class:`~adaptive_po.collector.ActorStep` for ``obs_tensor``."""
+        return self.collector.act(obs_tensor)
+
+    def _update_current_progress_remaining(self, num_timesteps: int, total_timesteps: int) -> None:
+        # SB3 lets this go below 0 when the last rollout overshoots the budget, which turns
+        # linearly decayed learning rates and clip ranges negative; stop at 0 instead.
+        super()._update_current_progress_remaining(num_timesteps, total_timesteps)
+        self._current_progress_remaining = max(0.0, self._current_progress_remaining)
+
+    # -- collection -------------------------------------------------------------------------------
+    def collect_rollouts(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        rollout_buffer: BehaviourRolloutBuffer,  # type: ignore[override]
+        n_rollout_steps: int,
+    ) -> bool:
+        """Fill ``rollout_buffer`` with ``n_rollout_steps`` steps of the collector's actor."""
+        assert self._last_obs is not None, "No previous observation was provided"
+        self.policy.set_training_mode(False)
+        n_steps = 0
+        rollout_buffer.reset()
+        if self.use_sde:  # gSDE: new exploration matrices, where SB3's collect_rollouts draws them
+            self.collector.reset_noise(env.num_envs)
+        callback.on_rollout_start()
+        new_obs, dones = self._last_obs, self._last_episode_starts
+        while n_steps < n_rollout_steps:
+            if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
+                self.collector.reset_noise(env.num_envs)
+            with th.no_grad():
+                obs_tensor = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
+                step = self._act(obs_tensor)
+            actions = step.actions.cpu().numpy()
+            # flat actions are stored; the environment gets the space's shape (Box bounds clipped)
+            new_obs, rewards, dones, infos = env.step(env_actions(actions, self.action_space))
+            self.num_timesteps += env.num_envs
+            callback.update_locals(locals())
+            if not callback.on_step():
+                return False
+            self._update_info_buffer(infos, dones)
+            n_steps += 1
+
+            if isinstance(self.action_space, spaces.Discrete):
+                actions = actions.reshape(-1, 1)
+            rollout_buffer.add_transition(
+                self._last_obs,  # type: ignore[arg-type]
+                actions,
+                rewards,
+                self._last_episode_starts,  # type: ignore[arg-type]
+                step.behaviour_log_prob,
+                step.behaviour_params,
+            )
+            for idx, terminal_observation in truncations(dones, infos):
+                rollout_buffer.add_timeout(idx, terminal_observation)
+            self._last_obs = new_obs  # type: ignore[assignment]
+            self._last_episode_starts = dones
+
+        rollout_buffer.set_last(new_obs, dones)
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        return True
+
+
+class BatchPolicyOptimization(CollectorRollouts, OnPolicyAlgorithm):
     """An on-policy actor-critic whose policy loss is a pluggable objective, on controllable data.
 
     Constructor arguments follow SB3's PPO (units and defaults as there), plus:
@@ -277,12 +348,6 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         # Snapshots and replayed batches are training-time state, not part of the model.
         return [*super()._excluded_save_params(), "collector", "_update_listeners", "_epoch_listeners", "_objective_schedules"]
 
-    def _update_current_progress_remaining(self, num_timesteps: int, total_timesteps: int) -> None:
-        # SB3 lets this go below 0 when the last rollout overshoots the budget, which turns
-        # linearly decayed learning rates and clip ranges negative; stop at 0 instead.
-        super()._update_current_progress_remaining(num_timesteps, total_timesteps)
-        self._current_progress_remaining = max(0.0, self._current_progress_remaining)
-
     def add_update_listener(self, listener: Callable[[dict[str, float]], None]) -> None:
         """Call ``listener(stats)`` after every update, with that update's statistics."""
         self._update_listeners.append(listener)
@@ -294,59 +359,6 @@ class BatchPolicyOptimization(OnPolicyAlgorithm):
         ``proximal_log_prob``, ``advantages`` ...). For diagnostics (:mod:`adaptive_po.bench.trace`);
         it must not change the parameters."""
         self._epoch_listeners.append(listener)
-
-    # -- collection -------------------------------------------------------------------------------
-    def collect_rollouts(
-        self,
-        env: VecEnv,
-        callback: BaseCallback,
-        rollout_buffer: BehaviourRolloutBuffer,  # type: ignore[override]
-        n_rollout_steps: int,
-    ) -> bool:
-        """Fill ``rollout_buffer`` with ``n_rollout_steps`` steps of the collector's actor."""
-        assert self._last_obs is not None, "No previous observation was provided"
-        self.policy.set_training_mode(False)
-        n_steps = 0
-        rollout_buffer.reset()
-        if self.use_sde:  # gSDE: new exploration matrices, where SB3's collect_rollouts draws them
-            self.collector.reset_noise(env.num_envs)
-        callback.on_rollout_start()
-        new_obs, dones = self._last_obs, self._last_episode_starts
-        while n_steps < n_rollout_steps:
-            if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
-                self.collector.reset_noise(env.num_envs)
-            with th.no_grad():
-                obs_tensor = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
-                step = self.collector.act(obs_tensor)
-            actions = step.actions.cpu().numpy()
-            # flat actions are stored; the environment gets the space's shape (Box bounds clipped)
-            new_obs, rewards, dones, infos = env.step(env_actions(actions, self.action_space))
-            self.num_timesteps += env.num_envs
-            callback.update_locals(locals())
-            if not callback.on_step():
-                return False
-            self._update_info_buffer(infos, dones)
-            n_steps += 1
-
-            if isinstance(self.action_space, spaces.Discrete):
-                actions = actions.reshape(-1, 1)
-            rollout_buffer.add_transition(
-                self._last_obs,  # type: ignore[arg-type]
-                actions,
-                rewards,
-                self._last_episode_starts,  # type: ignore[arg-type]
-                step.behaviour_log_prob,
-                step.behaviour_params,
-            )
-            for idx, terminal_observation in truncations(dones, infos):
-                rollout_buffer.add_timeout(idx, terminal_observation)
-            self._last_obs = new_obs  # type: ignore[assignment]
-            self._last_episode_starts = dones
-
-        rollout_buffer.set_last(new_obs, dones)
-        callback.update_locals(locals())
-        callback.on_rollout_end()
-        return True
 
     # -- training ---------------------------------------------------------------------------------
     def _flat_actions(self, actions: np.ndarray) -> np.ndarray:

@@ -115,10 +115,10 @@ def distribution_kind(distribution: Distribution) -> D.Kind:
 
 
 def frozen_copy(policy: ActorCriticPolicy) -> ActorCriticPolicy:
-    """A copy of ``policy`` for acting only (eval mode, no gradients). gSDE's distribution holds
+    """A copy of ``policy`` (an SB3 policy: an actor-critic, or PQN's Q-network) for acting only (eval mode, no gradients). gSDE's distribution holds
     the exploration matrices drawn with ``rsample`` (tensors with a graph, which ``deepcopy``
     refuses): the copy gets them detached, and the per-forward state is rebuilt on its first use."""
-    dist = policy.action_dist
+    dist = getattr(policy, "action_dist", None)  # a Q-network policy (PQN) has none
     saved = {}
     if isinstance(dist, StateDependentNoiseDistribution):
         state = ("exploration_mat", "exploration_matrices", "weights_dist", "_latent_sde", "distribution")
@@ -126,7 +126,8 @@ def frozen_copy(policy: ActorCriticPolicy) -> ActorCriticPolicy:
     try:
         clone = copy.deepcopy(policy)
     finally:
-        dist.__dict__.update(saved)
+        if saved:
+            dist.__dict__.update(saved)
     for name in ("exploration_mat", "exploration_matrices"):
         if name in saved:
             setattr(clone.action_dist, name, saved[name].detach().clone())
