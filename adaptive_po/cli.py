@@ -315,6 +315,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from adaptive_po.bench.config import budget_notes, get_env_config, trained_timesteps
     from adaptive_po.bench.jobs import supports_population
     from adaptive_po.bench.population_engine import execute_population
+    from adaptive_po.hyperparams import VALUE_ALGORITHMS
     from adaptive_po.bench.process_engine import execute_run
     from adaptive_po.bench.grid import Grid, expand_grid
     specs = expand_grid(
@@ -336,6 +337,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     spec = specs[0]
     from adaptive_po.bench.jobs import Job, check_learner_precision, check_seeds
     from adaptive_po.bench.locks import check_destination, destination_error, disk_error_text, sweep_folders, sweep_lock
+    if args.engine == "population" and spec.algo in VALUE_ALGORITHMS:
+        raise ValueError(f"the population engine does not train {spec.algo} (it stacks policy objectives only); use --engine process")
     population = args.engine == "population" and supports_population(spec)
     check_learner_precision([Job((spec,), population=population)])  # bf16 where it cannot run: exit 2, before compute
     check_seeds([Job((spec,), population=population)])  # environment seeds beyond int32: exit 2, before compute
@@ -358,9 +361,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
             print(f"redo  {line}; its folder is cleared and the run done again", file=sys.stderr)
         engine = "population engine, a population of one" if population else "process engine"
         env_cfg = get_env_config(spec.env, spec.envs_dir)
-        for note in budget_notes(env_cfg, spec.total_timesteps):  # rounded budget, too few evaluations
+        for note in budget_notes(env_cfg, spec.total_timesteps, spec.algo):  # rounded budget, too few evaluations
             print(note, file=sys.stderr)
-        trained = trained_timesteps(env_cfg, spec.total_timesteps)
+        trained = trained_timesteps(env_cfg, spec.total_timesteps, spec.algo)
         print(f"training {spec.relative_dir} for {trained:,} steps ({engine}) ...", file=sys.stderr)
         with _TrainProgress(spec.run_dir, trained, show=not args.no_progress, follow_folder=population):
             outcome = execute_population([spec])[0] if population else execute_run(spec)
@@ -529,6 +532,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     import inspect
 
     from adaptive_po.bench.config import DEFAULT_ENVS_DIR, available_envs, load_env_config
+    from adaptive_po.bench.run_folder import PQN_DESCRIPTION
     from adaptive_po.bench.suites import SUITES
     from adaptive_po.bench.variants import objective_knobs
     from adaptive_po.objectives import OBJECTIVES
@@ -542,6 +546,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         defaults = {p.name: p.default for p in inspect.signature(spec.loss).parameters.values()}
         knobs = ", ".join(f"{k} {defaults[k]:g}" for k in objective_knobs(name))
         print(f"  {name:18s} {spec.description}" + (f"\n  {'':18s} knobs: {knobs}" if knobs else ""))
+    print(f"  {'pqn':18s} {PQN_DESCRIPTION}\n  {'':18s} settings: the environment file's pqn block over its preset; process engine only")
     print("suites:")
     width = max(len(name) for name in SUITES)
 

@@ -90,10 +90,15 @@ PROGRESS_COLUMNS: tuple[Column, ...] = (
     Column("entropy", "mean entropy of pi_theta (nats)"),
     Column("explained_variance", "explained variance of the fresh batch's returns by the critic's values"),
     Column("learning_rate", "the learning rate used in this update"),
+    Column("epsilon", "PQN: epsilon-greedy's epsilon at the update; empty for the policy objectives"),
+    Column("behaviour_divergence", "PQN: share of the fresh batch's states whose greedy action the update changed (the after-ABS dial's input); empty for the policy objectives"),
+    Column("rollout_steps", "PQN: steps per environment of the update's rollout (moved by the after-ABS dial); empty for the policy objectives"),
 )
 
-#: the per-update statistics of :data:`PROGRESS_COLUMNS`: the keys the algorithms report
-UPDATE_STATISTICS: tuple[str, ...] = tuple(c.name for c in PROGRESS_COLUMNS[6:])
+#: per-update statistics only some algorithms report (PQN's); the others leave their cells empty
+OPTIONAL_STATISTICS: tuple[str, ...] = ("epsilon", "behaviour_divergence", "rollout_steps")
+#: the per-update statistics of :data:`PROGRESS_COLUMNS`: the keys every algorithm reports
+UPDATE_STATISTICS: tuple[str, ...] = tuple(c.name for c in PROGRESS_COLUMNS[6:] if c.name not in OPTIONAL_STATISTICS)
 
 #: eval.csv: deterministic evaluation of the clean current policy on separate environments
 EVAL_COLUMNS: tuple[Column, ...] = (

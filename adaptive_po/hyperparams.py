@@ -398,3 +398,124 @@ def check_hyperparams(**values: Any) -> None:
     fields = {f.name: f for f in dataclasses.fields(Hyperparams)}
     for name, value in values.items():
         fields[name].metadata["check"](name, value)
+
+
+# -- PQN ------------------------------------------------------------------------------------------
+#: the algorithms that are not a policy objective of ``adaptive_po.objectives.OBJECTIVES``: a name the
+#: bench and the command line take beside the objectives, with its own class and settings
+VALUE_ALGORITHMS: tuple[str, ...] = ("pqn",)
+#: PQN's Q-network bodies (``adaptive_po.pqn.NETWORKS``)
+PQN_NETWORKS: tuple[str, ...] = ("mlp", "minatar", "nature")
+
+
+def open_unit_interval(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
+        raise HyperparameterError(f"{name} must be a number in (0, 1], got {value!r}")
+    return float(value)
+
+
+def _pqn_network(name: str, value: Any) -> str:
+    if value not in PQN_NETWORKS:
+        raise HyperparameterError(f"{name} must be one of {PQN_NETWORKS}, got {value!r}")
+    return value
+
+
+def _optional_widths(name: str, value: Any) -> list[int] | None:
+    return None if value is None else _layer_widths(name, value)
+
+
+#: the after-ABS dial's knobs (``adaptive_po.batch_scaling.AfterABS``)
+AFTER_ABS_KNOBS: tuple[str, ...] = ("c", "base", "t_min", "t_max")
+
+
+def _batch_scaling(name: str, value: Any) -> dict[str, Any] | None:
+    """``None`` (off) or the after-ABS knobs as a mapping (``{}``: every default)."""
+    if value is None:
+        return None
+    knobs = mapping(name, value)
+    unknown = sorted(map(str, set(knobs) - set(AFTER_ABS_KNOBS)))
+    if unknown:
+        raise HyperparameterError(f"{name} takes the after-ABS knobs {list(AFTER_ABS_KNOBS)}, got unknown {unknown}")
+    return knobs
+
+
+@dataclass(frozen=True)
+class PQNHyperparams:
+    """PQN's settings for one environment: a preset (:data:`PQN_PRESETS`, chosen by the environment's
+    network family, :func:`pqn_preset`) with the keys of the environment file's ``pqn`` block over it.
+    Every field is checked when the object is built (``ValueError`` naming the field)."""
+
+    source: str = _field(non_empty_text, "where the values come from", role="run")
+    n_envs: int = _field(at_most(MAX_N_ENVS, "parallel environments per run"), "parallel environments per run", role="run")
+    n_steps: int = _field(at_most(MAX_N_STEPS, "steps per environment per rollout"), "steps per environment per rollout")
+    batch_size: int = _field(positive_int, "minibatch size (transitions)")
+    n_epochs: int = _field(positive_int, "passes over each update's data")
+    learning_rate: float | Schedule = _field(schedule, "RAdam step size, constant or linearly decayed to 0 ('lin_<x>')")
+    gamma: float = _field(unit_interval, "discount factor")
+    q_lambda: float = _field(unit_interval, "lambda of the Q(lambda) targets")
+    epsilon_start: float = _field(open_unit_interval, "epsilon-greedy's epsilon at the start")
+    epsilon_final: float = _field(open_unit_interval, "epsilon after the decay")
+    exploration_fraction: float = _field(unit_interval, "share of the budget over which epsilon decays linearly")
+    max_grad_norm: float = _field(non_negative, "global gradient-norm clip")
+    network: str = _field(_pqn_network, "Q-network body: mlp, minatar (conv 16 3x3) or nature (the Nature DQN CNN)", role="run")
+    net_arch: list[int] | None = _field(_optional_widths, "dense hidden widths (null: the body's default)", default=None, role="run")
+    batch_scaling: dict[str, Any] | None = _field(_batch_scaling, "the after-ABS dial's knobs (null: off; {}: its defaults)", default=None, role="run")
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
+        rollout = self.n_steps * self.n_envs
+        if rollout > MAX_ROLLOUT_STEPS:
+            raise HyperparameterError(f"n_envs x n_steps is {rollout:,} transitions per rollout, above the limit of {MAX_ROLLOUT_STEPS:,}")
+        if self.batch_size > rollout:
+            raise HyperparameterError(f"batch_size ({self.batch_size}) is larger than the rollout n_steps * n_envs = {rollout}")
+        if self.epsilon_final > self.epsilon_start:
+            raise HyperparameterError(f"epsilon_final={self.epsilon_final!r} is above epsilon_start={self.epsilon_start!r}; epsilon decays")
+
+    @classmethod
+    def from_preset(cls, preset: str, overrides: Mapping[str, Any] | None = None, prefix: str = "pqn.") -> PQNHyperparams:
+        """The preset's values with ``overrides`` (an environment file's ``pqn`` block) over them;
+        an unknown key or a bad value is a ``ValueError`` naming it as ``<prefix><key>``."""
+        overrides = dict(overrides or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(map(str, set(overrides) - known))
+        if unknown:
+            raise ValueError(f"unknown key(s) {[prefix + k for k in unknown]}; allowed: {sorted(known)}")
+        try:
+            return cls(**{**PQN_PRESETS[preset], **overrides})
+        except ValueError as err:
+            raise type(err)(f"{prefix}{err}") from None
+
+    def algorithm_kwargs(self) -> dict[str, Any]:
+        """The ``PQN`` class's constructor arguments (``batch_scaling`` and the network go separately)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata["role"] == "algorithm"}
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: (repr(v) if isinstance(v, LinearSchedule) else v) for f in dataclasses.fields(self) for v in [getattr(self, f.name)]}
+
+
+#: PQN's authors' settings per network family, the defaults of an environment file's ``pqn`` block
+PQN_PRESETS: dict[str, dict[str, Any]] = {
+    "classic": dict(
+        source="CleanRL cleanrl/pqn.py (classic control)", n_envs=4, n_steps=128, batch_size=128, n_epochs=4,
+        learning_rate="lin_2.5e-4", gamma=0.99, q_lambda=0.65, epsilon_start=1.0, epsilon_final=0.05, exploration_fraction=0.5,
+        max_grad_norm=10.0, network="mlp",
+    ),
+    "minatar": dict(
+        source="purejaxql (MinAtar)", n_envs=128, n_steps=32, batch_size=128, n_epochs=2, learning_rate="lin_5e-4", gamma=0.99,
+        q_lambda=0.65, epsilon_start=1.0, epsilon_final=0.05, exploration_fraction=0.1, max_grad_norm=10.0, network="minatar",
+    ),
+    "atari": dict(
+        source="purejaxql (Atari)", n_envs=128, n_steps=32, batch_size=128, n_epochs=2, learning_rate="lin_2.5e-4", gamma=0.99,
+        q_lambda=0.65, epsilon_start=1.0, epsilon_final=0.001, exploration_fraction=0.1, max_grad_norm=10.0, network="nature",
+    ),
+}
+
+
+def pqn_preset(policy: str, policy_kwargs: Mapping[str, Any]) -> str:
+    """The :data:`PQN_PRESETS` entry for an environment whose PPO settings use ``policy``: an MLP
+    (classic control, Box2D) -> ``classic``; the MinAtar CNN -> ``minatar``; another CNN (ALE frames) -> ``atari``."""
+    if policy != "CnnPolicy":
+        return "classic"
+    extractor = policy_kwargs.get("features_extractor_class")
+    return "minatar" if getattr(extractor, "__name__", extractor) == "MinAtarCNN" else "atari"

@@ -724,11 +724,16 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
 
 def get_objective(name: str) -> ObjectiveSpec:
     """Look up a registered objective; a clear error lists the known ones."""
+    from adaptive_po.hyperparams import VALUE_ALGORITHMS
+
     try:
         return OBJECTIVES[name]
     except KeyError:
         import difflib
 
-        close = difflib.get_close_matches(str(name).lower(), list(OBJECTIVES), n=1, cutoff=0.6)
+        if name in VALUE_ALGORITHMS:
+            raise ValueError(f"{name!r} is not a policy objective: it trains with its own class (adaptive_po.pqn.PQN), not the objective loop") from None
+        known = [*OBJECTIVES, *VALUE_ALGORITHMS]
+        close = difflib.get_close_matches(str(name).lower(), known, n=1, cutoff=0.6)
         hint = f" did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"unknown algorithm {name!r};{hint} available: {sorted(OBJECTIVES)}") from None
+        raise ValueError(f"unknown algorithm {name!r};{hint} available: {sorted(known)}") from None

@@ -54,7 +54,7 @@ from adaptive_po.batch_scaling import AfterABS
 from adaptive_po.buffers import BehaviourRolloutBuffer
 from adaptive_po.collector import ActorStep, Collector
 from adaptive_po.dials import DIAL_DEFAULTS, DataDials, dials_from_arguments
-from adaptive_po.hyperparams import HyperparameterError, LinearSchedule, check_hyperparams, unit_interval
+from adaptive_po.hyperparams import HyperparameterError, PQNHyperparams, check_hyperparams, open_unit_interval, unit_interval
 from adaptive_po.objectives import PolicyBatch, batch_statistics
 from adaptive_po.update import StoredRollout, approx_kl, explained_variance, map_observations
 
@@ -222,10 +222,8 @@ class EpsilonGreedyCollector(Collector):
 
 
 # -- the algorithm ---------------------------------------------------------------------------------
-def _open_unit(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
-        raise HyperparameterError(f"{name} must be a number in (0, 1], got {value!r}")
-    return float(value)
+#: the class's defaults: CleanRL's classic-control settings (one home: hyperparams.PQN_PRESETS)
+_P = PQNHyperparams.from_preset("classic")
 
 
 class PQN(CollectorRollouts, OnPolicyAlgorithm):
@@ -257,16 +255,16 @@ class PQN(CollectorRollouts, OnPolicyAlgorithm):
         self,
         policy: str | type[QPolicy],
         env: GymEnv | str,
-        learning_rate: float | Schedule = LinearSchedule(2.5e-4),
-        n_steps: int = 128,
-        batch_size: int = 128,
-        n_epochs: int = 4,
-        gamma: float = 0.99,
-        q_lambda: float = 0.65,
-        epsilon_start: float = 1.0,
-        epsilon_final: float = 0.05,
-        exploration_fraction: float = 0.5,
-        max_grad_norm: float = 10.0,
+        learning_rate: float | Schedule = _P.learning_rate,
+        n_steps: int = _P.n_steps,
+        batch_size: int = _P.batch_size,
+        n_epochs: int = _P.n_epochs,
+        gamma: float = _P.gamma,
+        q_lambda: float = _P.q_lambda,
+        epsilon_start: float = _P.epsilon_start,
+        epsilon_final: float = _P.epsilon_final,
+        exploration_fraction: float = _P.exploration_fraction,
+        max_grad_norm: float = _P.max_grad_norm,
         policy_lag: int = DIAL_DEFAULTS["policy_lag"],
         replay: int = DIAL_DEFAULTS["replay"],
         action_noise: float = DIAL_DEFAULTS["action_noise"],
@@ -287,8 +285,8 @@ class PQN(CollectorRollouts, OnPolicyAlgorithm):
             learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs, gamma=gamma, max_grad_norm=max_grad_norm,
         )
         self.q_lambda = unit_interval("q_lambda", q_lambda)
-        self.epsilon_start = _open_unit("epsilon_start", epsilon_start)
-        self.epsilon_final = _open_unit("epsilon_final", epsilon_final)
+        self.epsilon_start = open_unit_interval("epsilon_start", epsilon_start)
+        self.epsilon_final = open_unit_interval("epsilon_final", epsilon_final)
         if self.epsilon_final > self.epsilon_start:
             raise HyperparameterError(f"epsilon_final={epsilon_final!r} is above epsilon_start={epsilon_start!r}; epsilon decays")
         self.exploration_fraction = unit_interval("exploration_fraction", exploration_fraction)
@@ -425,7 +423,7 @@ class PQN(CollectorRollouts, OnPolicyAlgorithm):
         at the current epsilon against the recorded behaviour (``ess``, ratios, both KLs), between
         the update's start and end (``approx_kl``, ``behaviour_divergence``: the share of the fresh
         states whose greedy action changed), and of the regression (``value_loss``: the mean
-        minibatch loss; ``explained_variance`` of the fresh targets by Q(s, a) at the start)."""
+        minibatch loss, ``loss`` the last one's; ``explained_variance`` of the fresh targets by Q(s, a) at the start)."""
         epsilon = self.exploration_rate()
         q_end = _chunked(self.policy.q_values, data["observations"], self.device)
         start_params, end_params = epsilon_greedy_log_probs(data["q_start"], epsilon), epsilon_greedy_log_probs(q_end, epsilon)
@@ -440,7 +438,7 @@ class PQN(CollectorRollouts, OnPolicyAlgorithm):
             **batch_statistics(batch),
             "ess_min": batch.ess, "cap_fraction": 0.0, "kl_weight": 0.0, "policy_loss": 0.0,
             "approx_kl": approx_kl(log_prob - D.log_prob("categorical", start_params, data["actions"])),
-            "value_loss": losses.mean(), "entropy": D.entropy("categorical", end_params).mean(),
+            "value_loss": losses.mean(), "loss": losses[-1], "entropy": D.entropy("categorical", end_params).mean(),
             "explained_variance": explained_variance(q_taken[:n_fresh], data["targets"][:n_fresh]),
             "learning_rate": self.policy.optimizer.param_groups[0]["lr"], "epsilon": epsilon,
             "behaviour_divergence": changed.double().mean(), "rollout_steps": self.rollout_buffer.buffer_size,

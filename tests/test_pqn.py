@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -14,6 +15,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from torch import nn
 
 from adaptive_po.batch_scaling import AfterABS
+from adaptive_po.hyperparams import LinearSchedule
 from adaptive_po.pqn import PQN, ChannelLayerNorm, QNetwork, epsilon_greedy_log_probs, linear_epsilon, q_lambda_returns
 from adaptive_po.update import StoredRollout
 
@@ -163,15 +165,17 @@ def test_replay_trains_on_older_batches_too() -> None:
 
 
 # -- learning --------------------------------------------------------------------------------------
-def test_pqn_learns_cartpole() -> None:
+@pytest.mark.parametrize("seed", [0, 1])
+def test_pqn_learns_cartpole(seed: int) -> None:
+    # CleanRL's classic-control settings but lr 1e-3 (decayed to 0) and 50k steps: a test's budget.
+    # Four seeds scored 79, 171, 101 and 101 (greedy, 10 episodes) when this was written, ~5 s each
     th.set_num_threads(1)
     started = time.time()
-    model = PQN("MlpPolicy", _cartpole(4, seed=0), exploration_fraction=0.2, seed=0)
-    model.learn(100_000)  # CleanRL's settings but epsilon's decay over the first 20%, not 50%
+    model = PQN("MlpPolicy", _cartpole(4, seed=seed), learning_rate=LinearSchedule(1e-3), seed=seed)
+    model.learn(50_000)
     returns, _ = evaluate_policy(model, _cartpole(1, seed=100), n_eval_episodes=10, deterministic=True)
-    elapsed = time.time() - started
-    print(f"PQN CartPole-v1, 100k steps: greedy mean return {returns:.1f} in {elapsed:.1f} s")
-    assert returns > 60.0  # a uniform random policy scores 22; this seed scored 92.6 when written
+    print(f"PQN CartPole-v1 seed {seed}, 50k steps: greedy mean return {returns:.1f} in {time.time() - started:.1f} s")
+    assert returns > 60.0  # a uniform random policy scores 22
 
 
 # -- bad input -------------------------------------------------------------------------------------
@@ -226,3 +230,48 @@ def test_pqn_sets_each_rollout_from_the_last_updates_divergence() -> None:
     expected = [model.batch_scaling.next_rollout_steps(d) for _, d in rows[:-1]]
     assert [steps for steps, _ in rows[1:]] == expected
     assert len({steps for steps, _ in rows}) > 1  # the length moved
+
+
+# -- the command line ------------------------------------------------------------------------------
+def _cli(argv: list[str]) -> tuple[int, str, str]:
+    import sys
+
+    from cli_here import cli_here  # adaptive-po in this process
+
+    done = cli_here([sys.executable, "-m", "adaptive_po", *argv])
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_train_pqn_writes_a_run_folder_with_its_own_settings_and_columns(tmp_path) -> None:
+    import csv
+    import json
+
+    code, out, err = _cli(["train", "--algo", "pqn", "--env", "CartPole-v1", "--timesteps", "2000", "--lag", "2",
+                           "--out", str(tmp_path), "--no-progress", "--device", "cpu"])
+    assert code == 0, err
+    run = tmp_path / "train" / "CartPole-v1" / "pqn" / "lag2_noise0_replay0" / "seed-0"
+    assert (run / "COMPLETE").is_file() and "(process engine)" in err
+    assert "rollouts of 512 steps (n_envs 4 x n_steps 128)" in err  # PQN's rollout, not PPO's
+    config = json.loads((run / "config.json").read_text())
+    assert config["algo"] == "pqn" and config["policy_lag"] == 2 and config["policy"] == "mlp"
+    assert config["hyperparams"]["q_lambda"] == 0.65 and config["hyperparams"]["learning_rate"] == "lin_0.00025"
+    rows = list(csv.DictReader((run / "progress.csv").open()))
+    assert len(rows) == 4 and [r["rollout_steps"] for r in rows] == ["128.0"] * 4
+    assert float(rows[0]["epsilon"]) > float(rows[-1]["epsilon"]) > 0
+    assert all(0.0 <= float(r["behaviour_divergence"]) <= 1.0 for r in rows)
+    assert float(rows[-1]["kl_behaviour"]) > 0  # lag 2: the learner's epsilon-greedy differs from the actor's
+
+
+def test_pqn_refusals_on_the_command_line(tmp_path) -> None:
+    base = ["train", "--algo", "pqn", "--env", "CartPole-v1", "--timesteps", "2048", "--out", str(tmp_path), "--no-progress"]
+    code, _, err = _cli([*base, "--engine", "population"])
+    assert code == 2 and "the population engine does not train pqn" in err and "use --engine process" in err
+    code, _, err = _cli([*base, "--variant", "n_epochs=x2"])
+    assert code == 2 and "pqn takes no variants" in err
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    text = (Path(__file__).resolve().parents[1] / "adaptive_po" / "env_configs" / "CartPole-v1.yaml").read_text()
+    (envs / "CartPole-v1.yaml").write_text(text + "pqn:\n  q_lambda: 1.5\n")
+    code, _, err = _cli([*base, "--envs-dir", str(envs)])
+    assert code == 2 and "pqn.q_lambda must be a number in [0, 1], got 1.5" in err
+    assert not (tmp_path / "train").exists()

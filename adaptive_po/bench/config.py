@@ -23,7 +23,7 @@ import yaml
 
 from adaptive_po import contract
 from adaptive_po.contract import check_name
-from adaptive_po.hyperparams import Hyperparams
+from adaptive_po.hyperparams import VALUE_ALGORITHMS, Hyperparams, PQNHyperparams, pqn_preset
 
 #: the suite shipped with the package (``env_configs/`` at the top of a checkout links here)
 PACKAGED_ENVS_DIR = Path(__file__).resolve().parents[1] / "env_configs"
@@ -243,19 +243,26 @@ def check_budget(value: Any, where: str) -> int:
 MIN_EVALUATION_POINTS = 3
 
 
-def trained_timesteps(config: EnvConfig, total_timesteps: int) -> int:
-    """The steps a run with a budget of ``total_timesteps`` trains: both engines collect whole
-    rollouts (``n_envs * n_steps`` transitions) until the budget is reached, so the budget is
-    rounded up to the next whole rollout (3,000 -> 3,072 with CartPole's 256-step rollouts)."""
-    rollout = config.hyperparams.n_envs * config.hyperparams.n_steps
+def algorithm_settings(config: EnvConfig, algo: str | None) -> Any:
+    """The settings ``algo`` trains with: PQN's (``config.pqn``) or the policy objectives' (``config.hyperparams``)."""
+    return config.pqn if algo in VALUE_ALGORITHMS else config.hyperparams
+
+
+def trained_timesteps(config: EnvConfig, total_timesteps: int, algo: str | None = None) -> int:
+    """The steps a run of ``algo`` with a budget of ``total_timesteps`` trains: both engines collect
+    whole rollouts (``n_envs * n_steps`` transitions) until the budget is reached, so the budget is
+    rounded up to the next whole rollout (3,000 -> 3,072 with CartPole's 256-step rollouts). With
+    PQN's after-ABS dial the rollouts' lengths vary: this is the count at its first rollout's length."""
+    hp = algorithm_settings(config, algo)
+    rollout = hp.n_envs * hp.n_steps
     return -(-int(total_timesteps) // rollout) * rollout
 
 
-def evaluation_timesteps(config: EnvConfig, total_timesteps: int) -> list[int]:
+def evaluation_timesteps(config: EnvConfig, total_timesteps: int, algo: str | None = None) -> list[int]:
     """The step counts at which a run evaluates: 0, the first vector step at or past each multiple
     of ``evaluation.every`` that comes before the budget (the schedule of
     :meth:`~adaptive_po.bench.recorder.RunRecorder.evaluation_due`), and the end of training."""
-    n_envs, every = config.hyperparams.n_envs, config.eval_every
+    n_envs, every = algorithm_settings(config, algo).n_envs, config.eval_every
     points, due = [0], every
     while True:
         step = -(-due // n_envs) * n_envs  # steps advance n_envs at a time
@@ -263,23 +270,23 @@ def evaluation_timesteps(config: EnvConfig, total_timesteps: int) -> list[int]:
             break
         points.append(step)
         due = (step // every + 1) * every
-    points.append(trained_timesteps(config, total_timesteps))
+    points.append(trained_timesteps(config, total_timesteps, algo))
     return points
 
 
-def budget_notes(config: EnvConfig, total_timesteps: int) -> list[str]:
+def budget_notes(config: EnvConfig, total_timesteps: int, algo: str | None = None) -> list[str]:
     """What a user should know about a run's budget before it starts, one line each: that it is
     rounded up to whole rollouts (naming both numbers and why), and a warning when the evaluation
     schedule gives fewer than :data:`MIN_EVALUATION_POINTS` points on the learning curve."""
-    hp = config.hyperparams
+    hp = algorithm_settings(config, algo)
     notes = []
-    trained = trained_timesteps(config, total_timesteps)
+    trained = trained_timesteps(config, total_timesteps, algo)
     if trained != total_timesteps:
         notes.append(
             f"note: {config.name}: a budget of {total_timesteps:,} steps trains {trained:,}: runs collect whole rollouts "
             f"of {hp.n_envs * hp.n_steps:,} steps (n_envs {hp.n_envs} x n_steps {hp.n_steps}), so the budget is rounded up"
         )
-    points = evaluation_timesteps(config, total_timesteps)
+    points = evaluation_timesteps(config, total_timesteps, algo)
     if len(points) < MIN_EVALUATION_POINTS:
         enough = -(-config.eval_every // hp.n_envs) * hp.n_envs + 1
         notes.append(
@@ -304,6 +311,8 @@ class EnvConfig:
     eval_episodes: int
     eval_every: int
     hyperparams: Hyperparams
+    #: PQN's settings: the preset of the environment's network family with the file's ``pqn`` block over it
+    pqn: PQNHyperparams
     path: Path = field(compare=False)
 
 
@@ -337,7 +346,7 @@ def load_env_config(path: str | Path) -> EnvConfig:
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    known = {"name", "ids", "random_score", "solved_threshold", "normalize", "budget", "evaluation", "hyperparams"}
+    known = {"name", "ids", "random_score", "solved_threshold", "normalize", "budget", "evaluation", "hyperparams", "pqn"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown}; allowed: {sorted(known)}")
@@ -379,6 +388,13 @@ def load_env_config(path: str | Path) -> EnvConfig:
         hyperparams = Hyperparams.from_mapping(hp, prefix="hyperparams.")
     except ValueError as err:
         raise ConfigError(f"{path}: key {err}") from None
+    pqn = data.get("pqn") or {}
+    if not isinstance(pqn, dict):
+        raise ConfigError(f"{path}: key 'pqn' must be a mapping, got {pqn!r}")
+    try:
+        pqn_settings = PQNHyperparams.from_preset(pqn_preset(hyperparams.policy, hyperparams.policy_kwargs), pqn)
+    except ValueError as err:
+        raise ConfigError(f"{path}: key {err}") from None
     return EnvConfig(
         name=name,
         ids=dict(ids),
@@ -389,6 +405,7 @@ def load_env_config(path: str | Path) -> EnvConfig:
         eval_episodes=eval_episodes,
         eval_every=eval_every,
         hyperparams=hyperparams,
+        pqn=pqn_settings,
         path=path,
     )
 

@@ -184,6 +184,7 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
     population engine does not support count at the process engine's speed; complete runs count
     too). A summary, never a line per run: the dry run lists the run folders with ``--list-runs``."""
     from adaptive_po.bench.config import budget_notes
+    from adaptive_po.hyperparams import VALUE_ALGORITHMS
 
     lines = [f"{len(specs)} runs, {sum(s.total_timesteps for s in specs):,} environment steps in all"]
     notes: list[str] = []
@@ -202,8 +203,10 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
             f"  {env}: {len(runs)} runs = {len(algos)} algos {algos}{variants} x {len(conditions)} conditions x "
             f"{len(seeds)} seeds, {runs[0].total_timesteps:,} steps each"
         )
-        for budget in sorted({r.total_timesteps for r in runs}):
-            notes += [f"  {note}" for note in budget_notes(get_env_config(env, runs[0].envs_dir), budget)]
+        # PQN's rollouts are its own (VALUE_ALGORITHMS): its notes come apart from the objectives'
+        kinds = sorted({(r.total_timesteps, r.algo if r.algo in VALUE_ALGORITHMS else None) for r in runs}, key=str)
+        for budget, algo in kinds:
+            notes += [f"  {note}" + (f" ({algo})" if algo else "") for note in budget_notes(get_env_config(env, runs[0].envs_dir), budget, algo)]
     for axis, key in (("algorithms", lambda s: s.algo), ("conditions", lambda s: s.condition)):
         counts: dict[str, int] = {}
         for spec in specs:

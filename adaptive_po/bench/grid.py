@@ -22,6 +22,7 @@ from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.environments import resolve_backend, resolve_device
 from adaptive_po.bench.suites import get_suite
 from adaptive_po.bench.variants import parse_variant
+from adaptive_po.hyperparams import VALUE_ALGORITHMS
 from adaptive_po.objectives import get_objective
 
 
@@ -94,7 +95,10 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     for algo in grid.algos:
-        get_objective(algo)
+        if algo not in VALUE_ALGORITHMS:
+            get_objective(algo)
+        elif (grid.variants or {}).get(algo, [""]) != [""]:
+            raise ValueError(f"{algo} takes no variants, got {list(grid.variants[algo])}; its settings are the environment file's pqn block")
     conditions = grid_conditions(grid)  # validated, each a DataDials
     variants = {algo: list((grid.variants or {}).get(algo, [""])) for algo in grid.algos}
     for algo, names in variants.items():
@@ -141,9 +145,10 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
                 f"{env_cfg.path}: key 'budget.{suite.name}' is missing; give --timesteps or add a budget for suite {suite.name!r}"
             )
         check_run_limits(env_cfg, total, "--timesteps" if grid.timesteps is not None else f"{env_cfg.path}: key 'budget.{suite.name}'")
-        rollout = env_cfg.hyperparams.n_envs * env_cfg.hyperparams.n_steps
         runs = ((a, v, c, s) for a in grid.algos for v in variants[a] for c in conditions for s in grid.seeds)
         for algo, variant, condition, seed in runs:
+            hp = env_cfg.pqn if algo in VALUE_ALGORITHMS else env_cfg.hyperparams
+            rollout = hp.n_envs * hp.n_steps
             if total < rollout:
                 raise ValueError(f"timesteps={total} is smaller than one rollout of {env_name} ({rollout} steps)")
             specs.append(

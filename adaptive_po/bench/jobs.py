@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 from adaptive_po.bench.run_folder import RunSpec
 from adaptive_po.environments import resolve_backend
+from adaptive_po.hyperparams import VALUE_ALGORITHMS
 
 #: the engines: ``population`` trains the runs of one environment together in one process where
 #: the runs allow it (MLP and CNN policies without gSDE), ``process`` gives every run its own process
@@ -94,10 +95,10 @@ def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members:
     # imported here: the population engine pulls in gymnasium, which a process-engine plan does
     # not need
 
-    supported: dict[tuple[str, str | None], bool] = {}  # one YAML read per environment
+    supported: dict[tuple[str, str | None, bool], bool] = {}  # one YAML read per environment (and PQN or not)
 
     def fits(spec: RunSpec) -> bool:
-        key = (spec.env, spec.envs_dir)
+        key = (spec.env, spec.envs_dir, spec.algo in VALUE_ALGORITHMS)
         if key not in supported:
             supported[key] = supports_population(spec)
         return supported[key]
@@ -201,11 +202,13 @@ def population_key(spec: RunSpec) -> tuple[Any, ...]:
 def supports_population(spec: RunSpec) -> bool:
     """Whether the population engine can run ``spec``: MLP and CNN policies (classic control,
     Box2D, MinAtar, Atari) without gSDE, on Box observations with Discrete or one-dimensional Box
-    actions (:func:`adaptive_po.population.check_population_spaces`); the process engine runs the
-    rest (gSDE, Dict observations, multi-dimensional actions).
+    actions (:func:`adaptive_po.population.check_population_spaces`), for the policy objectives; the
+    process engine runs the rest (gSDE, Dict observations, multi-dimensional actions, PQN).
     """
     from adaptive_po.bench.config import get_env_config
 
+    if spec.algo in VALUE_ALGORITHMS:  # PQN: the SB3-style class only (the stacked engine runs policy objectives)
+        return False
     env_cfg = get_env_config(spec.env, spec.envs_dir)
     if env_cfg.hyperparams.policy not in ("MlpPolicy", "CnnPolicy") or env_cfg.hyperparams.use_sde:
         return False

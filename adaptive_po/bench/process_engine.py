@@ -89,6 +89,7 @@ def build_training(spec: RunSpec, settings: RunSettings | None = None) -> tuple[
 
     from adaptive_po.algorithms import BatchPolicyOptimization
     from adaptive_po.environments import make_vec_env
+    from adaptive_po.hyperparams import VALUE_ALGORITHMS
     from adaptive_po.bench.variants import DEFAULT_PRECISION, learner_precision
 
     if learner_precision(spec.algo, spec.variant) != DEFAULT_PRECISION:  # the sweep refuses it when planning
@@ -108,22 +109,37 @@ def build_training(spec: RunSpec, settings: RunSettings | None = None) -> tuple[
         train_env = VecNormalize(train_env, gamma=hp.gamma)
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
     try:
-        model = BatchPolicyOptimization(
-            hp.policy,
-            train_env,
-            objective=spec.algo,
-            objective_kwargs=objective_kwargs,
-            seed=spec.seed,
-            device=device,
-            dials=spec.dials,
-            verbose=0,
-            **hp.algorithm_kwargs(),
-        )
+        if spec.algo in VALUE_ALGORITHMS:
+            model = _pqn_model(spec, hp, train_env, device)
+        else:
+            model = BatchPolicyOptimization(
+                hp.policy,
+                train_env,
+                objective=spec.algo,
+                objective_kwargs=objective_kwargs,
+                seed=spec.seed,
+                device=device,
+                dials=spec.dials,
+                verbose=0,
+                **hp.algorithm_kwargs(),
+            )
     except BaseException:
         train_env.close()
         eval_env.close()
         raise
     return model, train_env, eval_env, env_cfg, backend, env_id
+
+
+def _pqn_model(spec: RunSpec, hp: Any, train_env: Any, device: str) -> Any:
+    """The :class:`~adaptive_po.pqn.PQN` of one run from its environment's PQN settings (``hp``)."""
+    from adaptive_po.batch_scaling import AfterABS
+    from adaptive_po.pqn import PQN
+
+    scaling = None if hp.batch_scaling is None else AfterABS(**hp.batch_scaling)
+    return PQN(
+        "MlpPolicy", train_env, seed=spec.seed, device=device, dials=spec.dials, batch_scaling=scaling,
+        policy_kwargs={"network": hp.network, "net_arch": hp.net_arch}, **hp.algorithm_kwargs(),
+    )
 
 
 def _train(spec: RunSpec, run_dir: Path, settings: RunSettings) -> dict[str, Any]:

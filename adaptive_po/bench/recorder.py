@@ -100,6 +100,7 @@ class RunRecorder:
             "rollout_return_mean": float(np.mean(returns)) if len(returns) else None,
             "rollout_length_mean": float(np.mean(lengths)) if len(lengths) else None,
             **{name: float(stats[name]) for name in contract.UPDATE_STATISTICS},
+            **{name: (float(stats[name]) if name in stats else None) for name in contract.OPTIONAL_STATISTICS},
         }
         self.progress.append(row)
         self.write_progress()

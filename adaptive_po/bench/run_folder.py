@@ -97,15 +97,18 @@ class RunSettings:
     configuration written to ``config.json``, the learner and its environments."""
 
     env_cfg: Any  #: the environment's :class:`~adaptive_po.bench.config.EnvConfig`
-    hp: Any  #: the run's :class:`~adaptive_po.hyperparams.Hyperparams`, the variant's values in place
+    hp: Any  #: the run's :class:`~adaptive_po.hyperparams.Hyperparams`, the variant's values in place (PQN: its ``PQNHyperparams``)
     objective_kwargs: dict[str, Any]  #: the objective's keyword arguments the variant sets
 
 
 def read_settings(spec: RunSpec) -> RunSettings:
     """Read ``spec``'s environment file and apply its variant (:func:`run_settings`)."""
     from adaptive_po.bench.config import get_env_config
+    from adaptive_po.hyperparams import VALUE_ALGORITHMS
 
     env_cfg = get_env_config(spec.env, spec.envs_dir)
+    if spec.algo in VALUE_ALGORITHMS:  # PQN: its own settings, no objective, no variants (the grid refuses them)
+        return RunSettings(env_cfg, env_cfg.pqn, {})
     hp, objective_kwargs = run_settings(spec, env_cfg.hyperparams)
     return RunSettings(env_cfg, hp, objective_kwargs)
 
@@ -116,9 +119,13 @@ def config_for(spec: RunSpec, settings: RunSettings | None = None) -> dict[str, 
     from adaptive_po.objectives import get_objective
 
     from adaptive_po.bench.variants import DEFAULT_PRECISION, learner_precision
+    from adaptive_po.hyperparams import VALUE_ALGORITHMS
 
     settings = settings if settings is not None else read_settings(spec)
     env_cfg, hp, objective_kwargs = settings.env_cfg, settings.hp, settings.objective_kwargs
+    if spec.algo in VALUE_ALGORITHMS:
+        return {**_run_identity(spec, env_cfg, hp.n_envs, hp.network), "hyperparams": hp.to_json(),
+                "objective_kwargs": {}, "advantage_estimator": "q-lambda", "algo_description": PQN_DESCRIPTION}
     objective = get_objective(spec.algo)
     precision = learner_precision(spec.algo, spec.variant)
     # recorded where a variant chooses it (float32 runs' configurations stay as they were)
@@ -126,6 +133,26 @@ def config_for(spec: RunSpec, settings: RunSettings | None = None) -> dict[str, 
     # recorded where a variant names the update's schedule (n_steps, or epochs or the minibatch in
     # their own terms): how many optimizer steps an update takes and on how many samples each
     schedule = {"update_schedule": update_schedule(hp, objective)} if schedule_named(spec.algo, spec.variant) else {}
+    return {
+        **_run_identity(spec, env_cfg, hp.n_envs, hp.policy),
+        # the environment's tuned knobs the objective does not take (ESSPO has no clip range) are
+        # not recorded: they play no part in the run
+        "hyperparams": {k: v for k, v in hp.to_json().items() if k not in unused_tuned_knobs(spec.algo)},
+        "objective_kwargs": _json_friendly({**objective.kwargs, **objective_kwargs}),
+        "advantage_estimator": objective.advantage_estimator,
+        "algo_description": objective.description,
+        **learner,
+        **schedule,
+    }
+
+
+#: ``config.json``'s ``algo_description`` of PQN runs
+PQN_DESCRIPTION = "PQN (arXiv 2407.04811): Q(lambda) targets, LayerNorm Q-network, epsilon-greedy, no target network or replay buffer"
+
+
+def _run_identity(spec: RunSpec, env_cfg: Any, n_envs: int, policy: str) -> dict[str, Any]:
+    """The keys of ``config.json`` every algorithm records alike: the run, its data dials, its
+    environments and network (``policy``), the environment's scores and evaluation."""
     return {
         "run_format": contract.RUN_FORMAT,
         "suite": spec.suite,
@@ -136,8 +163,8 @@ def config_for(spec: RunSpec, settings: RunSettings | None = None) -> dict[str, 
         "variant": spec.variant,
         "condition": spec.condition,
         "total_timesteps": spec.total_timesteps,
-        "n_envs": hp.n_envs,
-        "policy": hp.policy,
+        "n_envs": n_envs,
+        "policy": policy,
         "backend": spec.backend,
         "device": spec.device,
         "normalize": env_cfg.normalize,
@@ -145,14 +172,6 @@ def config_for(spec: RunSpec, settings: RunSettings | None = None) -> dict[str, 
         "solved_threshold": env_cfg.solved_threshold,
         "eval_episodes": env_cfg.eval_episodes,
         "eval_freq": env_cfg.eval_every,
-        # the environment's tuned knobs the objective does not take (ESSPO has no clip range) are
-        # not recorded: they play no part in the run
-        "hyperparams": {k: v for k, v in hp.to_json().items() if k not in unused_tuned_knobs(spec.algo)},
-        "objective_kwargs": _json_friendly({**objective.kwargs, **objective_kwargs}),
-        "advantage_estimator": objective.advantage_estimator,
-        "algo_description": objective.description,
-        **learner,
-        **schedule,
     }
 
 
@@ -198,9 +217,11 @@ def unused_tuned_knobs(algo: str) -> frozenset[str]:
     passed to it, so neither recorded in ``config.json`` nor compared on resume."""
     import dataclasses
 
-    from adaptive_po.hyperparams import Hyperparams
+    from adaptive_po.hyperparams import VALUE_ALGORITHMS, Hyperparams
     from adaptive_po.objectives import get_objective
 
+    if algo in VALUE_ALGORITHMS:  # its config.json records its own settings, none of PPO's
+        return frozenset()
     tuned = {f.name for f in dataclasses.fields(Hyperparams) if f.metadata.get("role") == "tuned"}
     return frozenset(tuned - set(get_objective(algo).tuned))
 

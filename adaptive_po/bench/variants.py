@@ -34,7 +34,7 @@ import dataclasses
 import inspect
 from typing import Any
 
-from adaptive_po.hyperparams import Hyperparams, LinearSchedule
+from adaptive_po.hyperparams import VALUE_ALGORITHMS, Hyperparams, LinearSchedule
 from adaptive_po.objectives import get_objective
 
 #: knobs every algorithm shares, given as a factor of the environment's tuned value
@@ -89,6 +89,8 @@ def parse_variant(algo: str, variant: str) -> dict[str, tuple[str, Any]]:
     out: dict[str, tuple[str, Any]] = {}
     if variant == "":
         return out
+    if algo in VALUE_ALGORITHMS:
+        raise ValueError(f"variant {variant!r}: {algo} takes no variants; its settings are the environment file's pqn block")
     knobs = objective_knobs(algo)
     for pair in variant.split(","):
         name, sep, text = pair.partition("=")
