@@ -6,7 +6,7 @@ Layers, each a part of the tree, every import pointing down (``tests/test_archit
   format): torch-free, the bottom;
 * the library: the objectives, distributions, the update (:mod:`adaptive_po.update`, the one
   training step and its loop), the collector and sampler, the rollout buffers, the
-  Stable-Baselines3 algorithms a user imports (``from adaptive_po import ESSPO``), the population
+  Stable-Baselines3 algorithms a user imports (``from adaptive_po import ESSPO``, ``PQN``), the population
   learner, and :mod:`adaptive_po.environments` (envpool, gymnasium, MinAtar behind SB3's ``VecEnv``);
 * :mod:`adaptive_po.bench`: configs, suites, grids, executors, run folders, tuning, tracing;
 * :mod:`adaptive_po.analysis`: reads run folders through the contract only; reports;
@@ -29,6 +29,8 @@ _EXPORTS = {
     "PPO": "adaptive_po.algorithms",
     "DecoupledPPO": "adaptive_po.algorithms",
     "BatchPolicyOptimization": "adaptive_po.algorithms",
+    "PQN": "adaptive_po.pqn",
+    "AfterABS": "adaptive_po.batch_scaling",
     "Collector": "adaptive_po.collector",
     "effective_sample_size": "adaptive_po.objectives",
 }
@@ -37,6 +39,8 @@ __all__ = [*_EXPORTS, "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from adaptive_po.algorithms import ESSPO, PPO, BatchPolicyOptimization, DecoupledPPO
+    from adaptive_po.batch_scaling import AfterABS
+    from adaptive_po.pqn import PQN
     from adaptive_po.collector import Collector
     from adaptive_po.objectives import effective_sample_size
 
