@@ -113,6 +113,19 @@ NORMALIZATION_TESTS = ("tests/test_analysis.py::test_normalized_score",)
 QUATRO_TESTS = ("tests/test_quatro.py",)
 STUDY_TESTS = ("tests/test_study_plan.py",)
 ENDPOINTS, PLAN, PILOT = "adaptive_po/analysis/endpoints.py", "adaptive_po/studies/plan.py", "adaptive_po/studies/pilot.py"
+PQN, BATCH_SCALING = "adaptive_po/pqn.py", "adaptive_po/batch_scaling.py"
+PQN_TARGET_TESTS = (
+    "tests/test_pqn.py::test_q_lambda_returns_by_hand_across_an_episode_end",
+    "tests/test_pqn.py::test_targets_of_a_stored_rollout_bootstrap_a_time_limit_from_the_true_last_observation",
+)
+PQN_ACTING_TESTS = (
+    "tests/test_pqn.py::test_epsilon_decays_linearly_then_stays",
+    "tests/test_pqn.py::test_action_noise_perturbs_the_acting_q_values_before_the_argmax",
+)
+AFTER_ABS_TESTS = (
+    "tests/test_pqn.py::test_after_abs_rollout_lengths_on_a_scripted_divergence_sequence",
+    "tests/test_pqn.py::test_pqn_sets_each_rollout_from_the_last_updates_divergence",
+)
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- the minibatch loss (update.py) ------------------------------------------------------------
@@ -298,6 +311,20 @@ MUTATIONS: tuple[Mutation, ...] = (
              "the pilot's rule without its standard-error condition", ("tests/test_minatar_learning.py", *STUDY_TESTS)),
     Mutation(STATS, "span = ref - r", "span = ref",
              "normalization divides by the reference, not reference - random", NORMALIZATION_TESTS),
+    # -- PQN and the after-ABS dial -------------------------------------------------------------------
+    Mutation(PQN, "returns[t] = rewards[t] + gamma * not_done * (q_lambda * returns[t + 1] + (1.0 - q_lambda) * next_max_q[t])",
+             "returns[t] = rewards[t] + gamma * (q_lambda * returns[t + 1] + (1.0 - q_lambda) * not_done * next_max_q[t])",
+             "Q(lambda)'s done mask on the bootstrap only: the return leaks across an episode's end", PQN_TARGET_TESTS),
+    Mutation(PQN, "batch.rewards + self.gamma * truncation_values, next_max_q", "batch.rewards, next_max_q",
+             "PQN's time-limit truncations not bootstrapped from the true last observation", PQN_TARGET_TESTS),
+    Mutation(PQN, "return max(start + (final - start) * timesteps / duration, final)",
+             "return max(start + (final - start) * timesteps / total_timesteps, final)",
+             "epsilon decays over the whole budget, not its exploration fraction", PQN_ACTING_TESTS),
+    Mutation(PQN, "acting = epsilon_greedy_log_probs(q_values + self.dials.action_noise * noise, self.epsilon)",
+             "acting = epsilon_greedy_log_probs(q_values, self.epsilon)",
+             "PQN's action noise drawn but not added to the acting Q-values", PQN_ACTING_TESTS),
+    Mutation(BATCH_SCALING, "steps = self.base * round(multiples)", "steps = round(self.c / divergence)",
+             "after ABS: the rollout length not a whole multiple of base", AFTER_ABS_TESTS),
 )
 
 
