@@ -37,6 +37,7 @@ from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, obs_
 from stable_baselines3.common.vec_env import VecEnv
 
 from adaptive_po import distributions as D
+from adaptive_po.batch_scaling import AfterABS, after_abs
 from adaptive_po.buffers import BehaviourRolloutBuffer, DictBehaviourRolloutBuffer, behaviour_param_dim
 from adaptive_po.collector import (
     BehaviourRecording,
@@ -98,6 +99,22 @@ class CollectorRollouts:
     def _act(self, obs_tensor: th.Tensor) -> Any:
         """One vectorized step's :class:`~adaptive_po.collector.ActorStep` for ``obs_tensor``."""
         return self.collector.act(obs_tensor)
+
+    def _new_buffer(self, n_steps: int) -> BehaviourRolloutBuffer:
+        """A rollout buffer of ``n_steps`` steps per environment for this algorithm's spaces."""
+        buffer_class = DictBehaviourRolloutBuffer if isinstance(self.observation_space, spaces.Dict) else BehaviourRolloutBuffer
+        return buffer_class(
+            n_steps, self.observation_space, self.action_space, device=self.device, gamma=self.gamma,  # type: ignore[attr-defined]
+            gae_lambda=self.gae_lambda, n_envs=self.n_envs, behaviour_param_dim=behaviour_param_dim(self.action_space),  # type: ignore[attr-defined]
+        )
+
+    def _scale_next_rollout(self, divergence: float) -> None:
+        """After ABS (:mod:`adaptive_po.batch_scaling`): the next rollout's length from this update's
+        behavioural divergence, in a new buffer where the length changes."""
+        n_steps = self.batch_scaling.next_rollout_steps(divergence)  # type: ignore[attr-defined]
+        if n_steps != self.n_steps:  # type: ignore[has-type]
+            self.n_steps = n_steps
+            self.rollout_buffer = self._new_buffer(n_steps)
 
     def _update_current_progress_remaining(self, num_timesteps: int, total_timesteps: int) -> None:
         # SB3 lets this go below 0 when the last rollout overshoots the budget, which turns
@@ -195,6 +212,10 @@ class BatchPolicyOptimization(CollectorRollouts, OnPolicyAlgorithm):
     :param target_kl: SB3 PPO's early stopping (``None``: off): the epochs of an update stop, before
         the gradient step, at the first minibatch whose ``approx_kl`` between the learner at the
         start of the update and now exceeds ``1.5 * target_kl``.
+    :param batch_scaling: the after-ABS dial (:class:`~adaptive_po.batch_scaling.AfterABS`, or its
+        knobs as a mapping; ``None``: off): each next rollout's length from the mean total variation
+        between the policies before and after the last update on its fresh states (Discrete actions;
+        the process engine only).
 
     Observations may be any space SB3's PPO accepts (Box of any dtype and shape, Discrete,
     MultiDiscrete, MultiBinary, and Dict with ``MultiInputPolicy``), preprocessed by the policy as
@@ -233,6 +254,7 @@ class BatchPolicyOptimization(CollectorRollouts, OnPolicyAlgorithm):
         sde_sample_freq: int = -1,
         clip_range_vf: float | Schedule | None = None,
         target_kl: float | None = None,
+        batch_scaling: AfterABS | dict[str, Any] | None = None,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -262,6 +284,8 @@ class BatchPolicyOptimization(CollectorRollouts, OnPolicyAlgorithm):
         validate_policy_settings(use_sde, dials.sampler_precision, policy_kwargs)
         self.clip_range_vf = clip_range_vf
         self.target_kl = target_kl
+        scaling = after_abs(batch_scaling)
+        self.batch_scaling = None if scaling is None else scaling.resolve(n_steps)
         # an algorithm that replays by design (P3O) does so unless the run sets its own depth
         self.dials = dataclasses.replace(dials, replay=dials.replay or self.objective_spec.replay)
         self.objective_state = {k: th.tensor(v) for k, v in initial_state(self.objective_spec, self.objective_kwargs).items()}
@@ -322,17 +346,12 @@ class BatchPolicyOptimization(CollectorRollouts, OnPolicyAlgorithm):
         self.kind = D.kind_of_space(self.action_space)
         self._setup_lr_schedule()
         self.set_random_seed(self.seed)
-        buffer_class = DictBehaviourRolloutBuffer if isinstance(self.observation_space, spaces.Dict) else BehaviourRolloutBuffer
-        self.rollout_buffer = buffer_class(
-            self.n_steps,
-            self.observation_space,
-            self.action_space,
-            device=self.device,
-            gamma=self.gamma,
-            gae_lambda=self.gae_lambda,
-            n_envs=self.n_envs,
-            behaviour_param_dim=behaviour_param_dim(self.action_space),
-        )
+        self.rollout_buffer = self._new_buffer(self.n_steps)
+        if self.batch_scaling is not None and self.kind != "categorical":
+            raise ValueError(
+                f"batch_scaling (after ABS) measures each update's divergence as the total variation between Discrete "
+                f"policies; the action space {self.action_space} is not Discrete"
+            )
         self.policy = self.policy_class(  # type: ignore[assignment]
             self.observation_space, self.action_space, self.lr_schedule, use_sde=self.use_sde, **self.policy_kwargs
         )
@@ -410,6 +429,10 @@ class BatchPolicyOptimization(CollectorRollouts, OnPolicyAlgorithm):
         self._update_learning_rate(self.policy.optimizer)
         schedule_values = self._objective_arguments()
         current = self.rollout_buffer.freeze(copy=self.dials.replay > 0)
+        if self.batch_scaling is not None:  # the policy on the fresh states before the update, for its divergence
+            n_fresh = current.rewards.size
+            fresh = {"observations": map_observations(lambda o: o.reshape(n_fresh, *o.shape[2:]), current.observations)}
+            before = self._dist_params(fresh)
         clip_range_vf = None if self.clip_range_vf is None else FloatSchedule(self.clip_range_vf)(self._current_progress_remaining)
         stats, data = run_update(
             _SB3Face(self), self.objective_spec, self.kind, self.collector.training_batches(current),
@@ -419,7 +442,12 @@ class BatchPolicyOptimization(CollectorRollouts, OnPolicyAlgorithm):
             epoch_listeners=self._epoch_listeners,
         )
         self.collector.after_update(self.policy, current)
-        self._record_update({name: float(value) for name, value in stats.items()}, schedule_values, len(data["advantages"]))
+        stats = {name: float(value) for name, value in stats.items()}
+        if self.batch_scaling is not None:
+            stats["behaviour_divergence"] = float(D.total_variation(self.kind, before, self._dist_params(fresh)).mean())
+            stats["rollout_steps"] = self.rollout_buffer.buffer_size
+            self._scale_next_rollout(stats["behaviour_divergence"])
+        self._record_update(stats, schedule_values, len(data["advantages"]))
 
     def _record_update(self, stats: dict[str, float], objective_arguments: dict[str, Any], n_samples: int) -> None:
         """Log the update's statistics as ``train/<name>`` (the run-folder contract's progress columns'

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 #: the divergence at which the configured rollout length is kept (``c = REFERENCE_DIVERGENCE * n_steps``):
 #: PQN on CartPole changes the greedy action of a few percent of the states per update once it learns
@@ -79,3 +80,13 @@ class AfterABS:
             return self.t_max
         steps = self.base * round(multiples)
         return int(min(max(steps, self.t_min), self.t_max))
+
+
+def after_abs(value: "AfterABS | Mapping[str, Any] | None") -> "AfterABS | None":
+    """``None`` (the dial off), an :class:`AfterABS`, or its knobs as a mapping (an environment file's
+    ``batch_scaling: {t_max: 256}``) as an :class:`AfterABS`; ``TypeError``/``ValueError`` otherwise."""
+    if value is None or isinstance(value, AfterABS):
+        return value
+    if isinstance(value, Mapping):
+        return AfterABS(**value)
+    raise TypeError(f"batch_scaling must be None, an AfterABS or a mapping of its knobs, got {type(value).__name__}")

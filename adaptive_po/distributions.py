@@ -136,6 +136,14 @@ def entropy(kind: Kind, params: Tensor) -> Tensor:
     return (0.5 + _HALF_LOG_2PI + log_std).sum(-1)
 
 
+def total_variation(kind: Kind, p: Tensor, q: Tensor) -> Tensor:
+    """``(...,)`` total variation ``0.5 sum_a |p(a) - q(a)|`` between two categorical distributions
+    (flat logits); ``ValueError`` for another kind (a Gaussian's has no closed form)."""
+    if kind != "categorical":
+        raise ValueError(f"the total variation is computed for categorical distributions only, got {kind!r}")
+    return 0.5 * (torch.softmax(p, dim=-1) - torch.softmax(q, dim=-1)).abs().sum(-1)
+
+
 def kl(kind: Kind, p: Tensor, q: Tensor) -> Tensor:
     """``(...,)`` analytic KL(p || q) between two distributions of the same kind."""
     if kind == "categorical":

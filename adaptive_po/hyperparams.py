@@ -297,6 +297,21 @@ def check_policy_keywords(name: str, policy: str, kwargs: Mapping[str, Any]) -> 
 POLICIES: tuple[str, ...] = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
 
 
+#: the after-ABS dial's knobs (``adaptive_po.batch_scaling.AfterABS``)
+AFTER_ABS_KNOBS: tuple[str, ...] = ("c", "base", "t_min", "t_max")
+
+
+def _batch_scaling(name: str, value: Any) -> dict[str, Any] | None:
+    """``None`` (off) or the after-ABS knobs as a mapping (``{}``: every default)."""
+    if value is None:
+        return None
+    knobs = mapping(name, value)
+    unknown = sorted(map(str, set(knobs) - set(AFTER_ABS_KNOBS)))
+    if unknown:
+        raise HyperparameterError(f"{name} takes the after-ABS knobs {list(AFTER_ABS_KNOBS)}, got unknown {unknown}")
+    return knobs
+
+
 def _field(check: Callable[[str, Any], Any], doc: str, *, default: Any = dataclasses.MISSING, role: str = "algorithm", quiet_default: bool = False, **kw: Any) -> Any:
     """A dataclass field with its check, its documentation and its role:
     ``algorithm`` (a constructor argument of every algorithm), ``tuned`` (an argument only of the
@@ -335,6 +350,7 @@ class Hyperparams:
     clip_range: float | Schedule = _field(schedule, "PPO-style clip range (a tuned knob: only objectives that declare it get it)", default=SB3_DEFAULTS.clip_range, role="tuned")
     use_sde: bool = _field(flag, "gSDE exploration (the process engine runs it; the population engine does not)", default=False, quiet_default=True)
     sde_sample_freq: int = _field(sample_frequency, "with gSDE, steps between new exploration matrices (-1: once per rollout)", default=-1, quiet_default=True)
+    batch_scaling: dict[str, Any] | None = _field(_batch_scaling, "the after-ABS dial's knobs (null: off; {}: its defaults); Discrete actions, the process engine", default=None, role="run", quiet_default=True)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -422,21 +438,6 @@ def _pqn_network(name: str, value: Any) -> str:
 
 def _optional_widths(name: str, value: Any) -> list[int] | None:
     return None if value is None else _layer_widths(name, value)
-
-
-#: the after-ABS dial's knobs (``adaptive_po.batch_scaling.AfterABS``)
-AFTER_ABS_KNOBS: tuple[str, ...] = ("c", "base", "t_min", "t_max")
-
-
-def _batch_scaling(name: str, value: Any) -> dict[str, Any] | None:
-    """``None`` (off) or the after-ABS knobs as a mapping (``{}``: every default)."""
-    if value is None:
-        return None
-    knobs = mapping(name, value)
-    unknown = sorted(map(str, set(knobs) - set(AFTER_ABS_KNOBS)))
-    if unknown:
-        raise HyperparameterError(f"{name} takes the after-ABS knobs {list(AFTER_ABS_KNOBS)}, got unknown {unknown}")
-    return knobs
 
 
 @dataclass(frozen=True)

@@ -562,7 +562,7 @@ SHARED_DEFAULTS: dict[str, Any] = {
         "learning_rate", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda", "normalize_advantage", "ent_coef",
         "vf_coef", "max_grad_norm",
     )},
-    "use_sde": False, "sde_sample_freq": -1, "clip_range_vf": None, "target_kl": None,
+    "use_sde": False, "sde_sample_freq": -1, "clip_range_vf": None, "target_kl": None, "batch_scaling": None,
 }
 SHARED_HYPERPARAMETERS: tuple[str, ...] = tuple(SHARED_DEFAULTS)
 
@@ -613,7 +613,7 @@ class PopulationLearner:
             raise ValueError(f"unknown learner precision {precision!r}; the population engine runs {list(LEARNER_PRECISIONS)}")
         hp = shared_hyperparameters(hyperparameters)
         check_population_settings(
-            use_sde=hp["use_sde"], target_kl=hp["target_kl"],
+            use_sde=hp["use_sde"], target_kl=hp["target_kl"], batch_scaling=hp["batch_scaling"],
             **{k: v for k, v in (policy_kwargs or {}).items() if k in ("optimizer_class", "optimizer_kwargs")},
         )
         check_population_spaces(observation_space, action_space, hp["use_sde"])

@@ -50,7 +50,7 @@ from torch.distributions import Categorical
 
 from adaptive_po import distributions as D
 from adaptive_po.algorithms import CollectorRollouts, _chunked
-from adaptive_po.batch_scaling import AfterABS
+from adaptive_po.batch_scaling import AfterABS, after_abs
 from adaptive_po.buffers import BehaviourRolloutBuffer
 from adaptive_po.collector import ActorStep, Collector
 from adaptive_po.dials import DIAL_DEFAULTS, DataDials, dials_from_arguments
@@ -241,7 +241,7 @@ class PQN(CollectorRollouts, OnPolicyAlgorithm):
         above 0: every action keeps probability, so importance ratios stay finite).
     :param exploration_fraction: share of ``total_timesteps`` over which epsilon decays, in [0, 1].
     :param max_grad_norm: global gradient-norm clip.
-    :param batch_scaling: ``None``, or :class:`~adaptive_po.batch_scaling.AfterABS` knobs.
+    :param batch_scaling: ``None``, an :class:`~adaptive_po.batch_scaling.AfterABS` or its knobs as a mapping.
 
     The data dials as in :class:`~adaptive_po.algorithms.BatchPolicyOptimization`; ``sampler_temperature``
     other than 1 and ``sampler_precision`` other than ``fp32`` are refused. Actions must be Discrete.
@@ -272,7 +272,7 @@ class PQN(CollectorRollouts, OnPolicyAlgorithm):
         sampler_temperature: float = DIAL_DEFAULTS["sampler_temperature"],
         sampler_precision: str = DIAL_DEFAULTS["sampler_precision"],
         dials: DataDials | None = None,
-        batch_scaling: AfterABS | None = None,
+        batch_scaling: AfterABS | dict[str, Any] | None = None,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -301,9 +301,8 @@ class PQN(CollectorRollouts, OnPolicyAlgorithm):
             )
         if self.dials.sampler_precision != "fp32":
             raise ValueError(f"PQN's actor runs in fp32 only: sampler_precision={self.dials.sampler_precision!r} is refused")
-        if batch_scaling is not None and not isinstance(batch_scaling, AfterABS):
-            raise TypeError(f"batch_scaling must be None or an AfterABS, got {type(batch_scaling).__name__}")
-        self.batch_scaling = None if batch_scaling is None else batch_scaling.resolve(n_steps)
+        scaling = after_abs(batch_scaling)
+        self.batch_scaling = None if scaling is None else scaling.resolve(n_steps)
         super().__init__(
             policy, env, learning_rate=learning_rate, n_steps=n_steps, gamma=gamma, gae_lambda=self.q_lambda, ent_coef=0.0, vf_coef=0.0,
             max_grad_norm=max_grad_norm, use_sde=False, sde_sample_freq=-1, stats_window_size=stats_window_size,
@@ -328,12 +327,6 @@ class PQN(CollectorRollouts, OnPolicyAlgorithm):
         self.policy = self.policy.to(self.device)
         self.collector = EpsilonGreedyCollector(self.dials, seed=self.seed)
         self.collector.attach(self.policy)  # type: ignore[arg-type]
-
-    def _new_buffer(self, n_steps: int) -> BehaviourRolloutBuffer:
-        return BehaviourRolloutBuffer(
-            n_steps, self.observation_space, self.action_space, device=self.device, gamma=self.gamma, gae_lambda=self.q_lambda,
-            n_envs=self.n_envs, behaviour_param_dim=int(self.action_space.n),  # type: ignore[attr-defined]
-        )
 
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "collector", "_update_listeners"]
@@ -444,13 +437,6 @@ class PQN(CollectorRollouts, OnPolicyAlgorithm):
             "behaviour_divergence": changed.double().mean(), "rollout_steps": self.rollout_buffer.buffer_size,
         }
         return {name: float(value) for name, value in stats.items()}
-
-    def _scale_next_rollout(self, divergence: float) -> None:
-        """After ABS: the next rollout's length from this update's divergence (a new buffer if it changed)."""
-        n_steps = self.batch_scaling.next_rollout_steps(divergence)  # type: ignore[union-attr]
-        if n_steps != self.n_steps:
-            self.n_steps = n_steps
-            self.rollout_buffer = self._new_buffer(n_steps)
 
     def _record_update(self, stats: dict[str, float]) -> None:
         for key, value in stats.items():

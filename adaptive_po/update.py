@@ -41,6 +41,8 @@ POPULATION_REFUSES: dict[str, str] = {
     "use_sde": "gSDE's exploration matrices are per environment and per rollout, not stacked per member",
     "target_kl": "early stopping ends the epochs of each member at a different minibatch; the stacked step "
     "takes one step for every member",
+    "batch_scaling": "the stacked members' rollouts have one shape (n_steps x n_envs), and the after-ABS dial changes a run's "
+    "rollout length from update to update",
     "optimizer_class": "the population engine runs its own stacked Adam (SB3's defaults, eps 1e-5)",
     "optimizer_kwargs": "the population engine runs its own stacked Adam (SB3's defaults, eps 1e-5)",
 }

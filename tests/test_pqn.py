@@ -275,3 +275,37 @@ def test_pqn_refusals_on_the_command_line(tmp_path) -> None:
     code, _, err = _cli([*base, "--envs-dir", str(envs)])
     assert code == 2 and "pqn.q_lambda must be a number in [0, 1], got 1.5" in err
     assert not (tmp_path / "train").exists()
+
+
+# -- after ABS on the policy objectives ------------------------------------------------------------
+def test_total_variation_by_hand() -> None:
+    from adaptive_po import distributions as D
+
+    p = th.log(th.tensor([[0.5, 0.5, 0.0 + 1e-30], [0.2, 0.3, 0.5]]))
+    q = th.log(th.tensor([[0.25, 0.25, 0.5], [0.2, 0.3, 0.5]]))
+    np.testing.assert_allclose(D.total_variation("categorical", p, q).numpy(), [0.5, 0.0], atol=1e-6)
+    with pytest.raises(ValueError, match="categorical distributions only, got 'gaussian'"):
+        D.total_variation("gaussian", p, q)
+
+
+def test_a_policy_objective_sets_each_rollout_from_the_last_updates_total_variation() -> None:
+    from adaptive_po import PPO
+
+    model = PPO("MlpPolicy", _cartpole(2), n_steps=16, batch_size=16, n_epochs=2, learning_rate=3e-3, seed=0,
+                batch_scaling={"c": 0.16, "base": 4, "t_min": 4, "t_max": 64})
+    rows = []
+    model.add_update_listener(lambda stats: rows.append((stats["rollout_steps"], stats["behaviour_divergence"])))
+    model.learn(2 * 16 * 10)
+    assert rows[0][0] == 16 and all(0.0 < d < 1.0 for _, d in rows)
+    assert [steps for steps, _ in rows[1:]] == [model.batch_scaling.next_rollout_steps(d) for _, d in rows[:-1]]
+    assert len({steps for steps, _ in rows}) > 1
+
+
+def test_after_abs_is_refused_where_it_cannot_run() -> None:
+    from adaptive_po import PPO
+    from adaptive_po.population import Member, PopulationLearner
+
+    with pytest.raises(ValueError, match="total variation between Discrete policies; the action space Box"):
+        PPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=1), batch_scaling={})
+    with pytest.raises(ValueError, match=r"the population engine does not run batch_scaling=\{\}: the stacked members' rollouts"):
+        PopulationLearner(spaces.Box(-1, 1, (4,)), spaces.Discrete(2), [Member(seed=0)], batch_scaling={})

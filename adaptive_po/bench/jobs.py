@@ -203,14 +203,15 @@ def supports_population(spec: RunSpec) -> bool:
     """Whether the population engine can run ``spec``: MLP and CNN policies (classic control,
     Box2D, MinAtar, Atari) without gSDE, on Box observations with Discrete or one-dimensional Box
     actions (:func:`adaptive_po.population.check_population_spaces`), for the policy objectives; the
-    process engine runs the rest (gSDE, Dict observations, multi-dimensional actions, PQN).
+    process engine runs the rest (gSDE, the after-ABS dial, Dict observations, multi-dimensional actions, PQN).
     """
     from adaptive_po.bench.config import get_env_config
 
     if spec.algo in VALUE_ALGORITHMS:  # PQN: the SB3-style class only (the stacked engine runs policy objectives)
         return False
     env_cfg = get_env_config(spec.env, spec.envs_dir)
-    if env_cfg.hyperparams.policy not in ("MlpPolicy", "CnnPolicy") or env_cfg.hyperparams.use_sde:
+    hp = env_cfg.hyperparams
+    if hp.policy not in ("MlpPolicy", "CnnPolicy") or hp.use_sde or hp.batch_scaling is not None:
         return False
     try:
         backend, env_id = resolve_backend(env_cfg.ids, spec.backend)

@@ -122,6 +122,7 @@ def build_training(spec: RunSpec, settings: RunSettings | None = None) -> tuple[
                 dials=spec.dials,
                 verbose=0,
                 **hp.algorithm_kwargs(),
+                **({"batch_scaling": hp.batch_scaling} if hp.batch_scaling is not None else {}),
             )
     except BaseException:
         train_env.close()
