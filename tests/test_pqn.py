@@ -81,6 +81,55 @@ def test_targets_of_a_stored_rollout_bootstrap_a_time_limit_from_the_true_last_o
     np.testing.assert_allclose(q_start.numpy(), [[1, 2], [2, 4], [3, 6]])
 
 
+def test_one_update_equals_the_authors_loop_on_the_same_rollout() -> None:
+    """One PQN update against the loop written out as the authors' reference code writes it
+    (time-major batch, Q(lambda) backwards with the done mask on the whole bracket, shuffled
+    minibatches, 0.5 MSE, gradient norm clipped at 10, RAdam): the same parameters after it."""
+    import copy
+
+    model = PQN("MlpPolicy", _cartpole(2, seed=3), n_steps=32, batch_size=16, n_epochs=2, learning_rate=1e-3, gamma=0.9, q_lambda=0.7, seed=3)
+    seen: dict = {}
+    real_train = model.train
+
+    def train() -> None:
+        if not seen:
+            seen.update(net=copy.deepcopy(model.policy.q_net), batch=model.rollout_buffer.freeze(copy=True), rng=np.random.get_state())
+            real_train()
+            seen["after"] = {k: v.clone() for k, v in model.policy.q_net.state_dict().items()}
+
+    model.train = train  # type: ignore[method-assign]
+    model.learn(64)
+    net, batch = seen["net"], seen["batch"]
+    obs = th.as_tensor(batch.observations)  # (32, 2, 4)
+    actions = th.as_tensor(batch.actions[..., 0]).long()
+    rewards, starts = th.as_tensor(batch.rewards), th.as_tensor(batch.episode_starts)
+    with th.no_grad():
+        max_q = net(obs.reshape(64, 4)).max(-1).values.reshape(32, 2)
+        last_max_q = net(th.as_tensor(batch.last_observation)).max(-1).values
+    assert starts[1:].sum() > 0  # an episode ends inside the rollout
+    returns = th.zeros(32, 2)
+    for t in reversed(range(32)):
+        if t == 31:
+            returns[t] = rewards[t] + 0.9 * (1 - th.as_tensor(batch.last_dones)) * last_max_q
+        else:
+            returns[t] = rewards[t] + 0.9 * (1 - starts[t + 1]) * (0.7 * returns[t + 1] + 0.3 * max_q[t + 1])
+    b_obs, b_actions, b_returns = obs.reshape(64, 4), actions.reshape(64), returns.reshape(64)
+    optimizer = th.optim.RAdam(net.parameters(), lr=1e-3)
+    np.random.set_state(seen["rng"])
+    for _ in range(2):
+        order = np.random.permutation(64)
+        for start in range(0, 64, 16):
+            index = th.as_tensor(order[start : start + 16])
+            q = net(b_obs[index]).gather(1, b_actions[index, None]).squeeze(1)
+            loss = 0.5 * ((q - b_returns[index]) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(net.parameters(), 10.0)
+            optimizer.step()
+    for name, value in net.state_dict().items():
+        np.testing.assert_allclose(seen["after"][name].numpy(), value.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 # -- acting ----------------------------------------------------------------------------------------
 def test_epsilon_decays_linearly_then_stays() -> None:
     kw = dict(start=1.0, final=0.05, fraction=0.5)
