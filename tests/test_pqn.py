@@ -358,3 +358,21 @@ def test_after_abs_is_refused_where_it_cannot_run() -> None:
         PPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=1), batch_scaling={})
     with pytest.raises(ValueError, match=r"the population engine does not run batch_scaling=\{\}: the stacked members' rollouts"):
         PopulationLearner(spaces.Box(-1, 1, (4,)), spaces.Discrete(2), [Member(seed=0)], batch_scaling={})
+
+
+def test_an_environment_files_batch_scaling_reaches_a_policy_objective_on_the_process_engine(tmp_path) -> None:
+    import csv
+
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    text = (Path(__file__).resolve().parents[1] / "adaptive_po" / "env_configs" / "CartPole-v1.yaml").read_text()
+    (envs / "CartPole-v1.yaml").write_text(text + "  batch_scaling: {c: 1.6, t_max: 64}\n")  # under hyperparams
+    code, _, err = _cli(["train", "--algo", "ppo", "--env", "CartPole-v1", "--timesteps", "2048", "--envs-dir", str(envs),
+                         "--engine", "population", "--out", str(tmp_path), "--no-progress"])
+    assert code == 0, err
+    assert "(process engine)" in err  # the population engine's rollouts have one shape: the run went to the process engine
+    run = tmp_path / "train" / "CartPole-v1" / "ppo" / "lag0_noise0_replay0" / "seed-0"
+    rows = list(csv.DictReader((run / "progress.csv").open()))
+    steps = [int(float(r["rollout_steps"])) for r in rows]
+    assert steps[0] == 32 and all(s % 8 == 0 and 8 <= s <= 64 for s in steps)  # base 32 // 4 = 8
+    assert all(0.0 <= float(r["behaviour_divergence"]) <= 1.0 for r in rows) and rows[0]["epsilon"] == ""
