@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table minatar-learning-pilot bench-minatar-learning minatar-learning-pilot-from-table minatar-learning-from-table minatar-stress-pilot minatar-stress-pilot-from-table bench-minatar-gymnax minatar-gymnax-from-table bench-ale-curves ale-curves-from-table clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table minatar-learning-pilot bench-minatar-learning minatar-learning-pilot-from-table minatar-learning-from-table minatar-stress-pilot minatar-stress-pilot-from-table bench-minatar-gymnax minatar-gymnax-from-table bench-ale-curves ale-curves-from-table bench-pqn-cleanrl pqn-cleanrl-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -48,6 +48,8 @@ help:
 	@echo "make minatar-gymnax-from-table  that comparison's report and figure from its committed table"
 	@echo "make bench-ale-curves   ALE's first learning curves on CPU: ppo and esspo on Breakout-v5 x 2 seeds x 1M agent steps (4 runs, about 1.5-2.5 core-hours each, one run per process; a run does not resume mid-way), then its report (docs/results/ale-curves)"
 	@echo "make ale-curves-from-table  those curves' report and figure from the committed table"
+	@echo "make bench-pqn-cleanrl  PQN with CleanRL's classic-control settings on CartPole-v1 and Acrobot-v1 x 5 seeds x 500k steps (10 runs, a few minutes each on one core), beside CleanRL's documented PQN (docs/results/pqn-cleanrl)"
+	@echo "make pqn-cleanrl-from-table  that comparison's report and figure from its committed table"
 	@echo "make mutations          76 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid), the analysis (Welch, Holm, TOST, normalization), the studies' plan files (margins, Holm families, decision rule, pilot rule) and PQN (targets, epsilon, action noise, after ABS), each run against its own fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines, and with the peers extra our engine beside pure-JAX PPO, rejax)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
@@ -279,6 +281,14 @@ bench-ale-curves: $(STAMP)
 ale-curves-from-table: $(STAMP)
 	$(VPY) -m adaptive_po.analysis.reports.ale_curves --table docs/results/ale-curves/per_run.csv --out docs/results/ale-curves
 
+# PQN with CleanRL's classic-control settings (the MLP preset) beside CleanRL's documented PQN
+PQN_CLEANRL_BENCH = bench --suite classic --envs CartPole-v1,Acrobot-v1 --algos pqn --seeds 5 --lags 0 --noise 0 --timesteps 500000 --suite-name pqn-cleanrl --no-report
+bench-pqn-cleanrl: $(STAMP)
+	$(call bench_then_publish,PQN_CLEANRL_BENCH,$(VPY) -m adaptive_po.analysis.reports.pqn_cleanrl --runs runs/pqn-cleanrl --out docs/results/pqn-cleanrl)
+
+pqn-cleanrl-from-table: $(STAMP)
+	$(VPY) -m adaptive_po.analysis.reports.pqn_cleanrl --table docs/results/pqn-cleanrl/per_run.csv --out docs/results/pqn-cleanrl
+
 # every published verdict from the committed tables alone, then the prose's quotes from them
 reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table minatar-learning-from-table minatar-stress-pilot-from-table minatar-gymnax-from-table calibration
 	$(VPY) -m adaptive_po.analysis.quotes --fill README.md $(RESULTS_README)
@@ -332,6 +342,6 @@ readme: $(STAMP)
 # Every folder the bench targets write under runs/: each suite of adaptive_po/bench/suites.py, the
 # tuner's two and the --suite-name folders above (tests/test_docs.py keeps the list complete).
 # runs/README.md, the run-folder contract, stays.
-RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 staleness-r2vpo atari atari-smoke frozen-pilot frozen-pilot-2 frozen-search frozen-score minatar-gymnax ale-curves minatar-stress-pilot
+RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 staleness-r2vpo atari atari-smoke frozen-pilot frozen-pilot-2 frozen-search frozen-score minatar-gymnax ale-curves minatar-stress-pilot pqn-cleanrl
 clean-runs:
 	rm -rf $(addprefix runs/,$(RUN_FOLDERS))
