@@ -78,37 +78,6 @@ ADAM_EPS = 1e-5
 COMPILE_MIN_STEPS = 6000
 
 
-#: glibc's ``mallopt`` parameters (``malloc.h``): the free memory at the heap's top from which the
-#: heap gives memory back to the system, and the most blocks it maps for themselves
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
-_KEEPS_FREED_MEMORY: bool | None = None
-
-
-def keep_freed_memory() -> bool:
-    """Have this process's allocator (glibc) serve every block from its heap and keep the memory
-    it frees; ``True`` where it took the settings, ``False`` elsewhere (another C library: nothing
-    changes). Once per process.
-
-    A stacked step, and each whole-batch pass, allocates its activations afresh at every call (a
-    50-member CartPole minibatch: a dozen 3.3 MB buffers; a Breakout-MinAtar MLP update's pass: 67
-    and 105 MB ones). By default glibc maps such a block for itself and unmaps it when freed, so
-    every call touches new pages: about 1,500 page faults per CartPole step, 2.6-3.4 ms of kernel
-    time on a 16-20 ms step; 4.9 s of kernel time in four Breakout updates of 8 members. Kept, the
-    same memory is reused: no faults, the same numbers. The price is a resident size that stays at
-    its peak, which a training process reaches anyway."""
-    global _KEEPS_FREED_MEMORY
-    if _KEEPS_FREED_MEMORY is None:
-        try:
-            import ctypes
-
-            mallopt = ctypes.CDLL(None).mallopt
-        except (OSError, AttributeError):
-            _KEEPS_FREED_MEMORY = False
-        else:
-            _KEEPS_FREED_MEMORY = bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
-    return _KEEPS_FREED_MEMORY
-
-
 def compile_wanted(planned_steps: int | None = None, policy: str = "MlpPolicy") -> bool:
     """Whether to compile the stacked step: ``$ADAPTIVE_PO_COMPILE`` (``1``/``0``) decides; unset or
     ``auto``, compile an MLP ``policy``'s step when ``planned_steps`` (the population's minibatch
@@ -608,7 +577,6 @@ class PopulationLearner:
     ) -> None:
         if not members:
             raise ValueError("a population needs at least one member")
-        keep_freed_memory()
         if precision not in LEARNER_PRECISIONS:
             raise ValueError(f"unknown learner precision {precision!r}; the population engine runs {list(LEARNER_PRECISIONS)}")
         hp = shared_hyperparameters(hyperparameters)

@@ -89,6 +89,12 @@ def build(env: str, members: int, compile_step: bool | None, precision: str = "f
         extra["compile_step"] = compile_step
     if precision != "fp32":
         extra["precision"] = precision
+    try:
+        from adaptive_po.bench.process_settings import keep_freed_memory
+    except ImportError:  # an older tree: its learner set the allocator itself
+        pass
+    else:
+        keep_freed_memory()  # the allocator as the bench's training process has it
     learner = PopulationLearner(
         observation_space, action_space, [Member(seed) for seed in range(members)], objective=ALGO,
         objective_kwargs=objective_kwargs, policy=hp.policy, **extra, **hp.algorithm_kwargs(),

@@ -457,25 +457,31 @@ import gymnasium as gym, numpy as np, torch
 from adaptive_po import population as P
 
 def faults():
+    # 40 MB blocks, above glibc's largest dynamic mmap threshold (32 MB): by default each one is
+    # mapped for itself and unmapped when freed, so its pages fault in afresh every time
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(20):
-        a, b = torch.empty(825_000), torch.empty(825_000)
+    for _ in range(5):
+        a, b = torch.empty(10_000_000), torch.empty(10_000_000)
         a.fill_(1.0), b.fill_(2.0)
         del a, b
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
-if sys.argv[1] == "built":
-    P.PopulationLearner(gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2), [P.Member(0)], n_steps=8, batch_size=8)
-    faults()  # the heap grows once
-print(P._KEEPS_FREED_MEMORY, faults())
+from adaptive_po.bench import process_settings as S
+
+# a library user's process builds a learner; the bench's training process also sets the allocator
+kept = S.keep_freed_memory() if sys.argv[1] == "bench" else None
+P.PopulationLearner(gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2), [P.Member(0)], n_steps=8, batch_size=8)
+faults()  # the heap grows once
+print(kept, faults())
 """
 
 
-def test_a_population_learner_keeps_the_memory_its_steps_free():
-    """Building a learner has the allocator keep freed blocks (population.keep_freed_memory): the
-    same buffers allocated again touch no new pages, where by default glibc maps and unmaps many of
-    them, faulting their pages in afresh (a stacked CartPole step's 1,500 page faults, 2.6-3.4 ms of
-    a 16-20 ms step)."""
+def test_the_benchs_training_process_keeps_the_memory_its_steps_free_and_the_library_leaves_the_allocator_alone():
+    """The bench's training process has the allocator keep freed blocks
+    (``bench.process_settings.keep_freed_memory``, called when a population job starts): the same
+    buffers allocated again touch no new pages, where by default glibc maps and unmaps many of them,
+    faulting their pages in afresh (a stacked CartPole step's 1,500 page faults, 2.6-3.4 ms of a
+    16-20 ms step). Building a learner in a library user's process changes nothing process-wide."""
     import subprocess
     import sys
 
@@ -483,12 +489,32 @@ def test_a_population_learner_keeps_the_memory_its_steps_free():
         out = subprocess.run([sys.executable, "-c", _FAULTS_CHILD, mode], capture_output=True, text=True, check=True).stdout.split()
         return out[0], int(out[1])
 
-    kept, faults_kept = run("built")
+    kept, faults_kept = run("bench")
     if kept != "True":
         pytest.skip("this C library takes no mallopt settings (not glibc): nothing to keep")
-    _, faults_default = run("plain")
-    assert faults_default > 1_000, faults_default  # blocks mapped and unmapped: their pages faulted again (3,200-31,600 here)
+    _, faults_library = run("built")
+    # a learner built outside the bench leaves the allocator as it was: blocks mapped and unmapped, their pages faulted
+    # again (10 x 40 MB: about 98,000 pages)
+    assert faults_library > 50_000, faults_library
     assert faults_kept < 100, faults_kept
+
+
+def test_a_population_job_of_the_bench_sets_the_allocator_before_it_builds_its_learner(tmp_path, monkeypatch):
+    """The population engine, the bench's training process, calls the process setting when a job
+    starts, before the learner is built; the learner itself never does."""
+    from adaptive_po.bench import population_engine
+    from test_bench import tiny_spec
+
+    order = []
+    monkeypatch.setattr(population_engine, "keep_freed_memory", lambda: order.append("allocator") or True)
+    built = PopulationLearner.__init__
+    monkeypatch.setattr(PopulationLearner, "__init__", lambda self, *a, **k: order.append("learner") or built(self, *a, **k))
+    specs = [tiny_spec(tmp_path, total_timesteps=256, seed=seed) for seed in (0, 1)]
+    assert [r["status"] for r in population_engine.execute_population(specs)] == ["complete"] * 2
+    assert order == ["allocator", "learner"], order
+    order.clear()
+    PopulationLearner(gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2), [Member(0)], n_steps=8, batch_size=8)
+    assert order == ["learner"]
 
 
 def test_an_update_takes_pi_prox_from_its_values_pass(monkeypatch):

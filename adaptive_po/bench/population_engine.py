@@ -31,6 +31,7 @@ from adaptive_po.bench.divergence import compact_traceback, error_line
 from adaptive_po.bench.recorder import RunRecorder, nonfinite_reason
 from adaptive_po.environments import resolve_backend, resolve_device
 from adaptive_po.bench.jobs import population_key, seed_ranges
+from adaptive_po.bench.process_settings import keep_freed_memory
 from adaptive_po.bench.variants import learner_precision
 from adaptive_po.bench.run_folder import (
     RunSettings,
@@ -157,6 +158,7 @@ class _Population:
         self.device = resolve_device(first.device)
         if self.device == "cpu":
             torch.set_num_threads(1)
+        keep_freed_memory()  # the training process's allocator, set by the bench (never by the library)
         self.env_cfg = env_cfg = settings.env_cfg
         hp, objective_kwargs = settings.hp, settings.objective_kwargs
         self.hp = hp
