@@ -36,3 +36,28 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
     if not hasattr(config, "workerinput"):
         return
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable sort
+
+
+def pinned_torch() -> str:
+    """The torch version the project pins (the Makefile's ``TORCH_SPEC``), e.g. ``2.13.0``."""
+    text = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    for line in text.splitlines():
+        if line.startswith("TORCH_SPEC ?= torch=="):
+            return line.split("==", 1)[1].strip()
+    raise AssertionError("the Makefile pins no torch (TORCH_SPEC ?= torch==...)")
+
+
+def compiled_or_skip(fell_back: bool, why: str = "the engine runs eagerly") -> None:
+    """Where a compiled callable fell back to eager: **fail** on the pinned torch with a C++
+    compiler here (the project's compiled path must work there: a private torch internal it
+    relies on may have changed), else skip, saying why (another torch, or no compiler)."""
+    if not fell_back:
+        return
+    import shutil
+
+    version = torch.__version__.split("+", 1)[0]
+    compiler = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
+    if version == pinned_torch() and compiler:
+        pytest.fail(f"the compiled path fell back to eager on the pinned torch {version} with a compiler here ({compiler}): {why}")
+    pytest.skip(f"torch.compile is unavailable here (torch {version}, compiler {compiler or 'none'}): {why}")
+

@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from adaptive_po import compile_setup as C
+from conftest import compiled_or_skip
 
 pytestmark = pytest.mark.xdist_group("compiled-steps")
 
@@ -131,8 +132,7 @@ def test_compiling_ahead_builds_a_populations_kernels_once_and_computes_the_same
         out = subprocess.run([sys.executable, "-c", AHEAD], env=child, capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
         results[ahead] = json.loads(out.stdout.strip().splitlines()[-1])
-    if results["1"]["eager"]:
-        pytest.skip("torch.compile is unavailable here: the engine runs eagerly")
+    compiled_or_skip(results["1"]["eager"], "the engine runs eagerly")
     assert results["1"]["digest"] == results["0"]["digest"]
     assert results["1"]["misses"] == []
     assert results["1"]["built"]["bundles"] == 1 and results["0"]["built"]["bundles"] == 3, results

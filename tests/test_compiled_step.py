@@ -4,7 +4,9 @@ statistics to the tolerances the engine-vs-SB3 tests use (tests/test_population.
 
 Each objective and action kind is one compilation (a few seconds at these sizes), so the whole file
 compiles 2 x len(OBJECTIVES) steps; where this machine cannot compile, the engine falls back to the
-eager step with one line, and the test says so (skips) instead of comparing eager with eager.
+eager step with one line, and the test fails on the pinned torch with a compiler present (the
+compiled path must work there) and skips elsewhere, saying so, instead of comparing eager with eager
+(``conftest.compiled_or_skip``).
 """
 
 import gymnasium as gym
@@ -15,6 +17,7 @@ import torch
 from adaptive_po import population as P
 from adaptive_po.objectives import OBJECTIVES
 from adaptive_po.population import Member, PopulationLearner, StackedRollout
+from conftest import compiled_or_skip
 
 #: every compiled test on one xdist worker (with test_learner_precision's compiled bf16 step): the
 #: compiler's start (its precompiled header, its worker pool) is paid once, and the kernels that
@@ -96,8 +99,7 @@ def test_an_mlp_on_uint8_observations_compiles_without_a_graph_break():
     obs = torch.randint(0, 2, (2, 5, 3, 2, 2), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     breaks = sum(counters["graph_break"].values())
     eager, compiled = (learner.forward(learner.params, obs) for learner in learners)
-    if P._COMPILED.get(learners[1]._forward_key) is None:
-        pytest.skip("torch.compile is unavailable here: the engine's passes run eagerly")
+    compiled_or_skip(P._COMPILED.get(learners[1]._forward_key) is None, "the engine's passes run eagerly")
     assert sum(counters["graph_break"].values()) == breaks
     for a, b in zip(compiled, eager):
         torch.testing.assert_close(a, b, atol=2e-6, rtol=1e-5)
@@ -113,8 +115,7 @@ def test_one_compiled_forward_pass_serves_every_row_count():
     obs = torch.randn(learner.k, 40, 4, generator=torch.Generator().manual_seed(1)) * 3
     graphs = counters["stats"]["unique_graphs"]
     passes = [learner.forward(learner.params, obs[:, :rows]) for rows in (32, 25, 10)]
-    if P._COMPILED.get(learner._forward_key) is None:
-        pytest.skip("torch.compile is unavailable here: the engine's passes run eagerly")
+    compiled_or_skip(P._COMPILED.get(learner._forward_key) is None, "the engine's passes run eagerly")
     assert counters["stats"]["unique_graphs"] - graphs == 1
     for rows, compiled in zip((32, 25, 10), passes):
         for a, b in zip(compiled, learner.forward(learner.params, obs[:, :rows], eager=True)):
@@ -133,8 +134,7 @@ def test_the_policy_alone_rides_the_compiled_act_for_every_row_count():
     graphs = counters["stats"]["unique_graphs"]
     alone = [learner.policy_params(learner.params, obs[:, :rows]) for rows in (32, 25, 10)]
     learner.act(obs[:, :8])
-    if P._COMPILED.get(learner._act_key) is None:
-        pytest.skip("torch.compile is unavailable here: the engine's passes run eagerly")
+    compiled_or_skip(P._COMPILED.get(learner._act_key) is None, "the engine's passes run eagerly")
     assert counters["stats"]["unique_graphs"] == graphs  # no compilation beside the act's
     for rows, params in zip((32, 25, 10), alone):
         torch.testing.assert_close(params, learner.forward(learner.params, obs[:, :rows], eager=True)[0], atol=2e-6, rtol=1e-5)
@@ -151,8 +151,7 @@ def test_the_compiled_step_equals_the_eager_step(kind, algo):
     torch.testing.assert_close(compiled.deterministic_actions(obs), eager.deterministic_actions(obs), atol=2e-6, rtol=1e-5)
     for update in range(2):  # the second update: Adam's state, the lag's history, the objective's state carried
         stats = [learner.update(_rollout(learner, seed=update), 0.7 - 0.1 * update) for learner in (eager, compiled)]
-        if P._COMPILED.get(compiled._step_key, "missing") is None:
-            pytest.skip("torch.compile is unavailable here: the engine runs the eager step (said in one line)")
+        compiled_or_skip(P._COMPILED.get(compiled._step_key, "missing") is None, "the engine runs the eager step (said in one line)")
         for name, value in eager.params.items():
             torch.testing.assert_close(compiled.params[name], value, atol=2e-6, rtol=1e-5, msg=name)
         for name, value in stats[0].items():
@@ -204,8 +203,7 @@ def test_a_call_like_one_that_ran_runs_its_compiled_code_directly_and_a_new_one_
     obs = torch.randn(learner.k, 12, 7, generator=torch.Generator().manual_seed(3)) * 3
     graphs = counters["stats"]["unique_graphs"]
     first = learner.forward(learner.params, obs[:, :10])  # guarded (a new signature), compiled
-    if P._COMPILED.get(learner._forward_key) is None:
-        pytest.skip("torch.compile is unavailable here: the engine's passes run eagerly")
+    compiled_or_skip(P._COMPILED.get(learner._forward_key) is None, "the engine's passes run eagerly")
     seen = P._RAN[learner._forward_key][1]
     assert len(seen) == 1
     again = learner.forward(learner.params, obs[:, :10])  # unguarded
@@ -251,8 +249,7 @@ def test_code_that_resumes_after_a_graph_break_runs_through_dynamo():
     x = torch.linspace(-2, 2, 11)
     key = ("test-graph-break",)
     first = P.call_compiled(key, broken, (x,))
-    if first is None:
-        pytest.skip("torch.compile is unavailable here")
+    compiled_or_skip(first is None)
     again = P.call_compiled(key, broken, (x,))
     assert list(P._RAN[key][1].values()) == [None]
     assert torch.equal(first, again)
@@ -292,8 +289,7 @@ def test_compiling_ahead_gives_the_first_updates_own_graphs_built_with_the_first
     before = {name: v.clone() for name, v in learner.params.items()}
     misses, graphs = list(P.PRIME_MISSES), counters["stats"]["unique_graphs"]
     learner.compile_ahead(torch.zeros(learner.k, 2, width))
-    if P._COMPILED.get(learner._step_key) is None:
-        pytest.skip("torch.compile is unavailable here: the engine runs eagerly")
+    compiled_or_skip(P._COMPILED.get(learner._step_key) is None, "the engine runs eagerly")
     assert learner._forward_key in P._PRIMED and learner._step_key in P._PRIMED
     assert counters["stats"]["unique_graphs"] - graphs == 2
     assert all(torch.equal(learner.params[name], v) for name, v in before.items()) and learner._adam_count == 0
@@ -315,8 +311,7 @@ def test_a_second_population_of_a_process_compiles_ahead_what_it_has_not_compile
     misses = list(P.PRIME_MISSES)
     first = PopulationLearner(observation_space, action_space, MEMBERS, objective="ppo", objective_kwargs={"clip_range": 0.2}, compile_step=True, **TOY)
     first.compile_ahead(torch.zeros(first.k, 2, 8))
-    if P._COMPILED.get(first._step_key) is None:
-        pytest.skip("torch.compile is unavailable here: the engine runs eagerly")
+    compiled_or_skip(P._COMPILED.get(first._step_key) is None, "the engine runs eagerly")
     assert first._forward_key in P._PRIMED and first._step_key in P._PRIMED
     first.update(_rollout(first, seed=0), 0.7)
     assert P.PRIME_MISSES == misses and first._forward_key not in P._PRIMED and first._step_key not in P._PRIMED

@@ -23,6 +23,7 @@ from adaptive_po.bench.run_folder import RunSpec, config_for
 from adaptive_po.bench.variants import learner_precision, make_variant, parse_variant
 from adaptive_po.dials import DataDials
 from adaptive_po.population import Member, PopulationLearner, StackedRollout
+from conftest import compiled_or_skip
 
 SPACES = {
     "discrete": (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2)),
@@ -152,8 +153,7 @@ def test_the_compiled_bf16_step_tracks_the_eager_one():
         learner.update(_rollout(learner, seed=3), 1.0)
     from adaptive_po import population as P
 
-    if P._COMPILED.get(compiled._step_key, "missing") is None:
-        pytest.skip("torch.compile is unavailable here: the engine runs the eager step (said in one line)")
+    compiled_or_skip(P._COMPILED.get(compiled._step_key, "missing") is None, "the engine runs the eager step (said in one line)")
     for name, value in eager.params.items():
         # both round the network to bf16, not always at the same places: bf16's tolerance, not float32's
         torch.testing.assert_close(compiled.params[name], value, atol=2e-3, rtol=2e-2, msg=name)
