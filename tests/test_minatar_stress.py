@@ -285,3 +285,36 @@ def test_the_report_counts_the_studys_runs_on_the_selected_pairs_and_refuses_one
     write_table(results / "per_run.csv", {**ours, row_key(stray): stray})
     assert study_report.main(["--results", str(results)]) == 2
     assert "(its place in the selected pairs' design)" in capsys.readouterr().err
+
+
+def test_the_report_reads_each_pairs_slope_over_its_whole_range_and_the_registered_rule(tmp_path, synthetic_envs):
+    """Each arm's score falls linearly in x over a pair's conditions (its drop over the whole range);
+    the seeds' noise is the same at every condition, so the slopes are exact: endpoint 1 is esspo's
+    drop minus ppo's on every pair, +0.2, whatever the pair's range of x."""
+    synthetic_envs(0.0, 10.0)
+    ours, results = _results(tmp_path)
+    _selection(results, [("Freeway-MinAtar", "lag64", 2_000_000), ("Asterix-MinAtar", "T1.2", 2_000_000)])
+    drops = {"esspo": -0.1, "ppo": -0.3, "decoupled-ppo": -0.1, "quatro": -0.3}
+    rows = dict(ours)
+    plan = load_plan(results / "plan.toml")
+    runs = cut_order.apply_cuts(plan, study.read_selection(plan, results)[0])
+    for pair, budget in runs.tasks:
+        conditions = runs.conditions[pair]
+        reach = study_report.pair_x(plan, pair, conditions[-1])
+        for arm, drop in drops.items():
+            for lag, sampler in conditions:
+                x = study_report.pair_x(plan, pair, (lag, sampler))
+                for seed, noise in zip(range(5), (-0.01, 0.0, 0.01, -0.005, 0.005)):
+                    score = 0.8 + drop * x / reach + noise
+                    run = {**_row(plan.design.folder, pair.split("/")[0], lag, sampler, seed, 10 * score, 10 * score), "algo": arm,
+                           "total_timesteps": budget}
+                    rows[row_key(run)] = run
+    write_table(results / "per_run.csv", rows)
+    assert study_report.main(["--results", str(results)]) == 0
+    text = (results / "verdicts.md").read_text()
+    assert "**Progress:** 100 of the study's 100 runs" in text and "Interim" not in text
+    assert "Against `ppo`, the claim (as robust to the stressor, not worse on fresh data) is supported." in text
+    assert "| 1. robustness to the stressor: esspo - ppo | +0.2000 [" in text
+    assert "| 3. robustness to the stressor: esspo - decoupled-ppo | +0.0000 [" in text
+    assert "Against `decoupled-ppo`, `esspo`'s robustness to the stressor is equivalent." in text
+    assert "| Freeway-MinAtar/lag64 | +0.2000 [" in text and "| Asterix-MinAtar/T1.2 | +0.2000 [" in text

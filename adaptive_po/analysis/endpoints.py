@@ -41,7 +41,12 @@ def log_lag(lag: int) -> float:
 
 def slope(lags: Sequence[int], scores: Sequence[float]) -> tuple[float, float, float]:
     """(least-squares slope of score on log2(1 + lag), its standard error, degrees of freedom)."""
-    x = np.array([log_lag(lag) for lag in lags], float)
+    return slope_on([log_lag(lag) for lag in lags], scores)
+
+
+def slope_on(xs: Sequence[float], scores: Sequence[float]) -> tuple[float, float, float]:
+    """(least-squares slope of score on ``xs``, its standard error, degrees of freedom)."""
+    x = np.asarray(xs, float)
     y = np.asarray(scores, float)
     n = len(y)
     if n < 3 or np.ptp(x) == 0:

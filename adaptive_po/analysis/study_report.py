@@ -29,7 +29,7 @@ from adaptive_po.studies import pilot as pilot_rule
 from adaptive_po.studies.cuts import Runs, apply_cuts, check_cuts, pair_name, split_pair
 from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan
 
-from .endpoints import decide, format_difference, format_p, head_to_head, log_lag, per_task_family, plan_rows, slope
+from .endpoints import decide, format_difference, format_p, head_to_head, log_lag, per_task_family, plan_rows, slope, slope_on
 from .hypothesis import Difference, mean_of_differences, weighted_sum, welch
 
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
@@ -370,6 +370,89 @@ def _save(fig: Any, out: Path) -> Path:
     return out
 
 
+def pair_x(study: StudyPlan, pair: str, condition: tuple[int, str]) -> float:
+    """A condition's place on a pair's x axis: log2(1 + lag) for a lag stressor; 0 (lag 0, clean)
+    and 1 (the stressor) for a sampler stressor."""
+    stressor = study.pilot.stressor(split_pair(pair)[1])
+    if stressor.sampler:
+        return 0.0 if condition == (0, "") else 1.0
+    return log_lag(condition[0])
+
+
+def analyse_pairs(table: Mapping, study: StudyPlan, runs: Runs) -> dict[str, Any]:
+    """A design on (task, stressor) pairs: per pair, each arm's cells at its conditions (all seeds
+    in), and each endpoint per pair and over the pairs that have it. A slope over the stressor is
+    scaled by its pair's range of x (the stressor's x), so that every pair's endpoint is the change
+    over its whole range and the margin is the plan's on every pair; the aggregate is the mean over
+    pairs (each a term of its own, Welch-Satterthwaite degrees of freedom). An endpoint naming a cut
+    arm is not computed."""
+    cells: dict[str, dict[tuple[str, tuple[int, str]], np.ndarray]] = {}
+    for pair, budget in runs.tasks:
+        task = split_pair(pair)[0]
+        got = {}
+        for arm in runs.arms:
+            for condition in runs.conditions[pair]:
+                rows = [table.get((study.design.folder, task, arm, "", condition[0], seed, budget, condition[1])) for seed in runs.seeds]
+                if all(r is not None for r in rows):
+                    got[(arm, condition)] = np.array([r["score"] for r in rows], float)
+        cells[pair] = got
+    endpoints, by_pair = {}, {}
+    for e in study.endpoints:
+        if e.arm not in runs.arms or e.versus not in runs.arms:
+            continue
+        if e.over:
+            slopes = {}
+            for pair, c in cells.items():
+                conditions = runs.conditions[pair]
+                if all((arm, cond) in c for arm in (e.arm, e.versus) for cond in conditions):
+                    reach = pair_x(study, pair, conditions[-1])
+                    fits = [slope_on([pair_x(study, pair, cond) for cond in conditions for _ in c[(arm, cond)]],
+                                     [v for cond in conditions for v in c[(arm, cond)]]) for arm in (e.arm, e.versus)]
+                    slopes[pair] = [(b * reach, se * reach, df) for b, se, df in fits]
+            by = {pair: weighted_sum([(*a, 1.0), (*b, -1.0)]) for pair, (a, b) in slopes.items()}
+            overall = weighted_sum([(*t, w / len(slopes)) for a, b in slopes.values() for t, w in ((a, 1.0), (b, -1.0))]) \
+                if slopes else Difference(math.nan, math.nan, math.nan)
+        else:
+            condition = (e.lag, "")
+            groups = {pair: (c[(e.arm, condition)], c[(e.versus, condition)]) for pair, c in cells.items()
+                      if (e.arm, condition) in c and (e.versus, condition) in c}
+            by = {pair: welch(*g) for pair, g in groups.items()}
+            overall = mean_of_differences(list(groups.values())) if groups else Difference(math.nan, math.nan, math.nan)
+        endpoints[e.id], by_pair[e.id] = overall, by
+    return {"cells": cells, "endpoints": endpoints, "by_pair": by_pair}
+
+
+def pairs_text(study: StudyPlan, runs: Runs, result: Mapping[str, Any]) -> list[str]:
+    """The answer and the per-pair table of a design on (task, stressor) pairs."""
+    rows = plan_rows(study, result["endpoints"])
+    complete = [p for p, _ in runs.tasks if len(result["cells"].get(p, {})) == len(runs.arms) * len(runs.conditions[p])]
+    interim = len(complete) < len(runs.tasks)
+    by_id = {r["id"]: r for r in rows}
+    lines = ["", "## The answer", "",
+             (f"**Interim, {len(complete)} of {len(runs.tasks)} pairs complete: no verdict here is the study's until every pair is in.** "
+              if interim else "")
+             + "**" + " ".join(d.sentence.format(answer=decide(d, by_id)) for d in study.decisions) + "** " + study.design.limits, "",
+             "| endpoint | estimate [95% CI] | p | p (Holm within its family) | detectable (80% power) | verdict |", "|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['endpoint']} | {format_difference(r['d'], r['digits'])} | {format_p(r['p'])} | {format_p(r['p_adj'])} | "
+                     f"{format_p(r['d'].detectable())} | {r['verdict'] or 'n/a'} |")
+    lines += ["", "A slope over the stressor is each pair's least-squares slope of normalized score on x (log2(1 + lag) for a lag "
+              "stressor; 0 and 1 for a sampler stressor) times the pair's range of x: the change over the whole range, with the "
+              "margin on that scale on every pair; aggregates are means over the pairs (a game's lag-0 runs count in each of its pairs).",
+              "", "## Per pair", "", "| pair | " + " | ".join(e.short for e in study.endpoints if e.id in result["endpoints"]) + " |",
+              "|---|" + "---:|" * len(result["endpoints"])]
+    verdicts = {e.id: per_task_family(e, result["by_pair"][e.id]) for e in study.endpoints if e.id in result["endpoints"]}
+    for pair, _ in runs.tasks:
+        cells = []
+        for e in study.endpoints:
+            if e.id in verdicts:
+                row = verdicts[e.id].get(pair)
+                cells.append(f"{format_difference(row['d'], e.digits)} {row['verdict'] or ''} (Holm p {format_p(row['p_adj'])})".strip()
+                             if row else "n/a")
+        lines.append(f"| {pair} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def stressor_pilot(results: Path, study: StudyPlan) -> tuple[str, list[Path]]:
     """A design on (task, stressor) pairs while its pilot decides: the table checked against the
     pilot (its algorithm, seeds, budget and each stressor's lag and sampler), the verdicts' text
@@ -417,6 +500,8 @@ def stressor_pilot(results: Path, study: StudyPlan) -> tuple[str, list[Path]]:
         lines.append(f"**Selected by the pilot:** {chosen}. **Progress:** {len(table) - len(table_pilot)} of the study's {runs.runs()} runs in "
                      f"[`{files['table']}`]({files['table']})" + (f"; cut by the pre-registered order before its first run: {json.dumps(cuts, sort_keys=True)}"
                                                                  if any(cuts.values()) else "") + ".")
+        if len(table) > len(table_pilot):
+            lines += pairs_text(study, runs, analyse_pairs(table, study, runs))
     written = []
     if table_pilot:
         table = table_pilot
