@@ -69,7 +69,7 @@ def table_from_folder(root: str | Path) -> pd.DataFrame:
         runs = load_runs(root)
     table = table_from_runs(runs, root)
     curves = {
-        run_dir: " ".join(f"{int(s)}:{r:.4g}" for s, r in zip(rows["timesteps"], rows["rollout_return_mean"]))
+        run_dir: " ".join(f"{int(s)}:{r:.4g}" for s, r in zip(rows["timesteps"], rows["rollout_return_mean"]) if np.isfinite(r))  # none before an episode ends
         for run_dir, rows in runs.progress.sort_values("timesteps").groupby("run_dir")
     }
     by_cell = {(r["env"], r["algo"], int(r["seed"])): curves.get(r["run_dir"], "") for _, r in runs.finals.iterrows()}
