@@ -24,7 +24,7 @@ import pandas as pd
 from adaptive_po.contract import atomic_write_text, parse_curve
 
 from ..output import save_figure
-from .minatar_gymnax import REPORT_FILE, TRAIN_CURVE, mean_ci, read_runs_table, report_main, value_at
+from ..run_curves import REPORT_FILE, TRAIN_CURVE, mean_ci, read_runs_table, report_main, value_at
 
 ENV = "Breakout-v5"
 ALGOS = ("ppo", "esspo")
@@ -47,7 +47,7 @@ MADE_BY = (
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
-    """The committed table (:func:`~.minatar_gymnax.read_runs_table`); a one-line ``ValueError``
+    """The committed table (:func:`~adaptive_po.analysis.run_curves.read_runs_table`); a one-line ``ValueError``
     naming a game or an arm not of this report."""
     table = read_runs_table(path)
     other = sorted({str(e) for e in table["env"]} - {ENV}) + sorted({str(a) for a in table["algo"]} - set(ALGOS))

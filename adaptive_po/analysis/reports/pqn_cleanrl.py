@@ -25,7 +25,7 @@ import pandas as pd
 from adaptive_po.contract import atomic_write_text, parse_curve
 
 from ..output import save_figure
-from .minatar_gymnax import REPORT_FILE, TRAIN_CURVE, mean_ci, read_runs_table, report_main
+from ..run_curves import REPORT_FILE, TRAIN_CURVE, mean_ci, read_runs_table, report_main
 
 #: CleanRL's documented PQN (vwxyzjn/cleanrl, docs/rl-algorithms/pqn.md, "pqn.py", "Episode Rewards"):
 #: mean ± standard deviation over its seeds of the training episodes' return at 500,000 steps
