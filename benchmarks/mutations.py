@@ -298,8 +298,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(HYPOTHESIS, "return float(max(lower, upper))", "return float(min(lower, upper))",
              "equivalence (TOST) shown by either one-sided test, not both", HYPOTHESIS_TESTS),
     # -- a study's plan file read by the generic report (studies/plan.py, analysis/endpoints.py) ---------
-    Mutation(PLAN, "return self.margin / math.log2(1 + max(self.lags)) if self.kind == \"slope\" else self.margin",
-             "return self.margin if self.kind == \"slope\" else self.margin",
+    Mutation(PLAN, "return self.margin / math.log2(1 + max(self.lags)) if self.kind == \"slope\" and not self.over else self.margin",
+             "return self.margin if self.kind == \"slope\" and not self.over else self.margin",
              "a slope's margin not put per unit of log2(1 + lag) (the plan's margin taken as the slope's)", STUDY_TESTS),
     Mutation(ENDPOINTS, "for row in family(members, [diffs[e.id] for e in members]):",
              "for row in [r for e, d in zip(members, [diffs[e.id] for e in members]) for r in family([e], [d])]:",
