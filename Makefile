@@ -290,7 +290,7 @@ pqn-cleanrl-from-table: $(STAMP)
 	$(VPY) -m adaptive_po.analysis.reports.pqn_cleanrl --table docs/results/pqn-cleanrl/per_run.csv --out docs/results/pqn-cleanrl
 
 # every published verdict from the committed tables alone, then the prose's quotes from them
-reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table minatar-learning-from-table minatar-stress-pilot-from-table minatar-gymnax-from-table pqn-cleanrl-from-table calibration
+reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table minatar-learning-from-table minatar-stress-pilot-from-table minatar-gymnax-from-table pqn-cleanrl-from-table ale-curves-from-table calibration
 	$(VPY) -m adaptive_po.analysis.quotes --fill README.md $(RESULTS_README)
 
 # the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv)
