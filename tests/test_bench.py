@@ -359,3 +359,15 @@ def test_a_run_reads_its_environment_file_once(tmp_path, monkeypatch):
     specs = [tiny_spec(tmp_path / "population", total_timesteps=256, seed=seed) for seed in (0, 1, 2)]
     assert [r["status"] for r in execute_population(specs)] == ["complete"] * 3
     assert len(reads) == 1
+
+
+def test_a_sweep_tells_each_finished_run_as_its_outcome_arrives(tmp_path):
+    """``run_sweep(..., on_run_done=f)`` calls ``f(spec)`` for each run that finished, in the driver,
+    as its outcome arrives (a study records it in its table there)."""
+    from adaptive_po.bench.sweep import run_sweep
+
+    specs = [tiny_spec(tmp_path, total_timesteps=256, seed=seed) for seed in (0, 1)]
+    told = []
+    result = run_sweep(specs, workers=1, executor="inline", show_progress=False, engine="process",
+                       on_run_done=lambda spec: told.append((spec.seed, (spec.run_dir / "COMPLETE").is_file())))
+    assert len(result.complete) == 2 and sorted(told) == [(0, True), (1, True)]

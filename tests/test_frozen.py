@@ -313,6 +313,28 @@ def test_the_dry_run_counts_each_population_once_and_calibrates_on_the_runs_done
     assert rows[1]["calibrated_core_hours"] == pytest.approx((left[0] * rows[0]["search_ratio"] + left[1] * rows[0]["score_ratio"]) / 3600)
 
 
+def test_each_run_reaches_the_table_as_it_finishes_not_when_its_batch_ends(tmp_path):
+    """A train that tells each finished run (the sweep's ``on_run_done``) has it recorded there and
+    then: a slice killed later in the batch (a session's end: no Python cleanup runs) keeps it. Each
+    run is recorded once, and the batch's end records the rest."""
+    from adaptive_po.bench.process_engine import execute_run
+
+    out, table = tmp_path / "runs", tmp_path / "results" / frozen.TABLE_FILE
+    specs = frozen.specs_for("CartPole-v1", "ppo", [""], [0], [0, 1], 256, frozen.SCORE_FOLDER, str(out))
+    seen = []
+
+    def train(todo, max_members=None, on_done=None):
+        assert execute_run(todo[0])["status"] == "complete"
+        on_done(todo[0])
+        seen.append(set(read_table(table)))  # on disk before the batch's next run starts
+        assert execute_run(todo[1])["status"] == "complete"
+
+    runner = TableRunner(table, train, log=lambda line: None)
+    runner.run(specs)
+    assert seen == [{spec_key(specs[0])}]
+    assert set(read_table(table)) == {spec_key(s) for s in specs} and runner.trained == 2
+
+
 def test_a_stopped_slices_finished_runs_reach_the_table(tmp_path):
     """A slice stopped in the middle of a batch (Ctrl-C, the session's end) loses no finished run:
     the runs it completed are recorded as it stops, and a slice whose time is already over records

@@ -24,6 +24,7 @@ variants x lags x seeds at one budget, in one folder.
 from __future__ import annotations
 
 import csv
+import inspect
 import io
 import json
 import math
@@ -310,7 +311,9 @@ class SliceOver(Exception):
 @dataclass
 class TableRunner:
     """Runs what the table lacks, then records it. ``train(specs, max_members)`` trains runs (the
-    sweep; it skips complete run folders and must not raise for failed runs)."""
+    sweep; it skips complete run folders and must not raise for failed runs); one that takes
+    ``on_done`` is told each run as it finishes, and the table records that run there and then (a
+    slice killed mid-batch keeps every run that finished before, not only the batches before)."""
 
     table_path: Path
     train: Callable[..., Any]
@@ -337,9 +340,12 @@ class TableRunner:
                 raise SliceOver()
         if todo:
             try:
-                self.train(todo, max_members)
-            finally:  # interrupted or not, every run that finished is recorded
-                todo = self.harvest(todo)
+                if "on_done" in inspect.signature(self.train).parameters:  # each run recorded as it finishes
+                    self.train(todo, max_members, on_done=lambda spec: self.harvest([spec]))
+                else:
+                    self.train(todo, max_members)
+            finally:  # interrupted or not, every run that finished is recorded (once)
+                todo = self.harvest([s for s in todo if spec_key(s) not in self.rows])
             if todo:
                 raise RuntimeError(
                     f"{len(todo)} runs did not finish (first: {todo[0].run_dir}); the table keeps the others: rerun to continue"
@@ -400,9 +406,9 @@ def train_with_sweep(workers: int | None, show_progress: bool, redo_changed: boo
 
     failed: list[str] = []
 
-    def train(specs: Sequence[RunSpec], max_members: int | None = None) -> None:
+    def train(specs: Sequence[RunSpec], max_members: int | None = None, on_done: Callable[[RunSpec], None] | None = None) -> None:
         result = run_sweep(list(specs), workers=workers, show_progress=show_progress, redo_changed=redo_changed,
-                           command=command, max_members=max_members, executor=executor)
+                           command=command, max_members=max_members, executor=executor, on_run_done=on_done)
         failed.extend(iter_failed(result))
 
     return train, failed

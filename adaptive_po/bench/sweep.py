@@ -26,7 +26,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from adaptive_po.contract import SUMMARY_FILE
 from adaptive_po.contract import SUMMARY_DIVERGED
@@ -78,8 +78,11 @@ def run_sweep(
     redo_changed: bool = False,
     command: str = "bench",
     max_members: int | None = None,
+    on_run_done: Callable[[RunSpec], None] | None = None,
 ) -> SweepResult:
-    """Run every spec not yet complete; report progress; return what happened.
+    """Run every spec not yet complete; report progress; return what happened. ``on_run_done(spec)``
+    is told each run that finished (complete or failed) as its outcome arrives, before the rest of
+    its sweep (a study records it in its table there: a sweep killed later keeps it).
 
     ``workers``: jobs at once (a population is one job; see
     :func:`~adaptive_po.bench.jobs.plan_jobs` for ``engine`` and ``max_members``, the largest
@@ -102,7 +105,7 @@ def run_sweep(
 
     with sweep_lock(sweep_folders(specs)):
         try:
-            return _run_sweep(specs, workers, executor, ray_address, show_progress, engine, redo_changed, command, max_members)
+            return _run_sweep(specs, workers, executor, ray_address, show_progress, engine, redo_changed, command, max_members, on_run_done)
         except OSError as err:
             if is_disk_error(err):  # the workers are stopped already; the lock is released below
                 raise destination_error(err, sweep_folders(specs)) from None
@@ -119,6 +122,7 @@ def _run_sweep(
     redo_changed: bool,
     command: str = "bench",
     max_members: int | None = None,
+    on_run_done: Callable[[RunSpec], None] | None = None,
 ) -> SweepResult:
     from rich.console import Console
     from rich.markup import escape
@@ -202,6 +206,8 @@ def _run_sweep(
                     f"done  {escape(key)}: return {outcome.get('final_return', float('nan')):.1f} in {outcome.get('wall_time_s', 0):.0f}s{flag}"
                 )
             progress.update(sweep_task, completed=finished_steps, detail=detail())
+            if on_run_done is not None and status in ("complete", "failed"):
+                on_run_done(spec)
 
         def on_tick(active: list[RunSpec]) -> None:
             live = 0
