@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table minatar-learning-pilot bench-minatar-learning minatar-learning-pilot-from-table minatar-learning-from-table minatar-stress-pilot minatar-stress-pilot-from-table bench-minatar-gymnax minatar-gymnax-from-table bench-ale-curves ale-curves-from-table bench-pqn-cleanrl pqn-cleanrl-from-table clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table bench-frozen-quatro minatar-learning-pilot bench-minatar-learning minatar-learning-pilot-from-table minatar-learning-from-table minatar-stress-pilot minatar-stress-pilot-from-table bench-minatar-gymnax minatar-gymnax-from-table bench-ale-curves ale-curves-from-table bench-pqn-cleanrl pqn-cleanrl-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -39,6 +39,7 @@ help:
 	@echo "make frozen-from-table  the frozen-tuning study's verdicts and figure from its committed tables"
 	@echo "make bench-frozen-schedule one slice (HOURS=2) of the frozen study's extension: the update schedule searched again in a space built around the ESS objective's own (whole-rollout steps, k3 KL), decoupled-ppo as a comparator; resumes from docs/results/frozen-schedule/per_run.csv, then its verdicts"
 	@echo "make frozen-schedule-from-table  the extension's verdicts and figure from its committed tables (and the published study's)"
+	@echo "make bench-frozen-quatro   one slice (HOURS=2) of the frozen protocol for after-QUATRO and after-R2VPO (docs/results/frozen-quatro, trained from its plan file by the generic runner): tuned once, frozen, swept over lags 0-16 (64 and LunarLander-v3 cut by its 4 core-hour limit), the retuning tax at lag 8, the learning rate x4 and x16; resumes from its per_run.csv"
 	@echo "make minatar-learning-pilot  one slice (HOURS=2) of the MinAtar learning-budget pilot: ppo at lags 0 and 8 on the five games at 2M steps; then which games qualify (docs/results/minatar-learning)"
 	@echo "make bench-minatar-learning  one slice (HOURS=2) of the MinAtar learning-budget study on the games the pilot selected; resumes from its committed per_run.csv"
 	@echo "make minatar-learning-from-table  the MinAtar learning-budget study's pilot selection, verdicts and figures from its plan file and committed table"
@@ -233,6 +234,14 @@ bench-frozen-schedule: $(STAMP)
 frozen-schedule-from-table: $(STAMP)
 	$(FROZEN_SCHEDULE_REPORT)
 
+# after-QUATRO and after-R2VPO on the frozen protocol (docs/results/frozen-quatro/preregistration.md,
+# its plan file plan.toml): the generic runner trains the searched design from the plan, one slice of
+# HOURS, resuming from the committed per-run table; `python -m adaptive_po.bench.study dry-run
+# --results docs/results/frozen-quatro` gives its size and hours
+FROZEN_QUATRO := docs/results/frozen-quatro
+bench-frozen-quatro: $(STAMP)
+	$(VPY) -m adaptive_po.bench.study study --results $(FROZEN_QUATRO) --hours $(HOURS) $(WORKERS_FLAG)
+
 # MinAtar at learning budgets (docs/results/minatar-learning/preregistration.md, its plan file
 # plan.toml beside it): the pilot, then the study, each in slices of HOURS resuming from the
 # committed per-run table; the generic runner and report (adaptive_po.bench.study,
@@ -342,6 +351,6 @@ readme: $(STAMP)
 # Every folder the bench targets write under runs/: each suite of adaptive_po/bench/suites.py, the
 # tuner's two and the --suite-name folders above (tests/test_docs.py keeps the list complete).
 # runs/README.md, the run-folder contract, stays.
-RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 staleness-r2vpo atari atari-smoke frozen-pilot frozen-pilot-2 frozen-search frozen-score minatar-gymnax ale-curves minatar-stress-pilot pqn-cleanrl
+RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 staleness-r2vpo atari atari-smoke frozen-pilot frozen-pilot-2 frozen-search frozen-score minatar-gymnax ale-curves minatar-stress-pilot pqn-cleanrl frozen-quatro-search frozen-quatro-r2vpo-search frozen-quatro-r2vpo-tax-search frozen-quatro-score frozen-quatro-lr
 clean-runs:
 	rm -rf $(addprefix runs/,$(RUN_FOLDERS))

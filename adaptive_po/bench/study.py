@@ -215,6 +215,8 @@ def _main(argv: Sequence[str] | None, prog: str, default_results: str | None, de
         p.add_argument("--envs-dir", default=None)
         if name in ("pilot", "study"):
             add_run_arguments(p)
+        elif name == "dry-run":  # where the study's runs would go and how many cores share them
+            add_run_arguments(p, hours=False)
     args = parser.parse_args(argv)
     check_run_arguments(args, max_hours=24)
     preflight()
@@ -222,10 +224,20 @@ def _main(argv: Sequence[str] | None, prog: str, default_results: str | None, de
     folder = contract.report_folder if args.command == "pilot" else contract.existing_folder
     results = folder(args.results, "the study's results folder")
     plan = load_plan(args.plan or results / PLAN_FILE)
+    log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    if plan.design.configurations == "searched" and plan.pilot is None:
+        from adaptive_po.bench import searched
+
+        if args.command not in ("dry-run", "study"):
+            raise ValueError(f"{plan.path}: a searched design on fixed tasks has no pilot: its commands are dry-run and study")
+        if args.command == "dry-run":
+            return searched.dry_run(plan, results, args, log)
+        deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
+        train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed, command=plan.path.parent.name, executor=args.executor)
+        return searched.study(plan, results, args, train, failed, deadline, log)
     if plan.pilot is None or plan.pilot.candidates or plan.design.configurations != "shared" or plan.parts:
         raise ValueError(f"{plan.path}: this runner trains shared configurations after a pilot that reads its budgets off one set of runs; "
-                         "searched and frozen designs, candidate budgets and fixed tasks come with the frozen studies' port")
-    log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+                         "a searched design on fixed tasks is trained by adaptive_po.bench.searched; frozen designs and candidate budgets come with the frozen study's port")
     if plan.pilot.by_stressor:
         fresh_table(plan, args.envs_dir)  # the reused fresh runs checked before anything else
     if args.command == "select":

@@ -31,6 +31,9 @@ class Runs:
     #: conditions, ``(lag, sampler)``: lag 0 with the clean sampler, the midpoint (where not cut)
     #: and the stressor
     conditions: Mapping[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)
+    #: the cuts these runs are left by (``{key of the cuts file: values}``): a searched design's
+    #: parts are built from them
+    cuts: Mapping[str, Sequence[Any]] = field(default_factory=dict)
 
     def runs(self) -> int:
         if self.conditions:
@@ -79,22 +82,25 @@ def apply_cuts(plan: StudyPlan, tasks: Sequence[Task], cuts: Mapping[str, Sequen
         lags=tuple(lag for lag in d.lags if lag not in cuts.get("lags", ())),
         seeds=tuple(s for s in d.seeds if s not in cuts.get("seeds", ())),
         conditions={t: pair_conditions(plan, t, not cuts.get("midpoints")) for t, _ in kept} if by_stressor else {},
+        cuts={k: list(v) for k, v in cuts.items()},
     )
 
 
 def plan_cuts(plan: StudyPlan, tasks: Sequence[Task], hours: Callable[[Runs], float], task_cost: Callable[[Task], float],
-              limit: float | None = None) -> tuple[dict[str, list[Any]], list[str]]:
+              limit: float | None = None, basis: str = "the pilot's measured seconds per run",
+              count: Callable[[Runs], int] = Runs.runs) -> tuple[dict[str, list[Any]], list[str]]:
     """The registered cut order, applied while ``hours(runs)`` exceeds ``limit`` (the plan's
-    core-hour limit by default); ``task_cost`` ranks the tasks (the dearest is cut first). Returns
-    the cuts and the lines that say so (an overrun of the minimum design included)."""
+    core-hour limit by default); ``task_cost`` ranks the tasks (the dearest is cut first); ``basis``
+    says what the hours are at, ``count`` counts the runs. Returns the cuts and the lines that say
+    so (an overrun of the minimum design included)."""
     limit = plan.limit_core_hours if limit is None else limit
     cuts = no_cuts(plan)
 
     def left() -> float:
         return hours(apply_cuts(plan, tasks, cuts))
 
-    lines = [f"The dry run before the study's first run: {len(tasks)} {'pairs' if cut_key(plan, 'tasks') == 'pairs' else plan.tasks_word}, {apply_cuts(plan, tasks, cuts).runs()} runs, "
-             f"{left():.1f} core-hours (limit {limit:g}: about {limit / 2:g} h on 2 cores), at the pilot's measured seconds per run."]
+    lines = [f"The dry run before the study's first run: {len(tasks)} {'pairs' if cut_key(plan, 'tasks') == 'pairs' else plan.tasks_word}, {count(apply_cuts(plan, tasks, cuts))} runs, "
+             f"{left():.1f} core-hours (limit {limit:g}: about {limit / 2:g} h on 2 cores), at {basis}."]
     for cut in plan.cuts:
         key = cut_key(plan, cut.what)
         if cut.what == "midpoints":
@@ -132,10 +138,10 @@ def allowed_cuts(plan: StudyPlan) -> dict[str, list[Any]]:
             out[cut_key(plan, cut.what)] = list(cut.values)
         elif cut.what == "midpoints":
             out[cut.what] = sorted(plan.design.midpoints)
-        elif cut.rule == "dearest" and plan.pilot.by_stressor:
+        elif cut.rule == "dearest" and plan.pilot is not None and plan.pilot.by_stressor:
             out[cut_key(plan, cut.what)] = [pair_name(t, x.name) for t in plan.pilot.tasks for x in plan.pilot.stressors]
         elif cut.rule == "dearest":
-            out[cut_key(plan, cut.what)] = list(plan.pilot.tasks)
+            out[cut_key(plan, cut.what)] = list(plan.pilot.tasks) if plan.pilot is not None else [t for t, _ in plan.design.tasks]
         else:
             out[cut_key(plan, cut.what)] = list(plan.design.seeds[cut.keep:])
     return out

@@ -30,9 +30,12 @@ against it. Its top-level keys and tables (every one validated; an unknown key i
 ``[search]``    ``folder``, ``seeds``, ``trials``, ``round_size``, ``sampler_seed``, ``space``
                 ("zoo-factors", "schedule"), ``own`` (``{arm: {knob: [low, high, default]}}``); every
                 arm tuned on fresh data, the tax arms also at the tax lag
-``[[parts]]``   sub-plans of a searched study (optional): ``name``, ``arms``, ``fresh_arms``,
-                ``tax_arms``, ``tasks`` and ``lags`` (subsets), ``folder`` (the search's), ``space``,
-                ``own``, ``sampler_seed``
+``[[parts]]``   sub-plans of a searched study (optional): ``name``, ``kind`` ("search", the
+                default: ``arms``, ``fresh_arms``, ``tax_arms``, ``tasks`` and ``lags`` (subsets),
+                ``folder`` (the search's), ``space``, ``own``, ``sampler_seed``; "learning-rate":
+                ``arms`` (the design's, at this study's fresh picks) and ``from_arms`` (at the fresh
+                picks of the study ``from``), rerun with the learning rate x each of ``factors`` at
+                ``lags`` on ``tasks`` and ``seeds`` (subsets), into ``folder``)
 ``[tax]``       ``lag``, ``arms``: the retuning tax (tuned at ``lag`` against tuned fresh, run at ``lag``)
 ``[cost]``      ``limit_core_hours``, ``recorded_speeds`` ("minatar", "population")
 ``[[cuts]]``    the registered cut order: ``what`` (lags, arms, parts, tasks, seeds, midpoints) with ``values``
@@ -50,8 +53,10 @@ against it. Its top-level keys and tables (every one validated; an unknown key i
                 all hold; a verdict, or "within-margin": its equivalence test alone rejects) with
                 ``otherwise``, or ``endpoint`` and ``words`` (``{verdict: word}``); an endpoint cut
                 with its part holds no term
-``[[secondary]]`` ``kind`` ("head-to-head"), ``arms`` (each minus every comparator), ``comparators``,
-                ``margin``, ``preregistered`` (false: added after the study's results)
+``[[secondary]]`` ``kind`` ("head-to-head": ``arms``, each minus every one of ``comparators``, with
+                ``margin``; "learning-rate": ``arms`` at the factors of the learning-rate ``part``),
+                ``preregistered`` (false: added after the study's results); arms of the design or
+                of a comparator
 ``[[comparators]]`` results from elsewhere shown beside the study's: ``name``, ``label``, ``kind``
                 ("points": ``heading``, ``note``, ``points`` ``{task: [[step, return], ...]}``;
                 "study": ``results`` (another study's folder), ``folder``, ``arms`` ``{label: arm}``)
@@ -80,6 +85,10 @@ VERDICTS = ("win", "loss", "equivalent", "inconclusive", "non-inferior", "inferi
 TERMS = (*VERDICTS[:-1], "within-margin")
 CUT_KINDS = ("lags", "arms", "parts", "tasks", "seeds", "midpoints")
 SPACES = ("zoo-factors", "schedule")
+#: a part searches ("search"), or reruns tuned configurations at scaled learning rates ("learning-rate")
+PART_KINDS = ("search", "learning-rate")
+#: the secondary tables: each arm minus each comparator, or each arm at its tuned learning rate x the part's factors
+SECONDARY_KINDS = ("head-to-head", "learning-rate")
 
 
 @dataclass(frozen=True)
@@ -225,6 +234,8 @@ class Secondary:
     comparators: tuple[str, ...]
     margin: float
     preregistered: bool = True
+    #: a learning-rate table's part
+    part: str = ""
 
 
 @dataclass(frozen=True)
@@ -576,13 +587,20 @@ def load_plan(path: str | Path) -> StudyPlan:
 
     secondary = []
     for s in top.tables("secondary"):
-        item = Secondary(kind=s.get("kind", _one_of("head-to-head"), '"head-to-head"'), arms=s.get("arms", _tuple_of(_name), "a list of arms"),
-                         comparators=s.get("comparators", _tuple_of(_name), "a list of arms"), margin=s.get("margin", _positive_number, "a positive number"),
-                         preregistered=s.get("preregistered", _bool, "true or false", True))
+        kind = s.get("kind", _one_of(*SECONDARY_KINDS), " or ".join(SECONDARY_KINDS))
+        item = Secondary(kind=kind, arms=s.get("arms", _tuple_of(_name), "a list of arms"),
+                         comparators=s.get("comparators", _tuple_of(_name, nonempty=kind == "head-to-head"), "a list of arms", ()),
+                         margin=s.get("margin", _positive_number, "a positive number", 0.1),
+                         preregistered=s.get("preregistered", _bool, "true or false", True), part=s.get("part", _name, "a part", ""))
         s.done()
-        if not {*item.arms, *item.comparators} <= set(design.arms):
-            raise s.error("comparators", f"arms of the design only ({list(design.arms)})")
+        if not {*item.arms, *item.comparators} <= set(design.arms) | compared:
+            raise s.error("comparators", f"arms of the design or of a comparator only ({list(design.arms) + sorted(compared)})")
+        if (kind == "learning-rate") != bool(item.part) or (item.part and not any(x["name"] == item.part and x["kind"] == "learning-rate" for x in parts)):
+            raise s.error("part", "a learning-rate table names its learning-rate part, and only it names one")
         secondary.append(item)
+    kinds = [x["kind"] for x in parts]
+    if "learning-rate" in kinds and "search" in kinds[kinds.index("learning-rate"):]:
+        raise top.error("parts", "a learning-rate part comes after every search part (it reruns their picks)")
 
     top.done()
     return StudyPlan(
@@ -724,8 +742,11 @@ def _search(t: _Reader | None, design: Design) -> dict[str, Any] | None:
 
 
 def _part(t: _Reader, design: Design, tasks: tuple[str, ...]) -> dict[str, Any]:
+    kind = t.get("kind", _one_of(*PART_KINDS), " or ".join(PART_KINDS), "search")
+    if kind == "learning-rate":
+        return _learning_rate_part(t, design, tasks)
     arms = t.get("arms", _tuple_of(_name), "a list of arms")
-    out = {
+    out = {"kind": kind,
         "name": t.get("name", _name, "a name"), "arms": arms, "fresh_arms": t.get("fresh_arms", _tuple_of(_name, nonempty=False), "a list of arms", arms),
         "tax_arms": t.get("tax_arms", _tuple_of(_name, nonempty=False), "a list of arms", ()), "tasks": t.get("tasks", _tuple_of(_name), "a list of tasks", tasks),
         "lags": t.get("lags", _tuple_of(_whole), "a list of lags", design.lags), "folder": t.get("folder", _name, "a folder name"),
@@ -737,4 +758,28 @@ def _part(t: _Reader, design: Design, tasks: tuple[str, ...]) -> dict[str, Any]:
         raise t.error("tasks", "the design's tasks and lags only")
     if not set(out["fresh_arms"]) | set(out["tax_arms"]) <= set(arms) or not set(arms) <= set(out["fresh_arms"]) | set(out["tax_arms"]):
         raise t.error("fresh_arms", "every arm of the part tuned fresh or taxed, and only those")
+    return out
+
+
+def _learning_rate_part(t: _Reader, design: Design, tasks: tuple[str, ...]) -> dict[str, Any]:
+    out = {
+        "kind": "learning-rate", "name": t.get("name", _name, "a name"),
+        "arms": t.get("arms", _tuple_of(_name, nonempty=False), "a list of the design's arms", ()),
+        "from": t.get("from", _name, "another study's results folder", ""),
+        "from_arms": t.get("from_arms", _tuple_of(_name, nonempty=False), "a list of that study's arms", ()),
+        "factors": t.get("factors", _tuple_of(_positive_number), "a list of distinct learning-rate factors"),
+        "tasks": t.get("tasks", _tuple_of(_name), "a list of tasks", tasks), "lags": t.get("lags", _tuple_of(_whole), "a list of lags", design.lags),
+        "seeds": t.get("seeds", _tuple_of(_whole), "a list of seeds", design.seeds), "folder": t.get("folder", _name, "a folder name"),
+    }
+    t.done()
+    if not set(out["arms"]) <= set(design.arms):
+        raise t.error("arms", f"the design's arms only ({list(design.arms)})")
+    if not out["arms"] and not out["from_arms"]:
+        raise t.error("arms", "some arm: of the design, or of the study named by from")
+    if bool(out["from"]) != bool(out["from_arms"]):
+        raise t.error("from", "given exactly where from_arms are")
+    if not set(out["tasks"]) <= set(tasks) or not set(out["lags"]) <= set(design.lags) or not set(out["seeds"]) <= set(design.seeds):
+        raise t.error("tasks", "the design's tasks, lags and seeds only")
+    if 1 in out["factors"]:
+        raise t.error("factors", "x1 is the sweep's own runs: list the other factors")
     return out
