@@ -51,7 +51,7 @@ help:
 	@echo "make ale-curves-from-table  those curves' report and figure from the committed table"
 	@echo "make bench-pqn-cleanrl  PQN with CleanRL's classic-control settings on CartPole-v1 and Acrobot-v1 x 5 seeds x 500k steps (10 runs, a few minutes each on one core), beside CleanRL's documented PQN (docs/results/pqn-cleanrl)"
 	@echo "make pqn-cleanrl-from-table  that comparison's report and figure from its committed table"
-	@echo "make mutations          76 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid), the analysis (Welch, Holm, TOST, normalization), the studies' plan files (margins, Holm families, decision rule, pilot rule) and PQN (targets, epsilon, action noise, after ABS), each run against its own fast tests; the table into docs/results/mutations.md"
+	@echo "make mutations          78 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid), the analysis (Welch, Holm, TOST, normalization), the studies' plan files (margins, Holm families, decision rule, pilot rule, a searched design's cuts and learning-rate reruns) and PQN (targets, epsilon, action noise, after ABS), each run against its own fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines, and with the peers extra our engine beside pure-JAX PPO, rejax)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
 	@echo "make clean-runs         delete the folders the bench targets write under runs/"
@@ -225,11 +225,12 @@ frozen-from-table: $(STAMP)
 	$(FROZEN_REPORT)
 
 # the frozen study's extension, the update schedule searched again around the ESS objective's own (docs/results/frozen-schedule/
-# preregistration.md): one slice of HOURS, resuming from its committed per-run table
+# preregistration.md): one slice of HOURS, resuming from its committed per-run table, trained from its plan file by the
+# generic runner (it replays the published searches byte for byte)
 FROZEN_SCHEDULE := docs/results/frozen-schedule
 FROZEN_SCHEDULE_REPORT = $(VPY) -m adaptive_po.analysis.reports.frozen_schedule --results $(FROZEN_SCHEDULE) --published $(FROZEN)
 bench-frozen-schedule: $(STAMP)
-	status=0; $(VPY) -m adaptive_po.bench.schedule_study study --results $(FROZEN_SCHEDULE) --published $(FROZEN) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(FROZEN_SCHEDULE_REPORT) && exit $$status
+	status=0; $(VPY) -m adaptive_po.bench.study study --results $(FROZEN_SCHEDULE) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(FROZEN_SCHEDULE_REPORT) && exit $$status
 
 frozen-schedule-from-table: $(STAMP)
 	$(FROZEN_SCHEDULE_REPORT)

@@ -643,7 +643,7 @@ FROZEN_TRIALS_FILE = "trials.csv"
 FROZEN_SELECTION_FILE = "selected.json"
 FROZEN_PILOT_SELECTION_FILE = "selection.json"
 #: the frozen study's extension under the ESS objective's own update (``docs/results/frozen-schedule/``):
-#: written by ``adaptive_po.bench.schedule_study``, read by ``adaptive_po.analysis.reports.frozen_schedule``
+#: written by the generic runner from its plan file (``adaptive_po.bench.searched``), read by ``adaptive_po.analysis.reports.frozen_schedule``
 SCHEDULE_SEARCH_FOLDER = "schedule-search"
 SCHEDULE_DPPO_SEARCH_FOLDER = "schedule-dppo-search"
 SCHEDULE_LUCK_SEARCH_FOLDER = "schedule-luck-search"

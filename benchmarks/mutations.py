@@ -113,6 +113,7 @@ NORMALIZATION_TESTS = ("tests/test_analysis.py::test_normalized_score",)
 QUATRO_TESTS = ("tests/test_quatro.py",)
 STUDY_TESTS = ("tests/test_study_plan.py",)
 ENDPOINTS, PLAN, PILOT = "adaptive_po/analysis/endpoints.py", "adaptive_po/studies/plan.py", "adaptive_po/studies/pilot.py"
+SEARCHED, SEARCHED_TESTS = "adaptive_po/bench/searched.py", ("tests/test_searched_study.py",)
 PQN, BATCH_SCALING = "adaptive_po/pqn.py", "adaptive_po/batch_scaling.py"
 PQN_TARGET_TESTS = (
     "tests/test_pqn.py::test_q_lambda_returns_by_hand_across_an_episode_end",
@@ -311,6 +312,11 @@ MUTATIONS: tuple[Mutation, ...] = (
              "the pilot's rule without its standard-error condition", ("tests/test_minatar_learning.py", *STUDY_TESTS)),
     Mutation(STATS, "span = ref - r", "span = ref",
              "normalization divides by the reference, not reference - random", NORMALIZATION_TESTS),
+    # -- a searched design trained from its plan file (bench/searched.py) --------------------------------
+    Mutation(SEARCHED, 'knobs["learning_rate"] = ("scale", float(f"{value * factor:.6g}"))', 'knobs["learning_rate"] = ("scale", float(f"{factor:.6g}"))',
+             "a learning-rate part's factor replaces the tuned learning rate instead of multiplying it", SEARCHED_TESTS),
+    Mutation(SEARCHED, 'lags=tuple(lag for lag in p["lags"] if lag not in cuts.get("lags", ())),', 'lags=tuple(p["lags"]),',
+             "a searched part sweeps the lags its plan's cut order cut", SEARCHED_TESTS),
     # -- PQN and the after-ABS dial -------------------------------------------------------------------
     Mutation(PQN, "returns[t] = rewards[t] + gamma * not_done * (q_lambda * returns[t + 1] + (1.0 - q_lambda) * next_max_q[t])",
              "returns[t] = rewards[t] + gamma * (q_lambda * returns[t + 1] + (1.0 - q_lambda) * not_done * next_max_q[t])",

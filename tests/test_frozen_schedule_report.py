@@ -14,16 +14,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from adaptive_po import contract
 from adaptive_po.analysis.hypothesis import Difference
 from adaptive_po.analysis.reports import frozen_schedule as report
-from adaptive_po.bench import schedule_study as study
 from adaptive_po.bench.frozen import row_key, write_table
 
 TASKS = (("Acrobot-v1", 50_000), ("Pendulum-v1", 100_000))
 LAGS = (0, 1, 2, 4, 8, 16, 64)
 SEEDS = tuple(range(10))
 SEARCH_SEEDS = (100, 101, 102)
-PUBLISHED_REAL = Path(__file__).resolve().parents[1] / "docs" / "results" / "frozen"
+REPO = Path(__file__).resolve().parents[1]
+PUBLISHED_REAL = REPO / "docs" / "results" / "frozen"
 from search_records import synthetic_envs  # noqa: E402,F401 - tests/search_records.py: environment files of the synthetic tables
 
 
@@ -54,7 +55,7 @@ def _pick(variant: str, trial: int = 0) -> dict:
 
 
 def _study(root: Path, *, arm1=(0.9, 0.0), arm2=(0.9, -0.05), ppo=(0.9, -0.1), dppo=(0.9, -0.1), esspo=(0.7, 0.0), arm1_tax=0.0,
-           ppo_tax=0.2, dppo_tax=0.2, luck=None, seed=0, parts=study.PARTS, tasks=TASKS, score_tasks=None, sd=0.05) -> tuple[Path, Path]:
+           ppo_tax=0.2, dppo_tax=0.2, luck=None, seed=0, parts=contract.SCHEDULE_PARTS, tasks=TASKS, score_tasks=None, sd=0.05) -> tuple[Path, Path]:
     """This study's and the published study's committed files. Each arm's score at a lag is
     ``level + slope x log2(1 + lag) + N(0, sd)``; a tax of 0 makes the lag-8 choice the fresh one
     (no runs of its own), else the lag-8 choice scores ``tax`` above the fresh one at lag 8. ``luck``:
@@ -100,8 +101,8 @@ def _study(root: Path, *, arm1=(0.9, 0.0), arm2=(0.9, -0.05), ppo=(0.9, -0.1), d
             selected[env]["dppo-tax"] = {"decoupled-ppo": {"lag8": _pick(dppo8, 9)}}
         if "luck" in parts and env == "Pendulum-v1":
             selected[env]["luck"] = {"esspo": {"fresh": _pick(fresh1 if luck is None else "batch_size=rollout,n_epochs=5", 11)}}
-        for folder, n in ((study.SEARCH_FOLDER, 144), (study.DPPO_SEARCH_FOLDER, 48 if "dppo-tax" in parts else 0),
-                          (study.LUCK_SEARCH_FOLDER, 48 if "luck" in parts and env == "Pendulum-v1" else 0)):
+        for folder, n in ((contract.SCHEDULE_SEARCH_FOLDER, 144), (contract.SCHEDULE_DPPO_SEARCH_FOLDER, 48 if "dppo-tax" in parts else 0),
+                          (contract.SCHEDULE_LUCK_SEARCH_FOLDER, 48 if "luck" in parts and env == "Pendulum-v1" else 0)):
             for i in range(n):  # the search's runs: 16 trials x 3 seeds per study (scores do not matter to the report)
                 row = _row(folder, env, budget, "esspo", f"learning_rate=x{i // 3}", 0, SEARCH_SEEDS[i % 3], 0.5)
                 ours[row_key(row)] = row
@@ -118,14 +119,14 @@ def _study(root: Path, *, arm1=(0.9, 0.0), arm2=(0.9, -0.05), ppo=(0.9, -0.1), d
         if (env, budget) not in score_tasks:
             continue
         for lag in LAGS:
-            add(ours, study.SCORE_FOLDER, env, budget, "esspo", fresh1, lag, mean(arm1, lag))
-            add(ours, study.SCORE_FOLDER, env, budget, "ppo", fresh2, lag, mean(arm2, lag))
+            add(ours, contract.SCHEDULE_SCORE_FOLDER, env, budget, "esspo", fresh1, lag, mean(arm1, lag))
+            add(ours, contract.SCHEDULE_SCORE_FOLDER, env, budget, "ppo", fresh2, lag, mean(arm2, lag))
         if arm1_tax:
-            add(ours, study.SCORE_FOLDER, env, budget, "esspo", tax1, 8, mean(arm1, 8) + arm1_tax)
+            add(ours, contract.SCHEDULE_SCORE_FOLDER, env, budget, "esspo", tax1, 8, mean(arm1, 8) + arm1_tax)
         if "dppo-tax" in parts:
-            add(ours, study.SCORE_FOLDER, env, budget, "decoupled-ppo", dppo8, 8, mean(dppo, 8) + dppo_tax)
+            add(ours, contract.SCHEDULE_SCORE_FOLDER, env, budget, "decoupled-ppo", dppo8, 8, mean(dppo, 8) + dppo_tax)
         if "luck" in parts and env == "Pendulum-v1" and luck is not None:
-            add(ours, study.SCORE_FOLDER, env, budget, "esspo", "batch_size=rollout,n_epochs=5", 0, mean(arm1, 0) + luck)
+            add(ours, contract.SCHEDULE_SCORE_FOLDER, env, budget, "esspo", "batch_size=rollout,n_epochs=5", 0, mean(arm1, 0) + luck)
     from search_records import record_searches  # tests/search_records.py: the trials and the choices' means, as a study writes them
 
     record_searches(results, ours, selected, report.SEARCH_FOLDERS, SEARCH_SEEDS, parts=True, fill=False)
@@ -133,7 +134,7 @@ def _study(root: Path, *, arm1=(0.9, 0.0), arm2=(0.9, -0.05), ppo=(0.9, -0.1), d
     write_table(published / "per_run.csv", theirs)
     (results / "selected.json").write_text(json.dumps({"plan": plan, "selected": selected}))
     (published / "selected.json").write_text(json.dumps({"plan": {}, "selected": pub_selected}))
-    cuts = {"lags": [], "parts": [p for p in study.PARTS if p not in parts], "tasks": []}
+    cuts = {"lags": [], "parts": [p for p in contract.SCHEDULE_PARTS if p not in parts], "tasks": []}
     (results / "cuts.json").write_text(json.dumps(cuts))
     return results, published
 
@@ -339,7 +340,7 @@ def test_a_partial_table_builds_and_answers_not_decided(tmp_path, synthetic_envs
 def test_an_empty_folder_builds_and_says_no_runs_yet(tmp_path, table):
     results = tmp_path / "frozen-schedule"
     results.mkdir()
-    (results / "plan.json").write_text(json.dumps(study.plan_record(study.plans())))  # as a starting slice writes it
+    (results / "plan.json").write_bytes((REPO / contract.SCHEDULE_RESULTS / "plan.json").read_bytes())  # as a starting slice writes it
     if table == "empty":
         (results / "per_run.csv").write_text("")
     elif table == "header":

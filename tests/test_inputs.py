@@ -47,10 +47,9 @@ def study(kind: str, tmp_path: Path) -> tuple[list[str], Path, Path]:
     common = ["--out", str(tmp_path / "runs"), "--dry-run", "--no-progress"]
     if kind == "frozen":
         return [sys.executable, "-m", "adaptive_po.bench.frozen", "study", "--results", str(published), *common], published, published
-    results = tmp_path / "schedule"
+    results = tmp_path / "frozen-schedule"  # beside the published study, as its plan file's tasks_from reads it
     shutil.copytree(SCHEDULE, results)
-    command = [sys.executable, "-m", "adaptive_po.bench.schedule_study", "study", "--results", str(results),
-               "--published", str(published), *common]
+    command = [sys.executable, "-m", "adaptive_po.bench.study", "dry-run", "--results", str(results), "--out", str(tmp_path / "runs"), "--no-progress"]
     return command, results, published
 
 
@@ -180,11 +179,12 @@ def test_a_damaged_selection_is_one_line_naming_the_file_task_and_value(tmp_path
         ("", "is empty"),
         ("[1]\n", "expected a JSON object, got list"),
         ('{"tasks": "LunarLander-v3"}\n', "'tasks' must be a list"),
-        ('{"tasks": ["../../etc"]}\n', "'tasks' names '../../etc'"),
-        ('{"lags": [3]}\n', "'lags' names 3"),
+        ('{"tasks": ["../../etc"]}\n', "tasks ['../../etc'] cannot be cut"),
+        ('{"lags": [3]}\n', "lags [3] cannot be cut"),
+        ('{"lags": [64]}\n', "expected the keys ['lags', 'parts', 'tasks']"),
         ('{"arms": ["vtrace"]}\n', "unknown key(s) ['arms']"),
     ],
-    ids=["empty", "list", "not-a-list", "task-is-a-path", "unknown-lag", "unknown-key"],
+    ids=["empty", "list", "not-a-list", "task-is-a-path", "unknown-lag", "missing-key", "unknown-key"],
 )
 def test_a_damaged_schedule_cut_is_one_line_naming_it(tmp_path, text, needle):
     command, results, published = study("schedule", tmp_path)

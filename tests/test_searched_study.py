@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from adaptive_po.bench import schedule_study, searched
+from adaptive_po.bench import searched
 from adaptive_po.bench.frozen import TableRunner, read_table, spec_key
 from adaptive_po.studies.plan import load_plan
 
@@ -104,20 +104,48 @@ def _tiny(tmp_path: Path, text: str = TINY):
     return load_plan(tmp_path / "plan.toml")
 
 
-def test_the_schedule_plan_gives_the_parts_record_calibration_and_cuts_its_module_registered():
+def test_the_schedule_plan_gives_the_parts_calibration_and_cuts_it_registered():
     plan = load_plan(SCHEDULE / "plan.toml")
     tasks = searched.fixed_tasks(plan, SCHEDULE)
+    assert [e for e, _ in tasks] == ["Acrobot-v1", "Pendulum-v1", "LunarLanderContinuous-v3", "LunarLander-v3"]
     made = searched.all_parts(plan, tasks)
-    assert list(made) == list(schedule_study.PARTS)
-    assert searched.record(made) == json.loads((SCHEDULE / "plan.json").read_text())
-    assert searched.record(made) == schedule_study.plan_record(schedule_study.plans())
+    assert list(made) == ["main", "dppo-tax", "luck"]
+    main, dppo, luck = made.values()
+    assert main.arms == ("esspo", "ppo") and main.tuning_lags("esspo") == (0, 8) and main.tuning_lags("ppo") == (0,)
+    assert dppo.tuning_lags("decoupled-ppo") == (8,) and dppo.swept_arms == ()  # its fresh configuration is the published one
+    assert luck.tasks == (("Pendulum-v1", 100_000),) and luck.lags == (0,) and (luck.sampler_seed, main.sampler_seed) == (1, 0)
+    assert main.search_runs() == (2 + 1) * 16 * 3 and main.score_runs() == (2 * 7 + 1) * 10
+    assert searched.record(made) == json.loads((SCHEDULE / "plan.json").read_text())  # as its slices wrote it
     ratios = searched.source_ratios(plan)
-    assert ratios == pytest.approx(schedule_study.published_ratios(REPO / "docs/results/frozen"))
-    for limit in (16.0, 8.0, 4.0, 2.0):
-        theirs, _ = schedule_study.plan_cuts(limit=limit, ratios=ratios)
-        ours, lines = searched.plan_cuts(plan, tasks, ratios, limit=limit)
-        assert {k: v for k, v in ours.items() if v} == {k: v for k, v in theirs.items() if v}, limit
-        assert lines[0].startswith("The dry run before the study's first run")
+    assert ratios == pytest.approx((1.12, 1.43), abs=0.005)  # the pre-registration's calibration on the published runs
+    assert not any(searched.plan_cuts(plan, tasks, ratios)[0].values())  # within its 16 core-hours: nothing cut
+    cuts, lines = searched.plan_cuts(plan, tasks, ratios, limit=0.01)  # the registered order, to its floor of 2 tasks
+    assert cuts == {"lags": [64], "parts": ["luck", "dppo-tax"], "tasks": ["LunarLander-v3", "LunarLanderContinuous-v3"]}
+    assert lines[0].startswith("The dry run before the study's first run") and "x1.12" in lines[0]
+
+
+@pytest.mark.slow
+def test_the_generic_runner_replays_the_schedule_study_byte_for_byte_from_its_table_alone(tmp_path):
+    """The published extension, trained by its own module before the plan file, replayed by the
+    generic runner from the committed table: nothing trains, and its searches and selections are
+    rewritten byte for byte."""
+    for name in ("frozen-schedule", "frozen"):
+        shutil.copytree(REPO / "docs/results" / name, tmp_path / name)
+    results = tmp_path / "frozen-schedule"
+    for name in ("trials.csv", "selected.json"):
+        (results / name).unlink()
+    plan = load_plan(results / "plan.toml")
+    tasks = searched.fixed_tasks(plan, results)
+    cuts, _, committed = searched.committed_cuts(plan, results, tasks, searched.source_ratios(plan))
+    assert committed and not any(cuts.values())
+
+    def must_not_train(specs, max_members=None):
+        raise AssertionError(f"trained {len(specs)} runs the table holds")
+
+    made = searched.all_parts(plan, tasks, cuts, out=str(tmp_path / "runs"))
+    assert searched.run(plan, made, TableRunner(results / "per_run.csv", must_not_train, log=lambda line: None), results, log=lambda line: None)
+    for name in ("trials.csv", "selected.json"):
+        assert (results / name).read_bytes() == (SCHEDULE / name).read_bytes(), name
 
 
 def test_the_quatro_plan_is_the_preregistered_design():
@@ -192,12 +220,13 @@ def test_a_learning_rate_part_comes_after_every_search_part(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_tiny_plan_trains_its_parts_and_replays_from_its_table_alone(tmp_path):
+@pytest.mark.parametrize("space", ["zoo-factors", "schedule"])
+def test_a_tiny_plan_trains_its_parts_and_replays_from_its_table_alone(tmp_path, space):
     from adaptive_po.bench.sweep import run_sweep
 
     results, out = tmp_path / "results", tmp_path / "runs"
     results.mkdir()
-    plan = _tiny(results)
+    plan = _tiny(results, TINY.replace('space = "zoo-factors"', f'space = "{space}"'))
 
     def train(specs, max_members=None):
         run_sweep(list(specs), executor="inline", show_progress=False, command="study", max_members=max_members)

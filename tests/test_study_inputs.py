@@ -12,7 +12,7 @@ import pytest
 from adaptive_po.analysis.reports import frozen as frozen_report
 from adaptive_po.analysis.reports import frozen_schedule as schedule_report
 from adaptive_po.analysis.reports import minatar_learning as minatar_report
-from adaptive_po.bench import frozen, minatar_learning, schedule_study
+from adaptive_po.bench import frozen, minatar_learning, study
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,7 @@ COMMANDS = [
     (frozen.main, ["study", "--dry-run"]),
     (frozen.main, ["pilot", "--dry-run"]),
     (frozen.main, ["study"]),
-    (schedule_study.main, ["study", "--dry-run"]),
+    (study.main, ["study"]),
     (minatar_learning.main, ["pilot"]),
     (minatar_learning.main, ["study"]),
 ]
@@ -55,7 +55,7 @@ DRY_AND_REPORTS = [
     (frozen.main, ["pilot", "--dry-run"]),
     (frozen.main, ["select"]),
     (frozen.main, ["study"]),
-    (schedule_study.main, ["study", "--dry-run"]),
+    (study.main, ["dry-run"]),
     (minatar_learning.main, ["dry-run"]),
     (minatar_learning.main, ["select"]),
     (minatar_learning.main, ["study"]),

@@ -149,19 +149,18 @@ def test_the_frozen_studys_draft_plan_holds_what_its_code_registers():
     assert plan.limit_core_hours == frozen.LIMIT_CORE_HOURS and plan.endpoint("1").lags == frozen.SLOPE_LAGS
 
 
-def test_the_schedule_extensions_draft_plan_holds_what_its_code_registers():
-    from adaptive_po import contract
-    from adaptive_po.bench import schedule_study as ss
-
+def test_the_schedule_extensions_plan_holds_its_preregistered_design():
     plan = load_plan(REPO / "docs/results/frozen-schedule/plan.toml")
     parts = {x["name"]: x for x in plan.parts}
-    assert plan.pilot is None and plan.design.tasks == ss.TASKS and plan.design.lags == ss.LAGS and tuple(parts) == ss.PARTS
-    assert parts["main"]["arms"] == ss.ARMS and parts["main"]["tax_arms"] == ss.TAX_ARMS and parts["main"]["own"] == ss.SPACE.own
-    assert parts["dppo-tax"]["arms"] == (ss.DPPO,) and parts["dppo-tax"]["fresh_arms"] == () and parts["dppo-tax"]["own"] == ss.DPPO_SPACE.own
-    assert (parts["luck"]["tasks"], parts["luck"]["arms"], parts["luck"]["sampler_seed"]) == ((ss.LUCK_TASK,), (ss.LUCK_ARM,), ss.LUCK_SAMPLER_SEED)
-    assert [x["folder"] for x in plan.parts] == [ss.SEARCH_FOLDER, ss.DPPO_SEARCH_FOLDER, ss.LUCK_SEARCH_FOLDER] and plan.design.folder == ss.SCORE_FOLDER
-    assert (plan.search["seeds"], plan.design.seeds, plan.search["trials"], plan.search["round_size"]) == (ss.SEARCH_SEEDS, ss.SCORE_SEEDS, ss.TRIALS, ss.ROUND_SIZE)
-    assert plan.limit_core_hours == ss.LIMIT_CORE_HOURS and [c.values for c in plan.cuts if c.values] == [(64,), ("luck", "dppo-tax")]
+    assert plan.pilot is None and [e for e, _ in plan.design.tasks] == ["Acrobot-v1", "Pendulum-v1", "LunarLanderContinuous-v3", "LunarLander-v3"]
+    assert plan.design.lags == (0, 1, 2, 4, 8, 16, 64) and tuple(parts) == ("main", "dppo-tax", "luck")
+    assert parts["main"]["arms"] == ("esspo", "ppo") and parts["main"]["tax_arms"] == ("esspo",) and parts["main"]["own"] == {"ppo": {"clip_range": (0.1, 0.5, 0.2)}}
+    assert parts["dppo-tax"]["arms"] == ("decoupled-ppo",) and parts["dppo-tax"]["fresh_arms"] == ()
+    assert parts["dppo-tax"]["own"] == {"decoupled-ppo": {"clip_range": (0.1, 0.5, 0.2), "is_truncation": (0.5, 2.0, 1.0)}}
+    assert (parts["luck"]["tasks"], parts["luck"]["arms"], parts["luck"]["sampler_seed"]) == (("Pendulum-v1",), ("esspo",), 1)
+    assert [x["folder"] for x in plan.parts] == ["schedule-search", "schedule-dppo-search", "schedule-luck-search"] and plan.design.folder == "schedule-score"
+    assert (plan.search["seeds"], plan.design.seeds, plan.search["trials"], plan.search["round_size"]) == ((100, 101, 102), tuple(range(10)), 16, 4)
+    assert plan.limit_core_hours == 16.0 and [c.values for c in plan.cuts if c.values] == [(64,), ("luck", "dppo-tax")]
     assert plan.cut("tasks").keep == 2 and len(plan.families()["primary"]) == 7
 
 

@@ -157,15 +157,16 @@ def _a_pendulum_row_scored_from_another_random_score(folder: Path, random_score:
 
 @pytest.mark.parametrize("column", ["random_score", "reference"])
 def test_a_rows_random_score_and_reference_are_the_environment_files(tmp_path, capsys, column):
-    from adaptive_po.bench import schedule_study
+    from adaptive_po.bench import study
 
     folder = _copy(tmp_path, SCHEDULE, "frozen-schedule")
+    shutil.copytree(FROZEN, tmp_path / "frozen")  # its plan's tasks_from
     _a_pendulum_row_scored_from_another_random_score(folder, -2000.0 if column == "random_score" else 0.0, column)
     assert schedule_report.main(["--results", str(folder), "--published", str(FROZEN)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Pendulum-v1" in err[0] and column in err[0] and "Pendulum-v1.yaml" in err[0], err
-    dry = ["study", "--dry-run", "--results", str(folder), "--published", str(FROZEN), "--out", str(tmp_path / "runs"), "--no-progress"]
-    assert schedule_study.main(dry) == 2
+    dry = ["dry-run", "--results", str(folder), "--out", str(tmp_path / "runs"), "--no-progress"]
+    assert study.main(dry) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Pendulum-v1" in err[0] and column in err[0], err
 
@@ -181,16 +182,17 @@ def _dry_run_lines(main, argv, capsys) -> list[tuple[str, int, int]]:
 
 
 def test_the_dry_run_counts_the_planned_runs_in_the_table_not_the_rows_of_a_folder(tmp_path, capsys):
-    from adaptive_po.bench import frozen, schedule_study
+    from adaptive_po.bench import frozen, study
 
     runs = ["--out", str(tmp_path / "runs"), "--no-progress"]
     # the extension: its parts share one scoring folder; each counts its own runs only, never more than it plans
     schedule = _copy(tmp_path, SCHEDULE, "frozen-schedule")
-    lines = _dry_run_lines(schedule_study.main, ["study", "--dry-run", "--results", str(schedule), "--published", str(FROZEN), *runs], capsys)
+    shutil.copytree(FROZEN, tmp_path / "frozen")  # its plan's tasks_from
+    lines = _dry_run_lines(study.main, ["dry-run", "--results", str(schedule), *runs], capsys)
     assert all(done <= planned for _, planned, done in lines), lines
     assert ("main: Acrobot-v1", 294, 294) in lines and ("dppo-tax: Acrobot-v1", 58, 58) in lines and ("luck: Pendulum-v1", 58, 58) in lines, lines
     # the published study: a scoring row moved to a seed outside the plan is not a planned run done
-    published = _copy(tmp_path)
+    published = tmp_path / "frozen"
     before = dict((what, done) for what, _, done in _dry_run_lines(frozen.main, ["study", "--dry-run", "--results", str(published), *runs], capsys))
 
     def edit(rows):

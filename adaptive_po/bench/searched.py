@@ -315,7 +315,9 @@ def committed_cuts(plan: StudyPlan, results: Path, tasks: Sequence[Task], ratios
     return cuts, lines, False
 
 
-def _prepare(plan: StudyPlan, results: Path, args: Any, log: Callable[[str], None]) -> tuple[dict[str, Part], dict[str, list[Any]], tuple[float, float]]:
+def _prepare(plan: StudyPlan, results: Path, args: Any) -> tuple[dict[str, Part], dict[str, list[Any]], tuple[float, float], list[str]]:
+    """The parts the cuts leave, the cuts, the calibration and the lines that say how the cuts were
+    decided (logged by the caller once its inputs are checked: a refusal is one line)."""
     check_tasks_from(plan)
     tasks = fixed_tasks(plan, results)
     ratios = source_ratios(plan)
@@ -324,9 +326,7 @@ def _prepare(plan: StudyPlan, results: Path, args: Any, log: Callable[[str], Non
     for part in made.values():
         if not isinstance(part, LearningRatePart):
             part.check()
-    for line in lines:
-        log(line)
-    return made, cuts, ratios
+    return made, cuts, ratios, lines
 
 
 def dry_run(plan: StudyPlan, results: Path, args: Any, log: Callable[[str], None]) -> int:
@@ -337,8 +337,10 @@ def dry_run(plan: StudyPlan, results: Path, args: Any, log: Callable[[str], None
     from adaptive_po.bench.estimate import format_duration
     from adaptive_po.bench.study_table import checked_runner
 
-    made, _, ratios = _prepare(plan, results, args, log)
+    made, _, ratios, lines = _prepare(plan, results, args)
     table = checked_runner(results / plan.files["table"], None, args, log, dry=True).rows
+    for line in lines:
+        log(line)
     picks_path = results / plan.files["picks"]
     selected = contract.read_committed_json(picks_path).get("selected", {}) if picks_path.is_file() else {}
     rows = estimate(made, table, ratios, selected if isinstance(selected, dict) else {})
@@ -358,14 +360,16 @@ def study(plan: StudyPlan, results: Path, args: Any, train: Callable[..., Any], 
     then :func:`run` under the results folder's lock."""
     from adaptive_po.bench.study_table import checked_runner, results_lock
 
-    made, cuts, _ = _prepare(plan, results, args, log)
+    made, cuts, _, lines = _prepare(plan, results, args)
     with results_lock(results):  # one writer per results folder: the cuts, the record, the table
+        runner = checked_runner(results / plan.files["table"], train, args, log, deadline=deadline)  # checked before anything is written
         cuts_path = results / plan.files["cuts"]
         if not cuts_path.is_file():
             contract.atomic_write_json(cuts_path, cuts)
         if "record" in plan.files:
             contract.atomic_write_json(results / plan.files["record"], record(made))
-        runner = checked_runner(results / plan.files["table"], train, args, log, deadline=deadline)
+        for line in lines:
+            log(line)
         try:
             run(plan, made, runner, results, log)
         finally:

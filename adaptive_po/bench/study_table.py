@@ -1,7 +1,7 @@
 """The run table a pre-registered study keeps, and the runner that fills it: every study's part.
 
-A study (the frozen-tuning study, :mod:`adaptive_po.bench.frozen`; its schedule extension,
-:mod:`adaptive_po.bench.schedule_study`; the next ones) plans runs, trains what its table lacks and
+A study (the frozen-tuning study, :mod:`adaptive_po.bench.frozen`; the plan files trained by
+:mod:`adaptive_po.bench.study` and :mod:`adaptive_po.bench.searched`) plans runs, trains what its table lacks and
 decides from the table alone. What does not depend on the study lives here, once:
 
 * **the table** (``per_run.csv``, its columns in the contract: :data:`~adaptive_po.contract.FROZEN_TABLE_COLUMNS`):

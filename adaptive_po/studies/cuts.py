@@ -151,10 +151,17 @@ def check_cuts(plan: StudyPlan, cuts: Any, path: Path) -> dict[str, list[Any]]:
     """The cuts written before the study's first run, checked against the plan's order; a
     ``ValueError`` naming the file and the value that is not a registered cut."""
     allowed = allowed_cuts(plan)
-    if not isinstance(cuts, dict) or set(cuts) != set(allowed):
-        raise ValueError(f"{path}: expected the keys {sorted(allowed)}, got {cuts!r}")
+    if not isinstance(cuts, dict):
+        raise ValueError(f"{path}: the cuts must be a JSON object of lists, got {cuts!r:.80}")
+    unknown = sorted(set(cuts) - set(allowed))
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {unknown} in the cuts; expected the keys {sorted(allowed)}")
     for kind, values in cuts.items():
-        bad = [v for v in values if v not in allowed[kind]] if isinstance(values, list) else [values]
+        if not isinstance(values, list):
+            raise ValueError(f"{path}: {kind!r} must be a list, got {values!r:.80}")
+        bad = [v for v in values if isinstance(v, bool) or v not in allowed[kind]]
         if bad:
             raise ValueError(f"{path}: {kind} {bad} cannot be cut (allowed: {allowed[kind]})")
+    if set(cuts) != set(allowed):
+        raise ValueError(f"{path}: expected the keys {sorted(allowed)}, got {cuts!r}")
     return cuts
