@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table bench-frozen-quatro minatar-learning-pilot bench-minatar-learning minatar-learning-pilot-from-table minatar-learning-from-table minatar-stress-pilot minatar-stress-pilot-from-table bench-minatar-gymnax minatar-gymnax-from-table bench-ale-curves ale-curves-from-table bench-pqn-cleanrl pqn-cleanrl-from-table clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table bench-frozen-quatro minatar-learning-pilot bench-minatar-learning minatar-learning-pilot-from-table minatar-learning-from-table minatar-stress-pilot minatar-stress-pilot-from-table bench-minatar-gymnax minatar-gymnax-from-table bench-ale-curves ale-curves-from-table bench-pqn-cleanrl pqn-cleanrl-from-table bench-pqn-minatar pqn-minatar-from-table bench-abs abs-from-table bench-pqn-staleness pqn-staleness-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -51,6 +51,12 @@ help:
 	@echo "make ale-curves-from-table  those curves' report and figure from the committed table"
 	@echo "make bench-pqn-cleanrl  PQN with CleanRL's classic-control settings on CartPole-v1 and Acrobot-v1 x 5 seeds x 500k steps (10 runs, a few minutes each on one core), beside CleanRL's documented PQN (docs/results/pqn-cleanrl)"
 	@echo "make pqn-cleanrl-from-table  that comparison's report and figure from its committed table"
+	@echo "make bench-pqn-minatar  PQN on MinAtar beside ppo: pqn (its MinAtar preset) and ppo on Breakout and Freeway x 5 seeds x 2M steps, lag 0, one run per process (20 runs; the dry run estimates 5.1 CPU-core-hours), then the report with each arm's seconds per million steps (docs/results/pqn-minatar)"
+	@echo "make pqn-minatar-from-table  that report and figure from its committed table"
+	@echo "make bench-abs          the after-ABS dial's claim: pqn on Breakout and Freeway x 5 seeds x 2M steps with the dial, a 4x wider network, and both (30 runs; the arm with neither is bench-pqn-minatar's pqn), and ppo on CartPole-v1 with and without the dial at the staleness budget (10 runs); the dry runs estimate 7.6 CPU-core-hours and 5 CPU-core-minutes; report into docs/results/abs"
+	@echo "make abs-from-table     that report from its committed table"
+	@echo "make bench-pqn-staleness PQN under staleness: pqn on CartPole-v1, Acrobot-v1, LunarLander-v3 x lags 0, 4, 16 x 5 seeds at the staleness grid's budgets (45 runs; the dry run estimates 27 CPU-core-minutes), then return against lag (docs/results/pqn-staleness)"
+	@echo "make pqn-staleness-from-table  that report and figure from its committed table"
 	@echo "make mutations          78 one-line bugs planted in the training step (update, objectives, distributions), the data path (collector, sampler, buffers, staleness, population), the bench (resume, integrity, grid), the analysis (Welch, Holm, TOST, normalization), the studies' plan files (margins, Holm families, decision rule, pilot rule, a searched design's cuts and learning-rate reruns) and PQN (targets, epsilon, action noise, after ABS), each run against its own fast tests; the table into docs/results/mutations.md"
 	@echo "make perf               speed benchmarks (the population step against the core's arithmetic into docs/results/perf.md, environment throughput, learner time per update, runs per hour of both engines, and with the peers extra our engine beside pure-JAX PPO, rejax)"
 	@echo "make readme             the quick suite's figures and tables from runs/quick/report into docs/results/README.md"
@@ -299,7 +305,41 @@ bench-pqn-cleanrl: $(STAMP)
 pqn-cleanrl-from-table: $(STAMP)
 	$(VPY) -m adaptive_po.analysis.reports.pqn_cleanrl --table docs/results/pqn-cleanrl/per_run.csv --out docs/results/pqn-cleanrl
 
-# every published verdict from the committed tables alone, then the prose's quotes from them
+# PQN on MinAtar beside ppo at equal steps, with each arm's cost: both on the process engine (one run per
+# process), so that each run's recorded wall time is its own
+PQN_MINATAR_BENCH = bench --suite minatar --envs Breakout-MinAtar,Freeway-MinAtar --algos pqn,ppo --seeds 5 --lags 0 --timesteps 2000000 --suite-name pqn-minatar --engine process --no-report
+PQN_MINATAR_REPORT = $(VPY) -m adaptive_po.analysis.reports.pqn_minatar
+bench-pqn-minatar: $(STAMP)
+	$(call bench_then_publish,PQN_MINATAR_BENCH,$(PQN_MINATAR_REPORT) --runs runs/pqn-minatar --out docs/results/pqn-minatar)
+
+pqn-minatar-from-table: $(STAMP)
+	$(PQN_MINATAR_REPORT) --table docs/results/pqn-minatar/per_run.csv --out docs/results/pqn-minatar
+
+# the after-ABS dial's own claim: pqn with the dial (the variant batch_scaling=abs), a 4x wider Q-network
+# (width=x4) and both, on the two MinAtar games of bench-pqn-minatar, whose pqn runs are the arm with
+# neither (the report reads them from runs/pqn-minatar: run that target first); ppo with and without the
+# dial on CartPole-v1 at the staleness grid's budget, both on the process engine
+ABS_PQN_BENCH = bench --suite minatar --envs Breakout-MinAtar,Freeway-MinAtar --algos pqn --variant batch_scaling=abs --variant width=x4 --variant batch_scaling=abs,width=x4 --seeds 5 --lags 0 --timesteps 2000000 --suite-name abs --no-report
+ABS_PPO_BENCH = bench --suite staleness --envs CartPole-v1 --algos ppo --variant '' --variant batch_scaling=abs --seeds 5 --lags 0 --suite-name abs --engine process --no-report
+ABS_REPORT = $(VPY) -m adaptive_po.analysis.reports.abs_claim
+bench-abs: $(STAMP)
+	$(call bench_then_publish,ABS_PQN_BENCH ABS_PPO_BENCH,$(ABS_REPORT) --runs runs/abs runs/pqn-minatar --out docs/results/abs)
+
+abs-from-table: $(STAMP)
+	$(ABS_REPORT) --table docs/results/abs/per_run.csv --out docs/results/abs
+
+# PQN under staleness: lags 0, 4, 16 on the staleness grid's discrete tasks, at its budgets
+PQN_STALENESS_BENCH = bench --suite staleness --envs CartPole-v1,Acrobot-v1,LunarLander-v3 --algos pqn --seeds 5 --lags 0,4,16 --suite-name pqn-staleness --no-report
+PQN_STALENESS_REPORT = $(VPY) -m adaptive_po.analysis.reports.pqn_staleness
+bench-pqn-staleness: $(STAMP)
+	$(call bench_then_publish,PQN_STALENESS_BENCH,$(PQN_STALENESS_REPORT) --runs runs/pqn-staleness --out docs/results/pqn-staleness)
+
+pqn-staleness-from-table: $(STAMP)
+	$(PQN_STALENESS_REPORT) --table docs/results/pqn-staleness/per_run.csv --out docs/results/pqn-staleness
+
+# every published verdict from the committed tables alone, then the prose's quotes from them.
+# pqn-minatar-from-table, abs-from-table and pqn-staleness-from-table join this list when their tables
+# (docs/results/{pqn-minatar,abs,pqn-staleness}/per_run.csv) are committed; none is run yet
 reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table minatar-learning-from-table minatar-stress-pilot-from-table minatar-gymnax-from-table pqn-cleanrl-from-table ale-curves-from-table calibration
 	$(VPY) -m adaptive_po.analysis.quotes --fill README.md $(RESULTS_README)
 
@@ -352,6 +392,6 @@ readme: $(STAMP)
 # Every folder the bench targets write under runs/: each suite of adaptive_po/bench/suites.py, the
 # tuner's two and the --suite-name folders above (tests/test_docs.py keeps the list complete).
 # runs/README.md, the run-folder contract, stays.
-RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 staleness-r2vpo atari atari-smoke frozen-pilot frozen-pilot-2 frozen-search frozen-score minatar-gymnax ale-curves minatar-stress-pilot pqn-cleanrl frozen-quatro-search frozen-quatro-r2vpo-search frozen-quatro-r2vpo-tax-search frozen-quatro-score frozen-quatro-lr
+RUN_FOLDERS := quick quick-process classic staleness paper sensitivity tuning tuning-search tuning-score minatar minatar-reference fresh-data fresh-data-heldout fresh-data-heldout-lag16 staleness-r2vpo atari atari-smoke frozen-pilot frozen-pilot-2 frozen-search frozen-score minatar-gymnax ale-curves minatar-stress-pilot pqn-cleanrl pqn-minatar abs pqn-staleness frozen-quatro-search frozen-quatro-r2vpo-search frozen-quatro-r2vpo-tax-search frozen-quatro-score frozen-quatro-lr
 clean-runs:
 	rm -rf $(addprefix runs/,$(RUN_FOLDERS))

@@ -145,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--behaviour-log-prob", default=None, help=f"comma-separated: {', '.join(BEHAVIOUR_RECORDINGS)} (default: {dial['behaviour_log_prob']}, or the suite's conditions)")
     bench.add_argument("--temperatures", default=None, help=f"comma-separated sampler temperatures (default: {dial['sampler_temperature']:g}, or the suite's conditions)")
     bench.add_argument("--precisions", default=None, help=f"comma-separated sampler precisions: {', '.join(SAMPLER_PRECISIONS)} (default: {dial['sampler_precision']}, or the suite's conditions)")
+    bench.add_argument("--variant", action="append", default=None, help="a knob variant every algorithm of --algos runs "
+        "under, as `train --variant` takes it (batch_scaling=abs, width=x4 for pqn); repeat it for several, '' is the defaults "
+        "(default: the suite's variants, else the defaults only)")
     bench.add_argument("--workers", type=int, default=None, help="concurrent jobs, a population being one job (default: one per core)")
     bench.add_argument("--executor", default="local", choices=("local", "inline", "ray"), help="where the jobs run: local worker processes, this process one job at a time (inline: tiny sweeps, debuggers), or a Ray cluster")
     bench.add_argument("--ray-address", default=None, help="Ray cluster address (auto, ray://host:10001) (default: start a local one)")
@@ -404,7 +407,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         algos=algos,
         seeds=seeds_from(args.seeds, suite.seeds),
         conditions=conditions,
-        variants={a: list(v) for a, v in (suite.variants or {}).items() if a in algos} or None,
+        variants=({a: list(args.variant) for a in algos} if args.variant is not None
+                  else {a: list(v) for a, v in (suite.variants or {}).items() if a in algos} or None),
         executor=args.executor,
         tensorboard=args.tensorboard,
         **_shared_grid_fields(args),

@@ -324,6 +324,17 @@ def _field(check: Callable[[str, Any], Any], doc: str, *, default: Any = datacla
     return field(default=default, metadata=metadata)
 
 
+def _settings_json(settings: Any) -> dict[str, Any]:
+    """A settings dataclass's fields as JSON-friendly values: schedules as ``lin_<x>`` strings, a field
+    of ``quiet_default`` only when it differs from its default."""
+    return {
+        f.name: (repr(v) if isinstance(v, LinearSchedule) else v)
+        for f in dataclasses.fields(settings)
+        for v in [getattr(settings, f.name)]
+        if not (f.metadata["quiet_default"] and v == f.default)
+    }
+
+
 @dataclass(frozen=True)
 class Hyperparams:
     """One environment's training hyper-parameters; defaults are SB3 PPO's.
@@ -396,12 +407,7 @@ class Hyperparams:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-friendly view (schedules as ``lin_<x>`` strings; quiet fields only when set)."""
-        return {
-            f.name: (repr(v) if isinstance(v, LinearSchedule) else v)
-            for f in dataclasses.fields(self)
-            for v in [getattr(self, f.name)]
-            if not (f.metadata["quiet_default"] and v == f.default)
-        }
+        return _settings_json(self)
 
 
 def _required(f: dataclasses.Field) -> bool:
@@ -422,6 +428,9 @@ def check_hyperparams(**values: Any) -> None:
 VALUE_ALGORITHMS: tuple[str, ...] = ("pqn",)
 #: PQN's Q-network bodies (``adaptive_po.pqn.NETWORKS``)
 PQN_NETWORKS: tuple[str, ...] = ("mlp", "minatar", "nature")
+#: hidden widths of each body's dense layers when ``net_arch`` is not given: CleanRL's classic-control
+#: MLP (120, 84), purejaxql's MinAtar dense 128, the Nature CNN's 512
+PQN_NET_ARCH: dict[str, tuple[int, ...]] = {"mlp": (120, 84), "minatar": (128,), "nature": (512,)}
 
 
 def open_unit_interval(name: str, value: Any) -> float:
@@ -438,6 +447,12 @@ def _pqn_network(name: str, value: Any) -> str:
 
 def _optional_widths(name: str, value: Any) -> list[int] | None:
     return None if value is None else _layer_widths(name, value)
+
+
+def _width_factor(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < float("inf"):
+        raise HyperparameterError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -461,6 +476,10 @@ class PQNHyperparams:
     network: str = _field(_pqn_network, "Q-network body: mlp, minatar (conv 16 3x3) or nature (the Nature DQN CNN)", role="run")
     net_arch: list[int] | None = _field(_optional_widths, "dense hidden widths (null: the body's default)", default=None, role="run")
     batch_scaling: dict[str, Any] | None = _field(_batch_scaling, "the after-ABS dial's knobs (null: off; {}: its defaults)", default=None, role="run")
+    width: float = _field(
+        _width_factor, "factor of every hidden layer's width of the Q-network (convolutions' channels and dense units; the variant width=x<f>)",
+        default=1.0, role="run", quiet_default=True,
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -472,6 +491,9 @@ class PQNHyperparams:
             raise HyperparameterError(f"batch_size ({self.batch_size}) is larger than the rollout n_steps * n_envs = {rollout}")
         if self.epsilon_final > self.epsilon_start:
             raise HyperparameterError(f"epsilon_final={self.epsilon_final!r} is above epsilon_start={self.epsilon_start!r}; epsilon decays")
+        if self.width != 1.0:  # the widened dense layers within the limits a net_arch has
+            widths = self.net_arch if self.net_arch is not None else PQN_NET_ARCH[self.network]
+            _layer_widths(f"width x{self.width:g}: net_arch", [max(1, round(w * self.width)) for w in widths])
 
     @classmethod
     def from_preset(cls, preset: str, overrides: Mapping[str, Any] | None = None, prefix: str = "pqn.") -> PQNHyperparams:
@@ -492,7 +514,9 @@ class PQNHyperparams:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata["role"] == "algorithm"}
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: (repr(v) if isinstance(v, LinearSchedule) else v) for f in dataclasses.fields(self) for v in [getattr(self, f.name)]}
+        """A JSON-friendly view (schedules as ``lin_<x>`` strings; ``width`` only when set, so that the
+        ``config.json`` of runs made before it existed still matches on resume)."""
+        return _settings_json(self)
 
 
 #: PQN's authors' settings per network family, the defaults of an environment file's ``pqn`` block

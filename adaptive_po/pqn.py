@@ -54,15 +54,14 @@ from adaptive_po.batch_scaling import AfterABS, after_abs
 from adaptive_po.buffers import BehaviourRolloutBuffer
 from adaptive_po.collector import ActorStep, Collector
 from adaptive_po.dials import DIAL_DEFAULTS, DataDials, dials_from_arguments
-from adaptive_po.hyperparams import HyperparameterError, PQNHyperparams, check_hyperparams, open_unit_interval, unit_interval
+from adaptive_po.hyperparams import PQN_NET_ARCH, HyperparameterError, PQNHyperparams, check_hyperparams, open_unit_interval, unit_interval
 from adaptive_po.objectives import PolicyBatch, batch_statistics
 from adaptive_po.update import StoredRollout, approx_kl, explained_variance, map_observations
 
 #: the network bodies :class:`QNetwork` builds (``policy_kwargs={"network": ...}``)
 NETWORKS: tuple[str, ...] = ("mlp", "minatar", "nature")
-#: hidden widths of each body's dense layers when ``net_arch`` is not given: CleanRL's classic-control
-#: MLP (120, 84), purejaxql's MinAtar dense 128, the Nature CNN's 512
-DEFAULT_NET_ARCH: dict[str, tuple[int, ...]] = {"mlp": (120, 84), "minatar": (128,), "nature": (512,)}
+#: hidden widths of each body's dense layers when ``net_arch`` is not given (one home: hyperparams)
+DEFAULT_NET_ARCH: dict[str, tuple[int, ...]] = PQN_NET_ARCH
 
 
 # -- the maths -------------------------------------------------------------------------------------
@@ -123,16 +122,24 @@ class QNetwork(nn.Module):
     ``network``: ``"mlp"`` (flattened observation, dense layers of ``net_arch``), ``"minatar"``
     (purejaxql's MinAtar CNN: conv 16 3x3 valid -> LN -> ReLU -> flatten -> dense ``net_arch``), or
     ``"nature"`` (the Nature DQN CNN, conv 32 8x8/4, 64 4x4/2, 64 3x3/1, each -> LN -> ReLU, then dense).
+    ``width`` multiplies every hidden layer's width, the convolutions' channels and the dense units
+    alike (each rounded, at least 1): ``width=4`` on ``"minatar"`` is conv 64 -> dense 512.
     Weights orthogonal with gain sqrt(2), biases 0.
     """
 
-    def __init__(self, observation_space: spaces.Space, n_actions: int, network: str = "mlp", net_arch: Sequence[int] | None = None) -> None:
+    def __init__(
+        self, observation_space: spaces.Space, n_actions: int, network: str = "mlp", net_arch: Sequence[int] | None = None, width: float = 1.0,
+    ) -> None:
         super().__init__()
         if network not in NETWORKS:
             raise ValueError(f"PQN network must be one of {NETWORKS}, got {network!r}")
         widths = tuple(DEFAULT_NET_ARCH[network] if net_arch is None else net_arch)
         if any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
             raise ValueError(f"PQN net_arch must be a list of positive integers, got {list(widths)!r}")
+        if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0.0 < width < math.inf:
+            raise ValueError(f"PQN width must be a finite number > 0, got {width!r}")
+        scaled = lambda units: max(1, round(units * width))  # noqa: E731
+        widths = tuple(scaled(w) for w in widths)
         layers: list[nn.Module] = []
         if network == "mlp":
             layers.append(nn.Flatten())
@@ -144,8 +151,8 @@ class QNetwork(nn.Module):
             convs = [(16, 3, 1)] if network == "minatar" else [(32, 8, 4), (64, 4, 2), (64, 3, 1)]
             channels = shape[0]
             for out, kernel, stride in convs:
-                layers += [nn.Conv2d(channels, out, kernel, stride), ChannelLayerNorm(out), nn.ReLU()]
-                channels = out
+                layers += [nn.Conv2d(channels, scaled(out), kernel, stride), ChannelLayerNorm(scaled(out)), nn.ReLU()]
+                channels = scaled(out)
             layers.append(nn.Flatten())
             with th.no_grad():
                 width = nn.Sequential(*layers)(th.zeros(1, *shape)).shape[1]
@@ -169,19 +176,20 @@ class QPolicy(BasePolicy):
 
     :param network: ``"mlp"``, ``"minatar"`` or ``"nature"`` (:data:`NETWORKS`).
     :param net_arch: the dense hidden widths (:data:`DEFAULT_NET_ARCH` when ``None``).
+    :param width: factor of every hidden layer's width (:class:`QNetwork`).
     """
 
     def __init__(
         self, observation_space: spaces.Space, action_space: spaces.Discrete, lr_schedule: Schedule, network: str = "mlp",
         net_arch: Sequence[int] | None = None, optimizer_class: type[th.optim.Optimizer] = th.optim.RAdam,
-        optimizer_kwargs: dict[str, Any] | None = None, normalize_images: bool = True,
+        optimizer_kwargs: dict[str, Any] | None = None, normalize_images: bool = True, width: float = 1.0,
     ) -> None:
         super().__init__(
             observation_space, action_space, normalize_images=normalize_images, optimizer_class=optimizer_class,
             optimizer_kwargs=optimizer_kwargs or {},
         )
-        self.network, self.net_arch = network, None if net_arch is None else list(net_arch)
-        self.q_net = QNetwork(observation_space, int(action_space.n), network, net_arch)
+        self.network, self.net_arch, self.width = network, None if net_arch is None else list(net_arch), width
+        self.q_net = QNetwork(observation_space, int(action_space.n), network, net_arch, width)
         self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
 
     def q_values(self, observations: th.Tensor) -> th.Tensor:
@@ -193,7 +201,7 @@ class QPolicy(BasePolicy):
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return {
-            **super()._get_constructor_parameters(), "network": self.network, "net_arch": self.net_arch,
+            **super()._get_constructor_parameters(), "network": self.network, "net_arch": self.net_arch, "width": self.width,
             "optimizer_class": self.optimizer_class, "optimizer_kwargs": self.optimizer_kwargs,
         }
 

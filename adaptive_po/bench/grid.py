@@ -95,10 +95,8 @@ def expand_grid(grid: Grid) -> list[RunSpec]:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     for algo in grid.algos:
-        if algo not in VALUE_ALGORITHMS:
+        if algo not in VALUE_ALGORITHMS:  # PQN's variants (the dial, the width) are checked with the others below
             get_objective(algo)
-        elif (grid.variants or {}).get(algo, [""]) != [""]:
-            raise ValueError(f"{algo} takes no variants, got {list(grid.variants[algo])}; its settings are the environment file's pqn block")
     conditions = grid_conditions(grid)  # validated, each a DataDials
     variants = {algo: list((grid.variants or {}).get(algo, [""])) for algo in grid.algos}
     for algo, names in variants.items():

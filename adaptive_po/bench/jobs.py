@@ -98,6 +98,8 @@ def plan_jobs(specs: Sequence[RunSpec], engine: str = "population", max_members:
     supported: dict[tuple[str, str | None, bool], bool] = {}  # one YAML read per environment (and PQN or not)
 
     def fits(spec: RunSpec) -> bool:
+        if dial_variant(spec):  # the after-ABS dial turned on by the variant: the process engine
+            return False
         key = (spec.env, spec.envs_dir, spec.algo in VALUE_ALGORITHMS)
         if key not in supported:
             supported[key] = supports_population(spec)
@@ -207,7 +209,7 @@ def supports_population(spec: RunSpec) -> bool:
     """
     from adaptive_po.bench.config import get_env_config
 
-    if spec.algo in VALUE_ALGORITHMS:  # PQN: the SB3-style class only (the stacked engine runs policy objectives)
+    if spec.algo in VALUE_ALGORITHMS or dial_variant(spec):  # PQN: the SB3-style class only (the stacked engine runs policy objectives)
         return False
     env_cfg = get_env_config(spec.env, spec.envs_dir)
     hp = env_cfg.hyperparams
@@ -218,6 +220,14 @@ def supports_population(spec: RunSpec) -> bool:
     except ValueError:
         return False  # the process engine records the reason in the run folder
     return _population_spaces(env_id, backend)
+
+
+def dial_variant(spec: RunSpec) -> bool:
+    """Whether ``spec``'s variant turns a data dial on (``batch_scaling=abs``,
+    :data:`adaptive_po.bench.variants.DIAL_SETTINGS`), which the population engine does not run."""
+    from adaptive_po.bench.variants import parse_variant
+
+    return any(kind == "dial" for kind, _ in parse_variant(spec.algo, spec.variant).values())
 
 
 @functools.lru_cache(maxsize=None)

@@ -139,7 +139,7 @@ def _pqn_model(spec: RunSpec, hp: Any, train_env: Any, device: str) -> Any:
     scaling = None if hp.batch_scaling is None else AfterABS(**hp.batch_scaling)
     return PQN(
         "MlpPolicy", train_env, seed=spec.seed, device=device, dials=spec.dials, batch_scaling=scaling,
-        policy_kwargs={"network": hp.network, "net_arch": hp.net_arch}, **hp.algorithm_kwargs(),
+        policy_kwargs={"network": hp.network, "net_arch": hp.net_arch, "width": hp.width}, **hp.algorithm_kwargs(),
     )
 
 

@@ -107,8 +107,10 @@ def read_settings(spec: RunSpec) -> RunSettings:
     from adaptive_po.hyperparams import VALUE_ALGORITHMS
 
     env_cfg = get_env_config(spec.env, spec.envs_dir)
-    if spec.algo in VALUE_ALGORITHMS:  # PQN: its own settings, no objective, no variants (the grid refuses them)
-        return RunSettings(env_cfg, env_cfg.pqn, {})
+    if spec.algo in VALUE_ALGORITHMS:  # PQN: its own settings, no objective; its variants set the dial and the width
+        from adaptive_po.bench.variants import apply_variant
+
+        return RunSettings(env_cfg, apply_variant(spec.algo, spec.variant, env_cfg.pqn, {})[0], {})
     hp, objective_kwargs = run_settings(spec, env_cfg.hyperparams)
     return RunSettings(env_cfg, hp, objective_kwargs)
 

@@ -22,7 +22,14 @@ A variant is a canonical string of ``name=value`` pairs joined by commas, sorted
 * a learner setting, by name and one of its choices: ``precision=bf16`` runs the learner's network
   (its forward passes when acting, evaluating and updating) under bfloat16 autocast, the
   parameters, the optimizer and the objective's arithmetic staying float32 (the population
-  engine's MLP learners; :data:`LEARNER_SETTINGS`). Float32 is the default and is never written.
+  engine's MLP learners; :data:`LEARNER_SETTINGS`). Float32 is the default and is never written;
+* a data dial of the run, by name and one of its choices: ``batch_scaling=abs`` turns the after-ABS
+  dial on (:mod:`adaptive_po.batch_scaling`), with the knobs of the environment file's
+  ``batch_scaling`` where it has some, else its defaults (:data:`DIAL_SETTINGS`; every algorithm, PQN
+  included; the process engine runs it);
+* PQN's network (:data:`VALUE_KNOBS`): ``width=x4`` multiplies every hidden layer's width of its
+  Q-network, the convolutions' channels and the dense units alike (``adaptive_po.pqn.QNetwork``).
+  PQN takes no other variant: its settings are the environment file's ``pqn`` block.
 
 The empty string is the default configuration. Runs of a variant live in the algorithm folder
 ``<algo>@<variant>`` (:func:`adaptive_po.contract.algo_label`).
@@ -51,6 +58,11 @@ OBJECTIVE_SWITCHES: dict[str, tuple[str, ...]] = {"kl": ("sampled",)}
 LEARNER_SETTINGS: dict[str, tuple[str, ...]] = {"precision": ("bf16",)}
 #: the learner's precision when a variant does not choose one
 DEFAULT_PRECISION = "fp32"
+#: data dials of the run a variant may turn on, by name: their choices other than off (kind ``"dial"``)
+DIAL_SETTINGS: dict[str, tuple[str, ...]] = {"batch_scaling": ("abs",)}
+#: the knobs a variant may give the algorithms of ``VALUE_ALGORITHMS`` (PQN) beside the dials, as a
+#: factor (kind ``"scale"``) of the environment's value: the Q-network's width
+VALUE_KNOBS: tuple[str, ...] = ("width",)
 
 
 def objective_knobs(algo: str) -> tuple[str, ...]:
@@ -84,21 +96,34 @@ def _number(text: str, what: str) -> float:
 
 
 def parse_variant(algo: str, variant: str) -> dict[str, tuple[str, Any]]:
-    """``{name: (kind, value)}`` with kind ``"set"`` (objective knob), ``"scale"`` (shared knob) or
-    ``"choose"`` (learner setting, a string); raises ``ValueError`` naming a bad pair."""
+    """``{name: (kind, value)}`` with kind ``"set"`` (objective knob), ``"scale"`` (shared knob, PQN's
+    width), ``"fix"`` (a shared knob in its own terms), ``"switch"`` (objective switch), ``"choose"``
+    (learner setting) or ``"dial"`` (a data dial turned on); raises ``ValueError`` naming a bad pair."""
     out: dict[str, tuple[str, Any]] = {}
     if variant == "":
         return out
-    if algo in VALUE_ALGORITHMS:
-        raise ValueError(f"variant {variant!r}: {algo} takes no variants; its settings are the environment file's pqn block")
-    knobs = objective_knobs(algo)
+    value_algorithm = algo in VALUE_ALGORITHMS
+    knobs = () if value_algorithm else objective_knobs(algo)
     for pair in variant.split(","):
         name, sep, text = pair.partition("=")
         if not sep or not name:
             raise ValueError(f"variant {variant!r}: {pair!r} is not name=value")
         if name in out:
             raise ValueError(f"variant {variant!r}: {name!r} is given twice")
-        if name in SHARED_KNOBS:
+        if name in DIAL_SETTINGS:
+            if text not in DIAL_SETTINGS[name]:
+                raise ValueError(f"variant {variant!r}: {name} takes one of {list(DIAL_SETTINGS[name])} (off is left out), got {text!r}")
+            out[name] = ("dial", text)
+        elif value_algorithm:
+            if name not in VALUE_KNOBS:
+                raise ValueError(
+                    f"variant {variant!r}: {algo} takes no variants but {', '.join(f'{k}=x<factor>' for k in VALUE_KNOBS)} and "
+                    f"{', '.join(f'{k}={c[0]}' for k, c in DIAL_SETTINGS.items())}; its other settings are the environment file's pqn block"
+                )
+            if not text.startswith("x"):
+                raise ValueError(f"variant {variant!r}: {name} takes a factor such as x4, got {text!r}")
+            out[name] = ("scale", _number(text[1:], f"variant {variant!r}, {name}"))
+        elif name in SHARED_KNOBS:
             if text.startswith("x"):
                 out[name] = ("scale", _number(text[1:], f"variant {variant!r}, {name}"))
             elif name == "n_epochs" and text.isdigit() and int(text) >= 1 and text == str(int(text)):
@@ -126,7 +151,7 @@ def parse_variant(algo: str, variant: str) -> dict[str, tuple[str, Any]]:
             raise ValueError(
                 f"variant {variant!r}: unknown knob {name!r} for {algo}; its own knobs: {list(knobs)}, "
                 f"shared (as factors): {list(SHARED_KNOBS)}, switches: { {k: OBJECTIVE_SWITCHES[k] for k in objective_switches(algo)} }, "
-                f"learner settings: {LEARNER_SETTINGS}"
+                f"learner settings: {LEARNER_SETTINGS}, dials: {DIAL_SETTINGS}"
             )
     if variant != canonical_variant(out):
         raise ValueError(f"variant {variant!r} is not canonical; write it as {canonical_variant(out)!r}")
@@ -135,7 +160,7 @@ def parse_variant(algo: str, variant: str) -> dict[str, tuple[str, Any]]:
 
 def canonical_variant(overrides: dict[str, tuple[str, Any]]) -> str:
     def text(kind: str, value: Any) -> str:
-        if kind in ("choose", "switch") or isinstance(value, str):
+        if kind in ("choose", "switch", "dial") or isinstance(value, str):
             return str(value)
         return ("x" if kind == "scale" else "") + format(value, "g")
 
@@ -146,9 +171,12 @@ def make_variant(**values: float | str) -> str:
     """A canonical variant string from keyword values: numbers set an objective knob, strings
     ``"x0.5"`` scale a shared one (``make_variant(clip_range=0.3, n_epochs="x0.25")``), a shared
     knob in its own terms is an int or ``"rollout"`` (``n_epochs=2, batch_size="rollout"``), a
-    switch or a learner setting takes its choice (``kl="sampled"``, ``precision="bf16"``)."""
+    switch, a learner setting or a dial takes its choice (``kl="sampled"``, ``precision="bf16"``,
+    ``batch_scaling="abs"``)."""
 
     def kind(name: str, value: float | str) -> tuple[str, Any]:
+        if name in DIAL_SETTINGS:
+            return ("dial", value)
         if name in LEARNER_SETTINGS:
             return ("choose", value)
         if name in OBJECTIVE_SWITCHES:
@@ -171,10 +199,16 @@ def apply_variant(
     algo: str, variant: str, hp: Hyperparams, objective_kwargs: dict[str, Any]
 ) -> tuple[Hyperparams, dict[str, Any]]:
     """The environment's hyper-parameters and the objective's keyword arguments with the
-    variant's values in place."""
+    variant's values in place (PQN: its ``PQNHyperparams``, the dial and the width)."""
     overrides = parse_variant(algo, variant)
     kwargs = dict(objective_kwargs)
     changes: dict[str, Any] = {}
+    if "batch_scaling" in overrides:  # on: the environment file's knobs where it has some, else every default
+        changes["batch_scaling"] = hp.batch_scaling if hp.batch_scaling is not None else {}
+    if algo in VALUE_ALGORITHMS:
+        if "width" in overrides:
+            changes["width"] = hp.width * overrides["width"][1]
+        return (dataclasses.replace(hp, **changes) if changes else hp), kwargs
     n_steps = hp.n_steps
     if "n_steps" in overrides:  # first: the rollout bounds the minibatch
         n_steps = max(1, int(round(hp.n_steps * overrides["n_steps"][1])))
@@ -184,8 +218,8 @@ def apply_variant(
         changes["batch_size"] = min(hp.batch_size, hp.n_envs * n_steps)
     rollout = hp.n_envs * n_steps
     for name, (kind, value) in overrides.items():
-        if kind == "choose" or name == "n_steps":
-            continue  # a learner setting: the engine reads it (learner_precision); the rollout: above
+        if kind in ("choose", "dial") or name == "n_steps":
+            continue  # a learner setting: the engine reads it (learner_precision); the dial, the rollout: above
         if kind in ("set", "switch"):
             kwargs[name] = LinearSchedule(value) if isinstance(kwargs.get(name), LinearSchedule) else value
         elif name == "n_epochs":
