@@ -292,7 +292,7 @@ minatar-gymnax-from-table: $(STAMP)
 # ALE's first learning curves on CPU (one run per process: the Nature-CNN learner on 2 cores)
 ALE_CURVES_BENCH = bench --suite atari --envs Breakout-v5 --algos ppo,esspo --seeds 2 --lags 0 --timesteps 1000000 --suite-name ale-curves --engine process --device cpu --no-report
 bench-ale-curves: $(STAMP)
-	$(call bench_then_publish,ALE_CURVES_BENCH,$(VPY) -m adaptive_po.analysis.reports.ale_curves --runs runs/ale-curves --out docs/results/ale-curves)
+	$(call bench_then_publish,ALE_CURVES_BENCH,$(VPY) -m adaptive_po.analysis.reports.ale_curves --runs runs/ale-curves --out docs/results/ale-curves --add)
 
 ale-curves-from-table: $(STAMP)
 	$(VPY) -m adaptive_po.analysis.reports.ale_curves --table docs/results/ale-curves/per_run.csv --out docs/results/ale-curves

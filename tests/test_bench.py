@@ -371,3 +371,16 @@ def test_a_sweep_tells_each_finished_run_as_its_outcome_arrives(tmp_path):
     result = run_sweep(specs, workers=1, executor="inline", show_progress=False, engine="process",
                        on_run_done=lambda spec: told.append((spec.seed, (spec.run_dir / "COMPLETE").is_file())))
     assert len(result.complete) == 2 and sorted(told) == [(0, True), (1, True)]
+
+
+def test_the_atari_dry_run_prices_a_cpu_run_at_the_measured_cnn_learner_speed(tmp_path):
+    """The ALE-bound estimate assumes a GPU learner; a CPU-only run is priced at the measured speed of
+    the CNN learner on one core, so ALE's learning curves are not sized at minutes for hours of work."""
+    from adaptive_po.bench.estimate import ALE_CPU_LEARNER_SECONDS_PER_MILLION, MEASURED_SPEEDS, describe_grid, format_duration
+
+    specs = [RunSpec(suite="ale-curves", env="Breakout-v5", algo=algo, seed=seed, total_timesteps=1_000_000, out=str(tmp_path), device="cpu")
+             for algo in ("esspo", "ppo") for seed in (0, 1)]
+    text = describe_grid(specs, engine="process")
+    hours = 4 * 1_000_000 / 1e6 * ALE_CPU_LEARNER_SECONDS_PER_MILLION / 3600
+    assert hours > 9 and f"on CPU (--device cpu, one run per core, the CNN learner included): ~{format_duration(hours, 'CPU-core-')}" in text
+    assert MEASURED_SPEEDS["ale_cpu_learner"]["measured"] in text

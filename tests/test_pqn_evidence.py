@@ -275,3 +275,28 @@ def test_a_width_beyond_the_networks_limits_is_refused_before_compute() -> None:
 
     with pytest.raises(ValueError, match=re.escape(f"width x200: net_arch: a layer of 25,600 units is wider than the limit of {MAX_LAYER_WIDTH:,}")):
         apply_variant("pqn", "width=x200", get_env_config("Breakout-MinAtar").pqn, {})
+
+
+@pytest.mark.slow
+def test_runs_added_to_a_committed_table_continue_it_as_one_folder_would(runs, tmp_path) -> None:
+    """A study in slices on a fresh machine: the committed table holds the earlier slice's runs, the
+    folder only this slice's; ``--add`` gives the table (and report) the whole folder would."""
+    import shutil
+
+    whole = tmp_path / "whole"
+    text = _report(pqn_staleness, ["--runs", str(runs / "pqn-staleness"), "--out", str(whole)])
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, seeds in ((first, {0, 1}), (second, {2})):  # two slices' run folders: seeds 0-1, then seed 2
+        shutil.copytree(runs / "pqn-staleness", folder / "pqn-staleness")
+        for run in list((folder / "pqn-staleness").rglob("seed-*")):
+            if int(run.name.split("-")[1]) not in seeds:
+                shutil.rmtree(run)
+    out = tmp_path / "published"
+    _report(pqn_staleness, ["--runs", str(first / "pqn-staleness"), "--out", str(out)])
+    assert len(pd.read_csv(out / "per_run.csv")) == 4
+    assert _report(pqn_staleness, ["--runs", str(second / "pqn-staleness"), "--out", str(out), "--add"]) == text
+    key = ["env", "algo", "seed", "total_timesteps"]
+    merged, full = (pd.read_csv(p / "per_run.csv").sort_values(key).reset_index(drop=True) for p in (out, whole))
+    pd.testing.assert_frame_equal(merged, full)
+    # adding the same runs again changes nothing
+    assert _report(pqn_staleness, ["--runs", str(second / "pqn-staleness"), "--out", str(out), "--add"]) == text

@@ -195,6 +195,16 @@ def save_panels(fig: Any, title: str, out: Path) -> Path:
 
 
 # -- the report ------------------------------------------------------------------------------------
+def added_to(committed: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """``committed``'s runs with ``new``'s added (a run in both, by suite, task, arm, condition and
+    seed, is ``new``'s), in run order: a table continued slice by slice from its committed rows."""
+    key = [c for c in ("suite", "env", "algo", "condition", "policy_lag", "seed") if c in new.columns and c in committed.columns]
+    index = lambda t: pd.MultiIndex.from_frame(t[key].astype(str))  # noqa: E731
+    kept = committed[~index(committed).isin(index(new))]
+    merged = pd.concat([kept, new.reindex(columns=committed.columns)], ignore_index=True)
+    return merged.sort_values(key, kind="stable").reset_index(drop=True)
+
+
 def report_main(argv: Sequence[str] | None, prog: str, description: str, default_out: str, read: Callable[[str], pd.DataFrame],
                 write: Callable[[pd.DataFrame, Path], None], extra: Sequence[str] = (),
                 keep: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> int:
@@ -207,9 +217,14 @@ def report_main(argv: Sequence[str] | None, prog: str, description: str, default
     source.add_argument("--runs", nargs="+", help="the run folders (runs/<suite>; several: their runs together)")
     source.add_argument("--table", help=f"a per-run table this module wrote ({default_out}/{TABLE_FILE})")
     parser.add_argument("--out", default=default_out, help=f"where {TABLE_FILE} and the report go")
+    parser.add_argument("--add", action="store_true",
+                        help=f"with --runs: add their runs to the {TABLE_FILE} already in --out, if any (a run in both is the folder's), so "
+                             "a study run in slices continues on a machine without the earlier slices' run folders")
     args = parser.parse_args(argv)
     try:
         if args.table:
+            if args.add:
+                raise ValueError("--add adds run folders (--runs) to the table in --out, not a --table")
             table = read(args.table)
         else:
             for root in args.runs:
@@ -217,6 +232,8 @@ def report_main(argv: Sequence[str] | None, prog: str, description: str, default
                     raise ValueError(f"no run folders at {root}")
             table = pd.concat([table_from_folder(root, extra) for root in args.runs], ignore_index=True)
             table = keep(table) if keep is not None else table
+            if args.add and (Path(args.out) / TABLE_FILE).exists():  # none yet: the first slice's table is its own
+                table = added_to(read(str(Path(args.out) / TABLE_FILE)), table)
         if table.empty:
             raise ValueError(f"no runs in {args.table or ' '.join(args.runs)}")
     except ValueError as error:

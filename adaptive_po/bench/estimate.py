@@ -43,6 +43,8 @@ MINATAR_SECONDS_PER_MILLION: dict[str, float] = MEASURED_SPEEDS["minatar_seconds
 ALE_STEPS_PER_CORE: dict[str, float] = MEASURED_SPEEDS["ale_steps_per_core"]["speeds"]
 #: the machine the Atari suite is sized for: one GPU and this many cores
 ATARI_MACHINE_CORES: int = MEASURED_SPEEDS["ale_steps_per_core"]["machine_cores"]
+#: wall seconds per million agent steps of one ALE run with the CNN learner on one CPU core
+ALE_CPU_LEARNER_SECONDS_PER_MILLION: float = MEASURED_SPEEDS["ale_cpu_learner"]["seconds_per_million"]
 
 
 def _atari_estimate(steps_by_env: dict[str, int], cores: int) -> list[str]:
@@ -51,7 +53,7 @@ def _atari_estimate(steps_by_env: dict[str, int], cores: int) -> list[str]:
     guessed = sorted(set(steps_by_env) - set(ALE_STEPS_PER_CORE))
     total = sum(steps_by_env.values())
     lines = [
-        f"  cost estimate (Atari, population engine): {total:,} agent steps; environment-bound "
+        f"  cost estimate (Atari, with a GPU learner): {total:,} agent steps; environment-bound "
         f"~{format_duration(core_seconds / ATARI_MACHINE_CORES / 3600)} on one GPU machine with {ATARI_MACHINE_CORES} cores, "
         f"~{format_duration(core_seconds / cores / 3600)} of ALE stepping alone on this machine's {cores} cores",
         "    measured where: ALE steps/s per core on the project's 2-core CPU machine (2026-11-30, "
@@ -61,6 +63,9 @@ def _atari_estimate(steps_by_env: dict[str, int], cores: int) -> list[str]:
     ]
     if guessed:
         lines.append(f"    (not measured, estimated at the mean ALE speed: {', '.join(guessed)})")
+    cpu_hours = total / 1e6 * ALE_CPU_LEARNER_SECONDS_PER_MILLION / 3600
+    lines.append(f"  on CPU (--device cpu, one run per core, the CNN learner included): ~{format_duration(cpu_hours, 'CPU-core-')}, "
+                 f"~{format_duration(cpu_hours / cores)} on this machine's {cores} cores ({MEASURED_SPEEDS['ale_cpu_learner']['measured']})")
     return lines
 
 
