@@ -279,8 +279,11 @@ def slope_difference(slopes: Mapping[tuple[str, str], tuple[float, float, float]
     return weighted_sum([(*slopes[(env, arm)], w / len(envs)) for env in envs for arm, w in ((a, 1.0), (b, -1.0))])
 
 
-def frozen_scores(table: Mapping, env: str, budget: int, algo: str, variant: str, lag: int, seeds: Sequence[int]) -> np.ndarray | None:
-    rows = [table.get((FROZEN_SCORE_FOLDER, env, algo, variant, lag, s, budget, "")) for s in seeds]
+def frozen_scores(table: Mapping, env: str, budget: int, algo: str, variant: str, lag: int, seeds: Sequence[int],
+                  folder: str = FROZEN_SCORE_FOLDER) -> np.ndarray | None:
+    """The normalized scores of one configuration's runs in ``folder`` at ``lag``, in the order of
+    ``seeds``; None unless every seed's run is in the table."""
+    rows = [table.get((folder, env, algo, variant, lag, s, budget, "")) for s in seeds]
     if any(r is None for r in rows):
         return None
     return np.array([r["score"] for r in rows], float)

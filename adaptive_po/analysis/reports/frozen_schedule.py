@@ -777,17 +777,16 @@ STYLE = {
 
 
 def figure(result: Mapping[str, Any], plan: Plan, out: Path) -> None:
-    import matplotlib
+    from ..output import save_figure
+    from ..plots import finish_panels, lag_axes
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after plots, which sets the Agg backend
 
     envs = [env for env, _ in plan.tasks] or ["(no tasks)"]
     cols = 2
     rows = math.ceil(len(envs) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.5 * rows + 1.1), squeeze=False)
     by = {(c["env"], c["arm"], c["tuned"], c["lag"]): c for c in result["cells"]}
-    ticks = [log_lag(lag) for lag in plan.lags]
     tax = lag_name(plan.tax_lag)
     for ax, env in zip(axes.flat, envs):
         ax.axvspan(log_lag(1), log_lag(8), color="0.92", zorder=0, label="realistic lags 1-8")
@@ -805,27 +804,10 @@ def figure(result: Mapping[str, Any], plan: Plan, out: Path) -> None:
             x = luck["scores"]
             ax.errorbar([-0.12], [float(x.mean())], yerr=[_half(x)], color="darkred", marker="D", ms=5, capsize=2.5, ls="none",
                         label=f"{ARM1}, second search (lag 0)")
-        ax.set_xticks(ticks, [str(lag) for lag in plan.lags])
-        ax.set_xlabel("policy lag (updates), log2(1 + lag) scale")
-        ax.set_ylabel("normalized score")
-        ax.set_title(env, fontsize=10)
-        ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(envs):]:
-        ax.axis("off")
-    seen: dict[str, Any] = {}
-    for ax in axes.flat:
-        for h, label in zip(*ax.get_legend_handles_labels()):
-            seen.setdefault(label, h)
-    ncol = 3
-    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=ncol, fontsize=7.5, frameon=False)
-    fig.suptitle("Tuned once, frozen, run at every lag: the searched schedule (solid) against the published Zoo-schedule runs (dashed)\n"
-                 f"mean and 95% CI over {len(plan.score_seeds)} held-out seeds", fontsize=10)
-    legend_rows = math.ceil(len(seen) / ncol)
-    fig.tight_layout(rect=(0, (0.25 + 0.16 * legend_rows) / fig.get_figheight(), 1, 1 - 0.3 / fig.get_figheight()))
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(out)
+        lag_axes(ax, plan.lags, env)
+    finish_panels(fig, axes, len(envs), "Tuned once, frozen, run at every lag: the searched schedule (solid) against the published Zoo-schedule "
+                  f"runs (dashed)\nmean and 95% CI over {len(plan.score_seeds)} held-out seeds")
+    save_figure(fig, out, dpi=110)
 
 
 def report(results: Path, published: Path, study: StudyPlan | None = None) -> str:
