@@ -712,6 +712,16 @@ def parse_curve(text: str) -> list[tuple[int, float]]:
     return points
 
 
+def scaled_learning_rate(variant: str, factor: float) -> str:
+    """A canonical variant's name (``name=value`` pairs, sorted by name) with its learning-rate
+    factor (``learning_rate=x<f>``, x1 where it names none) multiplied by ``factor``, to six
+    significant digits: the variant a learning-rate part runs a tuned configuration at."""
+    pairs = dict(pair.partition("=")[::2] for pair in variant.split(",") if pair)
+    value = float(pairs.get("learning_rate", "x1")[1:])
+    pairs["learning_rate"] = "x" + format(float(f"{value * factor:.6g}"), "g")
+    return ",".join(f"{name}={text}" for name, text in sorted(pairs.items()))
+
+
 def frozen_row_key(row: Mapping[str, Any]) -> FrozenKey:
     return (
         str(row["folder"]), str(row["env"]), str(row["algo"]), str(row["variant"] or ""), int(row["policy_lag"]),

@@ -312,8 +312,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              "the pilot's rule without its standard-error condition", ("tests/test_minatar_learning.py", *STUDY_TESTS)),
     Mutation(STATS, "span = ref - r", "span = ref",
              "normalization divides by the reference, not reference - random", NORMALIZATION_TESTS),
-    # -- a searched design trained from its plan file (bench/searched.py) --------------------------------
-    Mutation(SEARCHED, 'knobs["learning_rate"] = ("scale", float(f"{value * factor:.6g}"))', 'knobs["learning_rate"] = ("scale", float(f"{factor:.6g}"))',
+    # -- a searched design trained from its plan file (bench/searched.py; variant names in contract.py) -----
+    Mutation(CONTRACT, 'pairs["learning_rate"] = "x" + format(float(f"{value * factor:.6g}"), "g")', 'pairs["learning_rate"] = "x" + format(float(f"{factor:.6g}"), "g")',
              "a learning-rate part's factor replaces the tuned learning rate instead of multiplying it", SEARCHED_TESTS),
     Mutation(SEARCHED, 'lags=tuple(lag for lag in p["lags"] if lag not in cuts.get("lags", ())),', 'lags=tuple(p["lags"]),',
              "a searched part sweeps the lags its plan's cut order cut", SEARCHED_TESTS),

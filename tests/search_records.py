@@ -75,6 +75,24 @@ def record_searches(results: Path, rows: dict, selected: Mapping[str, Any], fold
         writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in t.items()} for t in trials)
 
 
+def holm_by_hand(p: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, written out apart from the code under test."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    out, running = [0.0] * m, 0.0
+    for k, i in enumerate(order):
+        running = max(running, min(1.0, (m - k) * p[i]))
+        out[i] = running
+    return out
+
+
+def synthetic_row(folder: str, env: str, budget: int, algo: str, variant: str, lag: int, seed: int, score: float) -> dict:
+    """One complete run of a synthetic table whose random score is 0 and reference 1 (its return is its score)."""
+    return {"folder": folder, "env": env, "algo": algo, "variant": variant, "policy_lag": lag, "seed": seed, "total_timesteps": budget,
+            "status": "complete", "final_eval_return": score, "random_score": 0.0, "reference": 1.0, "score": score, "step": "compiled",
+            "wall_time_s": 1.0}
+
+
 @pytest.fixture
 def synthetic_envs(tmp_path, monkeypatch):
     """``make(random_score, reference)``: copies of the packaged environment files whose random score

@@ -19,16 +19,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "frozen"
 ARMS = ("esspo", "ppo", "decoupled-ppo", "vtrace")
 
 
-def _holm_by_hand(p: list[float]) -> list[float]:
-    """Holm's step-down adjustment written out: sort, scale the k-th smallest by (m - k), keep it
-    monotone, cap at 1."""
-    m = len(p)
-    order = sorted(range(m), key=lambda i: p[i])
-    out, running = [0.0] * m, 0.0
-    for k, i in enumerate(order):
-        running = max(running, min(1.0, (m - k) * p[i]))
-        out[i] = running
-    return out
+from search_records import holm_by_hand as _holm_by_hand  # noqa: E402 - tests/search_records.py
 
 
 def _fresh() -> dict[str, dict[tuple[str, int], np.ndarray]]:

@@ -28,14 +28,7 @@ PUBLISHED_REAL = REPO / "docs" / "results" / "frozen"
 from search_records import synthetic_envs  # noqa: E402,F401 - tests/search_records.py: environment files of the synthetic tables
 
 
-def _holm_by_hand(p: list[float]) -> list[float]:
-    m = len(p)
-    order = sorted(range(m), key=lambda i: p[i])
-    out, running = [0.0] * m, 0.0
-    for k, i in enumerate(order):
-        running = max(running, min(1.0, (m - k) * p[i]))
-        out[i] = running
-    return out
+from search_records import holm_by_hand as _holm_by_hand  # noqa: E402 - tests/search_records.py
 
 
 def _record(tasks, arms, tax_arms, lags, fresh_arms=None) -> dict:

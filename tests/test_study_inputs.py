@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from adaptive_po.analysis import searched_report
 from adaptive_po.analysis.reports import frozen as frozen_report
 from adaptive_po.analysis.reports import frozen_schedule as schedule_report
 from adaptive_po.analysis.reports import minatar_learning as minatar_report
@@ -62,6 +63,7 @@ DRY_AND_REPORTS = [
     (frozen_report.main, []),
     (schedule_report.main, []),
     (minatar_report.main, []),
+    (searched_report.main, []),
 ]
 
 

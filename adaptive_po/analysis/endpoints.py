@@ -21,7 +21,7 @@ from adaptive_po import contract
 from adaptive_po.contract import FROZEN_SCORE_FOLDER
 from adaptive_po.studies.plan import Decision, Endpoint, StudyPlan
 
-from .hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, welch
+from .hypothesis import ALPHA, MARGIN, Difference, holm, mean_of_differences, verdict, weighted_sum, welch
 
 
 def lag_name(lag: int) -> str:
@@ -204,8 +204,86 @@ def check_pick(where: Path, table: Mapping, folder: str, seeds: Sequence[int], t
                          f"{where_trials.name}, {t['trial']}")
 
 
-def frozen_scores(table: Mapping, env: str, budget: int, algo: str, variant: str, lag: int, seeds: Sequence[int]) -> np.ndarray | None:
-    rows = [table.get((FROZEN_SCORE_FOLDER, env, algo, variant, lag, s, budget, "")) for s in seeds]
+def check_searched_picks(where: Path, table: Mapping, selected: Mapping[str, Any], parts: Mapping[str, tuple[str, Sequence[int], int]],
+                         where_trials: Path | None = None) -> None:
+    """Each selected configuration of each part (``selected.json``: ``{task: {"budget": b, part:
+    {arm: {"fresh"|"lag<k>": pick}}}}``) is a best one of that part's search in the table, its trial,
+    return and score those of ``trials.csv`` (``where_trials``) and the table (:func:`check_pick`);
+    ``parts``: each registered part's ``(search folder, search seeds, tax lag)``; every search of
+    ``trials.csv`` one that ``selected.json`` chose from. A ``ValueError`` naming the file otherwise."""
+    where_trials = where_trials or where.with_name(contract.FROZEN_TRIALS_FILE)
+    trials = read_search_trials(where_trials, selected)
+    searched = set()
+    for env, chosen in selected.get("selected", {}).items():
+        for part, picks in chosen.items():
+            if part == "budget":
+                continue
+            if part not in parts or not isinstance(picks, Mapping):
+                raise ValueError(f"{where}: {env}'s part {part!r} is not one of {list(parts)}")
+            folder, seeds, tax_lag = parts[part]
+            for algo, tuned_picks in picks.items():
+                for tuned, pick in tuned_picks.items():
+                    key = (part, env, int(chosen["budget"]), algo, tuned)
+                    searched.add(key)
+                    check_pick(where, table, folder, tuple(int(x) for x in seeds), int(tax_lag), (env, int(chosen["budget"]), algo, tuned), pick,
+                               trials.get(key, []), where_trials)
+    check_no_stray_trials(where_trials, trials, searched)
+
+
+def read_study_table(path: Path) -> dict:
+    """A study's committed per-run table (:func:`contract.read_frozen_table`), a missing or empty
+    file read as no runs; each row's random score and reference the environment file's
+    (:func:`contract.check_table_normalization`), and a table with rows its committed digest."""
+    if path.is_file() and not contract.read_regular_text(path).strip():
+        return {}
+    table = contract.read_frozen_table(path)
+    contract.check_table_normalization(path, table)
+    if table:  # a published table's digest is committed with it (read_frozen_table checked it where present)
+        contract.check_table_digest(path, required=True)
+    return table
+
+
+def pick_at(selected: Mapping[str, Any], env: str, *path: str) -> Mapping[str, Any] | None:
+    """``selected.json``'s node at ``selected[env][path...]`` (a part, an arm, "fresh" or
+    "lag<k>"), None where any step is missing."""
+    node: Any = selected.get("selected", {}).get(env)
+    for name in path:
+        if not isinstance(node, Mapping) or name not in node:
+            return None
+        node = node[name]
+    return node
+
+
+def half_width(x: np.ndarray) -> float:
+    """The 95% t-interval's half width of the mean of ``x`` (NaN for fewer than two runs)."""
+    return float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan
+
+
+def tax_sum(groups: Mapping[str, Mapping[str, Sequence[tuple[np.ndarray, float]]]], envs: Sequence[str], signs: Mapping[str, float]) -> Difference:
+    """sum over ``envs`` and arms of sign x the arm's retuning tax / len(envs): ``groups[env][arm]``
+    the tax's terms, ``[(lag-k-tuned scores, 1), (fresh-tuned scores, -1)]`` at the tax lag, or
+    none where the lag-k choice is the fresh one (a tax of exactly 0); each group a term of
+    :func:`~adaptive_po.analysis.hypothesis.weighted_sum` (Welch-Satterthwaite degrees of freedom)."""
+    if not envs:
+        return Difference(math.nan, math.nan, math.nan)
+    terms = [(float(g.mean()), float(g.std(ddof=1) / math.sqrt(len(g))), float(len(g) - 1), s * sign / len(envs))
+             for env in envs for arm, sign in signs.items() for g, s in groups[env][arm]]
+    return weighted_sum(terms) if terms else Difference(0.0, 0.0, math.inf)
+
+
+def slope_difference(slopes: Mapping[tuple[str, str], tuple[float, float, float]], envs: Sequence[str], a: str, b: str) -> Difference:
+    """The mean over ``envs`` of arm ``a``'s slope minus ``b``'s (``slopes[(env, arm)]``:
+    :func:`slope`), each slope a term of its own (Welch-Satterthwaite degrees of freedom)."""
+    if not envs:
+        return Difference(math.nan, math.nan, math.nan)
+    return weighted_sum([(*slopes[(env, arm)], w / len(envs)) for env in envs for arm, w in ((a, 1.0), (b, -1.0))])
+
+
+def frozen_scores(table: Mapping, env: str, budget: int, algo: str, variant: str, lag: int, seeds: Sequence[int],
+                  folder: str = FROZEN_SCORE_FOLDER) -> np.ndarray | None:
+    """The normalized scores of one configuration's runs in ``folder`` at ``lag``, in the order of
+    ``seeds``; None unless every seed's run is in the table."""
+    rows = [table.get((folder, env, algo, variant, lag, s, budget, "")) for s in seeds]
     if any(r is None for r in rows):
         return None
     return np.array([r["score"] for r in rows], float)

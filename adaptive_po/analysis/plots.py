@@ -527,3 +527,28 @@ def plot_retuning(cost: pd.DataFrame, colors, detail: str, ess_algo: str = ESS_A
     _suptitle(fig, "Retuning cost", detail, wrap=True)
     _algo_legend(fig, algos, colors, ess_algo)
     return fig
+
+
+def lag_axes(ax, lags: Sequence[int], title: str) -> None:
+    """A panel of normalized score against policy lag: ticks at log2(1 + lag) labelled by the lag,
+    the axes' labels, the title and a light grid."""
+    ax.set_xticks([math.log2(1 + lag) for lag in lags], [str(lag) for lag in lags])
+    ax.set_xlabel("policy lag (updates), log2(1 + lag) scale")
+    ax.set_ylabel("normalized score")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+
+
+def finish_panels(fig, axes, used: int, title: str, ncol: int = 3, top: float = 0.3) -> None:
+    """The panels after the first ``used`` turned off, one legend below them (each label once, in
+    the order first drawn), the title above, and the layout that leaves room for both."""
+    for ax in list(axes.flat)[used:]:
+        ax.axis("off")
+    seen: dict[str, Any] = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=ncol, fontsize=7.5, frameon=False)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, (0.25 + 0.16 * math.ceil(len(seen) / ncol)) / fig.get_figheight(), 1, 1 - top / fig.get_figheight()))

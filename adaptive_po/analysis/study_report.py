@@ -533,6 +533,11 @@ def _main(argv: Sequence[str] | None, prog: str, default_results: str | None, de
     args = parser.parse_args(argv)
     results = contract.existing_folder(args.results, "the study's results folder")  # a report makes no folder
     study = load_plan(args.plan or results / PLAN_FILE)
+    if study.design.configurations == "searched":  # a searched design has its own generic report
+        from .searched_report import build
+
+        print("wrote " + ", ".join(str(p) for p in build(results, args.plan)))
+        return 0
     if study.pilot is not None and study.pilot.by_stressor:
         text, written = stressor_pilot(results, study)
         contract.atomic_write_text(results / study.files["verdicts"], text)

@@ -33,10 +33,10 @@ from adaptive_po.bench.study_table import SliceOver, TableRunner, spec_key, spec
 from adaptive_po.bench.tuning import ScheduleSpace, ZooFactorSpace
 from adaptive_po.studies import cuts as cut_order
 from adaptive_po.studies.cuts import Runs, Task
-from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan
+from adaptive_po.studies.plan import MAIN_PART, PLAN_FILE, StudyPlan, load_plan
 
 #: the part of a plan without ``[[parts]]``
-MAIN = "main"
+MAIN = MAIN_PART
 TRIAL_COLUMNS = ("part", "env", "budget", "algo", "tuned_at", "trial", "variant", "failed_runs", "search_return", "search_score")
 
 
@@ -48,12 +48,7 @@ def search_space(name: str, own: Mapping[str, Mapping[str, Sequence[float]]]) ->
 
 def part_specs(plan: StudyPlan) -> list[dict[str, Any]]:
     """The plan's parts as written (a plan without ``[[parts]]``: one, :data:`MAIN`, on every task)."""
-    if plan.parts:
-        return [dict(p) for p in plan.parts]
-    s = plan.search
-    return [{"kind": "search", "name": MAIN, "arms": plan.design.arms, "fresh_arms": plan.design.arms, "tax_arms": tuple(plan.tax["arms"]) if plan.tax else (),
-             "tasks": None, "lags": plan.design.lags, "folder": s["folder"], "space": s["space"],
-             "own": s["own"], "sampler_seed": None}]
+    return plan.part_specs()
 
 
 def parts(plan: StudyPlan, tasks: Sequence[Task], cuts: Mapping[str, Sequence[Any]] | None = None, out: str = "runs",
@@ -127,14 +122,12 @@ class LearningRatePart:
 
 def scale_learning_rate(algo: str, variant: str, factor: float) -> str:
     """``variant`` with its learning-rate factor multiplied by ``factor`` (x1 where it names none)."""
-    from adaptive_po.bench.variants import canonical_variant, parse_variant
+    from adaptive_po.bench.variants import parse_variant
 
-    knobs = dict(parse_variant(algo, variant))
-    kind, value = knobs.get("learning_rate", ("scale", 1.0))
+    kind, _ = parse_variant(algo, variant).get("learning_rate", ("scale", 1.0))
     if kind != "scale":
         raise ValueError(f"variant {variant!r}: its learning rate is not a factor")
-    knobs["learning_rate"] = ("scale", float(f"{value * factor:.6g}"))
-    return canonical_variant(knobs)
+    return contract.scaled_learning_rate(variant, factor)
 
 
 def learning_rate_parts(plan: StudyPlan, tasks: Sequence[Task], cuts: Mapping[str, Sequence[Any]] | None = None, out: str = "runs",

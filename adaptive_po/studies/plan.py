@@ -89,6 +89,8 @@ SPACES = ("zoo-factors", "schedule")
 PART_KINDS = ("search", "learning-rate")
 #: the secondary tables: each arm minus each comparator, or each arm at its tuned learning rate x the part's factors
 SECONDARY_KINDS = ("head-to-head", "learning-rate")
+#: the one part of a searched plan without ``[[parts]]``
+MAIN_PART = "main"
 
 
 @dataclass(frozen=True)
@@ -300,6 +302,16 @@ class StudyPlan:
     def min_seeds(self) -> int:
         seeds = self.cut("seeds")
         return seeds.keep if seeds else len(self.design.seeds)
+
+    def part_specs(self) -> list[dict[str, Any]]:
+        """A searched plan's parts as written (without ``[[parts]]``: one, :data:`MAIN_PART`, every
+        arm tuned fresh and swept on every task (``tasks`` None), the tax arms also at the tax lag)."""
+        if self.parts:
+            return [dict(p) for p in self.parts]
+        s = self.search or {}
+        return [{"kind": "search", "name": MAIN_PART, "arms": self.design.arms, "fresh_arms": self.design.arms,
+                 "tax_arms": tuple(self.tax["arms"]) if self.tax else (), "tasks": None, "lags": self.design.lags, "folder": s.get("folder", ""),
+                 "space": s.get("space", ""), "own": s.get("own", {}), "sampler_seed": None}]
 
     def kept_lags(self) -> tuple[int, ...]:
         """The lags no registered cut removes."""

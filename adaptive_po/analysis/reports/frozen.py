@@ -490,10 +490,9 @@ def _cells(result: Mapping[str, Any], plan: _Plan) -> list[str]:
 
 
 def figure(result: Mapping[str, Any], plan: _Plan, out: Path) -> None:
-    import matplotlib
+    from ..plots import lag_axes
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after plots, which sets the Agg backend
 
     envs = [env for env, _ in plan.tasks if env in result["per_task"]] or [plan.tasks[0][0]]
     cols = 2 if len(envs) <= 4 else 3  # two columns leave room for the title and the legend with one task
@@ -501,7 +500,6 @@ def figure(result: Mapping[str, Any], plan: _Plan, out: Path) -> None:
     fig, axes = plt.subplots(rows, cols, figsize=(4.8 * cols, 3.4 * rows + 0.8), squeeze=False)
     colors = {"esspo": "tab:red", "ppo": "tab:blue", "decoupled-ppo": "tab:green", "vtrace": "tab:purple"}
     by = {(c["env"], c["algo"], c["tuned"], c["lag"]): c for c in result["cells"]}
-    ticks = [log_lag(lag) for lag in plan.lags]
     for ax, env in zip(axes.flat, envs):
         ax.axvspan(log_lag(1), log_lag(8), color="0.92", zorder=0, label="realistic lags 1-8")
         for algo in plan.arms:
@@ -514,11 +512,7 @@ def figure(result: Mapping[str, Any], plan: _Plan, out: Path) -> None:
             if tuned:
                 ax.errorbar([log_lag(plan.tax_lag) + 0.08], [tuned["mean"]], yerr=[tuned["half"]], color=colors.get(algo), marker="*", ms=9,
                             capsize=2.5, ls="none", label=f"{algo} (tuned at lag {plan.tax_lag})")
-        ax.set_xticks(ticks, [str(lag) for lag in plan.lags])
-        ax.set_xlabel("policy lag (updates), log2(1 + lag) scale")
-        ax.set_ylabel("normalized score")
-        ax.set_title(env, fontsize=10)
-        ax.grid(alpha=0.3)
+        lag_axes(ax, plan.lags, env)
     for ax in list(axes.flat)[len(envs):]:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()

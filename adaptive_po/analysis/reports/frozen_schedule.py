@@ -24,17 +24,17 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy import stats
 
 from adaptive_po import contract
 
 from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan as load_plan_file
 
 from ..endpoints import (
-    SLOPE_LAGS, SLOPE_MARGIN, check_no_stray_trials, check_pick, decide, deviations, format_difference, format_p, fresh_scores, frozen_scores,
-    head_to_head, lag_name, log_lag, per_task_family, plan_rows, read_search_trials, row_cells, slope, tested,
+    SLOPE_LAGS, SLOPE_MARGIN, check_searched_picks, decide, deviations, format_difference, format_p, fresh_scores, frozen_scores,
+    half_width as _half, head_to_head, lag_name, log_lag, per_task_family, pick_at as _pick, plan_rows, read_study_table as read_table, row_cells,
+    slope, slope_difference as slope_between, tax_sum, tested,
 )
-from ..hypothesis import ALPHA, MARGIN, Difference, mean_of_differences, weighted_sum, welch
+from ..hypothesis import ALPHA, MARGIN, Difference, mean_of_differences, welch
 
 #: the study's plan file (its endpoints, margins, Holm family and decision rules are read from it)
 PLAN = f"{contract.SCHEDULE_RESULTS}/{PLAN_FILE}"
@@ -141,18 +141,6 @@ def load_plan(results: Path, selected: Mapping[str, Any]) -> Plan:
     return Plan(parts=parts, cuts=cuts)
 
 
-def read_table(path: Path) -> dict:
-    """:func:`contract.read_frozen_table`, an empty file read as no runs; each row's random score
-    and reference the environment file's (:func:`contract.check_table_normalization`)."""
-    if path.is_file() and not contract.read_regular_text(path).strip():
-        return {}
-    table = contract.read_frozen_table(path)
-    contract.check_table_normalization(path, table)
-    if table:  # a published table's digest is committed with it (read_frozen_table checked it where present)
-        contract.check_table_digest(path, required=True)
-    return table
-
-
 def _json(path: Path) -> dict[str, Any]:
     return contract.read_committed_json(path) if path.is_file() else {}
 
@@ -173,26 +161,12 @@ SEARCH_FOLDERS = {"main": contract.SCHEDULE_SEARCH_FOLDER, "dppo-tax": contract.
 
 def check_picks(where: Path, table: Mapping, selected: Mapping[str, Any], plan: Plan, where_trials: Path | None = None) -> None:
     """Each selected configuration of each part is a best one of that part's search in the table,
-    its trial, return and score those of ``trials.csv`` (``where_trials``) and the table
-    (:func:`~adaptive_po.analysis.endpoints.check_pick`), each part a registered one, and every
-    search of ``trials.csv`` one that ``selected.json`` chose from."""
-    where_trials = where_trials or where.with_name(contract.FROZEN_TRIALS_FILE)
-    trials = read_search_trials(where_trials, selected)
-    searched = set()
-    for env, chosen in selected.get("selected", {}).items():
-        for part, picks in chosen.items():
-            if part == "budget":
-                continue
-            if part not in SEARCH_FOLDERS or not isinstance(picks, Mapping):
-                raise ValueError(f"{where}: {env}'s part {part!r} is not one of {list(SEARCH_FOLDERS)}")
-            record = plan.parts.get(part, {})
-            for algo, tuned_picks in picks.items():
-                for tuned, pick in tuned_picks.items():
-                    key = (part, env, int(chosen["budget"]), algo, tuned)
-                    searched.add(key)
-                    check_pick(where, table, SEARCH_FOLDERS[part], tuple(int(x) for x in record.get("search_seeds", ())), int(record.get("tax_lag", 8)),
-                               (env, int(chosen["budget"]), algo, tuned), pick, trials.get(key, []), where_trials)
-    check_no_stray_trials(where_trials, trials, searched)
+    its trial, return and score those of ``trials.csv`` (``where_trials``) and the table, each part
+    a registered one, and every search of ``trials.csv`` one that ``selected.json`` chose from
+    (:func:`~adaptive_po.analysis.endpoints.check_searched_picks`)."""
+    parts = {part: (folder, plan.parts.get(part, {}).get("search_seeds", ()), int(plan.parts.get(part, {}).get("tax_lag", 8)))
+             for part, folder in SEARCH_FOLDERS.items()}
+    check_searched_picks(where, table, selected, parts, where_trials)
 
 
 def load_and_analyse(results: Path, published: Path) -> tuple[dict, dict, dict, dict, Plan, dict[str, Any]]:
@@ -208,19 +182,6 @@ def in_folder(table: Mapping, folder: str) -> dict:
     """The rows of ``folder``, keyed as the published score folder's: the published report's
     :func:`~adaptive_po.analysis.endpoints.fresh_scores` reads any folder through this."""
     return {(PUBLISHED_SCORE_FOLDER, *key[1:]): row for key, row in table.items() if key[0] == folder}
-
-
-def _pick(selected: Mapping[str, Any], env: str, *path: str) -> Mapping[str, Any] | None:
-    node: Any = selected.get("selected", {}).get(env)
-    for name in path:
-        if not isinstance(node, Mapping) or name not in node:
-            return None
-        node = node[name]
-    return node
-
-
-def _half(x: np.ndarray) -> float:
-    return float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan
 
 
 def analyse(table: Mapping, selected: Mapping[str, Any], published_table: Mapping, published_selected: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
@@ -281,16 +242,10 @@ def analyse(table: Mapping, selected: Mapping[str, Any], published_table: Mappin
     def tax(envs: Sequence[str], signs: Mapping[str, float]) -> Difference:
         """sum over ``envs`` and arms of sign x tax / len(envs), as the published report: a lag-8
         choice that is the fresh one has a tax of exactly 0 (no terms)."""
-        if not envs:
-            return Difference(math.nan, math.nan, math.nan)
-        terms = [(float(g.mean()), float(g.std(ddof=1) / math.sqrt(len(g))), float(len(g) - 1), s * sign / len(envs))
-                 for env in envs for label, sign in signs.items() for g, s in (tax_groups(env, label) or [])]
-        return weighted_sum(terms) if terms else Difference(0.0, 0.0, math.inf)
+        return tax_sum({env: {label: tax_groups(env, label) or [] for label in signs} for env in envs}, envs, signs)
 
     def slope_difference(envs: Sequence[str], a: str, b: str) -> Difference:
-        if not envs:
-            return Difference(math.nan, math.nan, math.nan)
-        return weighted_sum([(*slopes[(env, arm)], w / len(envs)) for env in envs for arm, w in ((a, 1.0), (b, -1.0))])
+        return slope_between(slopes, envs, a, b)
 
     endpoints: dict[str, dict[str, Any]] = {}
     for name, kind, comparator, text in ENDPOINTS:
@@ -427,7 +382,7 @@ def secondary(result: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
     sl = [env for env in fresh if (env, ARM2) in slopes and (env, PPO) in slopes]
 
     def slope_diff(envs: Sequence[str]) -> Difference:
-        return weighted_sum([(*slopes[(env, arm)], w / len(envs)) for env in envs for arm, w in ((ARM2, 1.0), (PPO, -1.0))])
+        return slope_between(slopes, envs, ARM2, PPO)
 
     agg_keys, agg_d, agg_m = [], [], []
     if lag0:
@@ -822,17 +777,16 @@ STYLE = {
 
 
 def figure(result: Mapping[str, Any], plan: Plan, out: Path) -> None:
-    import matplotlib
+    from ..output import save_figure
+    from ..plots import finish_panels, lag_axes
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after plots, which sets the Agg backend
 
     envs = [env for env, _ in plan.tasks] or ["(no tasks)"]
     cols = 2
     rows = math.ceil(len(envs) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.5 * rows + 1.1), squeeze=False)
     by = {(c["env"], c["arm"], c["tuned"], c["lag"]): c for c in result["cells"]}
-    ticks = [log_lag(lag) for lag in plan.lags]
     tax = lag_name(plan.tax_lag)
     for ax, env in zip(axes.flat, envs):
         ax.axvspan(log_lag(1), log_lag(8), color="0.92", zorder=0, label="realistic lags 1-8")
@@ -850,27 +804,10 @@ def figure(result: Mapping[str, Any], plan: Plan, out: Path) -> None:
             x = luck["scores"]
             ax.errorbar([-0.12], [float(x.mean())], yerr=[_half(x)], color="darkred", marker="D", ms=5, capsize=2.5, ls="none",
                         label=f"{ARM1}, second search (lag 0)")
-        ax.set_xticks(ticks, [str(lag) for lag in plan.lags])
-        ax.set_xlabel("policy lag (updates), log2(1 + lag) scale")
-        ax.set_ylabel("normalized score")
-        ax.set_title(env, fontsize=10)
-        ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(envs):]:
-        ax.axis("off")
-    seen: dict[str, Any] = {}
-    for ax in axes.flat:
-        for h, label in zip(*ax.get_legend_handles_labels()):
-            seen.setdefault(label, h)
-    ncol = 3
-    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=ncol, fontsize=7.5, frameon=False)
-    fig.suptitle("Tuned once, frozen, run at every lag: the searched schedule (solid) against the published Zoo-schedule runs (dashed)\n"
-                 f"mean and 95% CI over {len(plan.score_seeds)} held-out seeds", fontsize=10)
-    legend_rows = math.ceil(len(seen) / ncol)
-    fig.tight_layout(rect=(0, (0.25 + 0.16 * legend_rows) / fig.get_figheight(), 1, 1 - 0.3 / fig.get_figheight()))
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(out)
+        lag_axes(ax, plan.lags, env)
+    finish_panels(fig, axes, len(envs), "Tuned once, frozen, run at every lag: the searched schedule (solid) against the published Zoo-schedule "
+                  f"runs (dashed)\nmean and 95% CI over {len(plan.score_seeds)} held-out seeds")
+    save_figure(fig, out, dpi=110)
 
 
 def report(results: Path, published: Path, study: StudyPlan | None = None) -> str:
