@@ -53,7 +53,7 @@ help:
 	@echo "make pqn-cleanrl-from-table  that comparison's report and figure from its committed table"
 	@echo "make bench-pqn-minatar  PQN on MinAtar beside ppo: pqn (its MinAtar preset) and ppo on Breakout and Freeway x 5 seeds x 2M steps, lag 0, one run per process (20 runs; the dry run estimates 5.1 CPU-core-hours), then the report with each arm's seconds per million steps (docs/results/pqn-minatar)"
 	@echo "make pqn-minatar-from-table  that report and figure from its committed table"
-	@echo "make bench-abs          the after-ABS dial's claim: pqn on Breakout and Freeway x 5 seeds x 2M steps with the dial, a 4x wider network, and both (30 runs; the arm with neither is bench-pqn-minatar's pqn), and ppo on CartPole-v1 with and without the dial at the staleness budget (10 runs); the dry runs estimate 7.6 CPU-core-hours and 5 CPU-core-minutes; report into docs/results/abs"
+	@echo "make bench-abs          the after-ABS dial's claim: pqn on Breakout and Freeway x 5 seeds x 2M steps with the dial (10 runs), a 4x wider network with and without it on Breakout x 3 seeds (6 runs; the arm with neither is bench-pqn-minatar's pqn), and ppo on CartPole-v1 with and without the dial at the staleness budget (10 runs); the dry runs estimate 7.6 CPU-core-hours and 5 CPU-core-minutes; report into docs/results/abs"
 	@echo "make abs-from-table     that report from its committed table"
 	@echo "make bench-pqn-staleness PQN under staleness: pqn on CartPole-v1, Acrobot-v1, LunarLander-v3 x lags 0, 4, 16 x 5 seeds at the staleness grid's budgets (45 runs; the dry run estimates 27 CPU-core-minutes), then return against lag (docs/results/pqn-staleness)"
 	@echo "make pqn-staleness-from-table  that report and figure from its committed table"
@@ -315,15 +315,17 @@ bench-pqn-minatar: $(STAMP)
 pqn-minatar-from-table: $(STAMP)
 	$(PQN_MINATAR_REPORT) --table docs/results/pqn-minatar/per_run.csv --out docs/results/pqn-minatar
 
-# the after-ABS dial's own claim: pqn with the dial (the variant batch_scaling=abs), a 4x wider Q-network
-# (width=x4) and both, on the two MinAtar games of bench-pqn-minatar, whose pqn runs are the arm with
-# neither (the report reads them from runs/pqn-minatar: run that target first); ppo with and without the
+# the after-ABS dial's own claim: pqn with the dial (the variant batch_scaling=abs) on the two MinAtar games
+# of bench-pqn-minatar x 5 seeds, and a 4x wider Q-network (width=x4) with and without it on Breakout-MinAtar
+# x 3 seeds (a wide run costs ~7 default ones: 1,190 against 170 CPU-s per 1M steps, measured 2026-12-07);
+# bench-pqn-minatar's pqn runs are the arm with neither (the report reads them from runs/pqn-minatar: run that target first); ppo with and without the
 # dial on CartPole-v1 at the staleness grid's budget, both on the process engine
-ABS_PQN_BENCH = bench --suite minatar --envs Breakout-MinAtar,Freeway-MinAtar --algos pqn --variant batch_scaling=abs --variant width=x4 --variant batch_scaling=abs,width=x4 --seeds 5 --lags 0 --timesteps 2000000 --suite-name abs --no-report
+ABS_PQN_BENCH = bench --suite minatar --envs Breakout-MinAtar,Freeway-MinAtar --algos pqn --variant batch_scaling=abs --seeds 5 --lags 0 --timesteps 2000000 --suite-name abs --no-report
+ABS_WIDE_BENCH = bench --suite minatar --envs Breakout-MinAtar --algos pqn --variant width=x4 --variant batch_scaling=abs,width=x4 --seeds 3 --lags 0 --timesteps 2000000 --suite-name abs --no-report
 ABS_PPO_BENCH = bench --suite staleness --envs CartPole-v1 --algos ppo --variant '' --variant batch_scaling=abs --seeds 5 --lags 0 --suite-name abs --engine process --no-report
 ABS_REPORT = $(VPY) -m adaptive_po.analysis.reports.abs_claim
 bench-abs: $(STAMP)
-	$(call bench_then_publish,ABS_PQN_BENCH ABS_PPO_BENCH,$(ABS_REPORT) --runs runs/abs runs/pqn-minatar --out docs/results/abs)
+	$(call bench_then_publish,ABS_PQN_BENCH ABS_WIDE_BENCH ABS_PPO_BENCH,$(ABS_REPORT) --runs runs/abs runs/pqn-minatar --out docs/results/abs)
 
 abs-from-table: $(STAMP)
 	$(ABS_REPORT) --table docs/results/abs/per_run.csv --out docs/results/abs
