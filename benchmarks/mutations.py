@@ -114,6 +114,7 @@ QUATRO_TESTS = ("tests/test_quatro.py",)
 STUDY_TESTS = ("tests/test_study_plan.py",)
 ENDPOINTS, PLAN, PILOT = "adaptive_po/analysis/endpoints.py", "adaptive_po/studies/plan.py", "adaptive_po/studies/pilot.py"
 SEARCHED, SEARCHED_TESTS = "adaptive_po/bench/searched.py", ("tests/test_searched_study.py",)
+SEARCHED_REPORT, SEARCHED_REPORT_TESTS = "adaptive_po/analysis/searched_report.py", ("tests/test_searched_report.py",)
 PQN, BATCH_SCALING = "adaptive_po/pqn.py", "adaptive_po/batch_scaling.py"
 PQN_TARGET_TESTS = (
     "tests/test_pqn.py::test_q_lambda_returns_by_hand_across_an_episode_end",
@@ -317,6 +318,12 @@ MUTATIONS: tuple[Mutation, ...] = (
              "a learning-rate part's factor replaces the tuned learning rate instead of multiplying it", SEARCHED_TESTS),
     Mutation(SEARCHED, 'lags=tuple(lag for lag in p["lags"] if lag not in cuts.get("lags", ())),', 'lags=tuple(p["lags"]),',
              "a searched part sweeps the lags its plan's cut order cut", SEARCHED_TESTS),
+    Mutation(SEARCHED_REPORT, "return None if after is None else [(after, 1.0), (before, -1.0)]",
+             "return None if after is None else [(before, 1.0), (after, -1.0)]",
+             "the generic report's retuning tax with its sign flipped (fresh pick minus lag-k pick)", SEARCHED_REPORT_TESTS),
+    Mutation(SEARCHED_REPORT, 'diffs = [welch(r["at"][top], r["at"][1.0]) for r in tested_rows]',
+             'diffs = [welch(r["at"][top], r["at"][top]) for r in tested_rows]',
+             "the learning-rate table's drop taken against itself, not against x1", SEARCHED_REPORT_TESTS),
     # -- PQN and the after-ABS dial -------------------------------------------------------------------
     Mutation(PQN, "returns[t] = rewards[t] + gamma * not_done * (q_lambda * returns[t + 1] + (1.0 - q_lambda) * next_max_q[t])",
              "returns[t] = rewards[t] + gamma * (q_lambda * returns[t + 1] + (1.0 - q_lambda) * not_done * next_max_q[t])",
