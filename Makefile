@@ -225,7 +225,7 @@ frozen-pilot: $(STAMP)
 	$(VPY) -m adaptive_po.bench.frozen pilot --results $(FROZEN) $(WORKERS_FLAG)
 
 bench-frozen: $(STAMP)
-	status=0; $(VPY) -m adaptive_po.bench.frozen study --results $(FROZEN) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(FROZEN_REPORT) && exit $$status
+	status=0; $(VPY) -m adaptive_po.bench.study study --results $(FROZEN) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(FROZEN_REPORT) && exit $$status
 
 frozen-from-table: $(STAMP)
 	$(FROZEN_REPORT)

@@ -4,14 +4,13 @@ rule, the pre-registered cut order, and a study that stops after a slice and con
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from adaptive_po.bench import frozen
 from adaptive_po.bench.frozen import (
-    PILOT_FOLDERS, PILOT_SEEDS, StudyPlan, TableRunner, pilot_rows, read_table, run_study, select_tasks, spec_key,
+    PILOT_FOLDERS, PILOT_SEEDS, StudyPlan, TableRunner, pilot_rows, read_table, select_tasks, spec_key,
     write_table,
 )
 from search_records import synthetic_envs  # noqa: E402,F401 - tests/search_records.py: environment files of the synthetic tables
@@ -85,64 +84,6 @@ def test_a_table_row_that_does_not_parse_is_named(tmp_path):
     path.write_text(path.read_text().replace(",complete,", ",done,"))
     with pytest.raises(ValueError, match="per_run.csv, line 2: status 'done'"):
         read_table(path)
-
-
-def _tiny_plan(out: Path) -> StudyPlan:
-    return StudyPlan(
-        tasks=(("CartPole-v1", 512),), arms=("esspo", "ppo"), tax_arms=("ppo",), lags=(0, 2), tax_lag=2,
-        search_seeds=(100,), score_seeds=(0, 1), trials=3, round_size=2, out=str(out),
-    )
-
-
-@pytest.mark.slow
-def test_a_study_stopped_after_a_slice_continues_from_its_committed_table_alone(tmp_path):
-    """Slice 1 stops after its first batch; the run folders are then deleted (a fresh machine has
-    only the committed table); slice 2 trains exactly what the table lacks and never a run it
-    holds; a third invocation, again without run folders, replays the whole study from the table
-    and trains nothing."""
-    from adaptive_po.bench.sweep import run_sweep
-
-    results, out = tmp_path / "results", tmp_path / "runs"
-    trained: list[list[tuple]] = []
-    runner_box: list[TableRunner] = []
-
-    def train(specs, max_members=None):
-        trained.append([spec_key(s) for s in specs])
-        run_sweep(list(specs), executor="inline", show_progress=False, command="frozen", max_members=max_members)
-        if len(trained) == 1 and runner_box:
-            runner_box[0].deadline = 0.0  # the slice's time is over after its first batch
-
-    plan = _tiny_plan(out)
-    runner = TableRunner(results / frozen.TABLE_FILE, train, log=lambda line: None)
-    runner_box.append(runner)
-    assert run_study(plan, runner, results, log=lambda line: None) is False
-    first = set(read_table(results / frozen.TABLE_FILE))
-    assert first and len(trained) == 1 and first == set(trained[0])
-    shutil.rmtree(out)  # the next slice runs on a machine that has only the committed table
-
-    trained.clear()
-    runner_box.clear()
-    assert run_study(plan, TableRunner(results / frozen.TABLE_FILE, train, log=lambda line: None), results, log=lambda line: None)
-    again = {k for batch in trained for k in batch}
-    assert not again & first  # nothing of the table was trained again
-    final = read_table(results / frozen.TABLE_FILE)
-    assert set(final) == first | again
-    search = plan.search_runs()
-    folders = [k[0] for k in final]
-    assert folders.count(frozen.SEARCH_FOLDER) == search == 9
-    # sweep: 2 arms x 2 lags x 2 seeds; tax: ppo's lag-2 choice at lag 2 (shared with the sweep if it is the fresh choice)
-    assert 8 <= folders.count(frozen.SCORE_FOLDER) <= 10
-    trials = (results / frozen.TRIALS_FILE).read_text()
-    selection = (results / frozen.SELECTION_FILE).read_text()
-
-    shutil.rmtree(out)
-
-    def must_not_train(specs, max_members=None):
-        raise AssertionError(f"trained {len(specs)} runs the table holds")
-
-    assert run_study(plan, TableRunner(results / frozen.TABLE_FILE, must_not_train, log=lambda line: None), results, log=lambda line: None)
-    assert (results / frozen.TRIALS_FILE).read_text() == trials
-    assert (results / frozen.SELECTION_FILE).read_text() == selection
 
 
 def _synthetic_study(results: Path, esspo_slope: float, ppo_slope: float, ppo_tax: float, seed: int = 0) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptive_po.bench import frozen
+from adaptive_po.bench import frozen, study
 from adaptive_po.contract import read_frozen_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +66,7 @@ def test_the_study_command_refuses_a_damaged_table_in_one_line_and_rewrites_noth
     lines[5] = lines[5].replace(",complete,", ",complete,", 1).rsplit(",", 3)[0] + ",nan,compiled,1.0\n"  # the score cell
     table.write_text("".join(lines))
     before = {p.name: p.read_bytes() for p in results.iterdir() if p.is_file()}
-    assert frozen.main(["study", "--results", str(results), "--out", str(tmp_path / "runs"), "--dry-run"]) == 2
+    assert study.main(["dry-run", "--results", str(results), "--out", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "per_run.csv, line 6: score 'nan' is not finite" in err[0]
     assert {p.name: p.read_bytes() for p in results.iterdir() if p.is_file()} == before
@@ -130,13 +130,12 @@ def test_a_bad_compile_setting_is_refused_before_any_run(tmp_path, monkeypatch, 
     monkeypatch.setenv("ADAPTIVE_PO_COMPILE", "maybe")
     results = tmp_path / "frozen"
     shutil.copytree(PUBLISHED, results)
-    assert frozen.main(["study", "--results", str(results), "--out", str(tmp_path / "runs"), "--dry-run"]) == 2
+    assert frozen.main(["pilot", "--results", str(results), "--out", str(tmp_path / "runs"), "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "ADAPTIVE_PO_COMPILE must be 1, 0 or auto, got 'maybe'" in err[0]
-    from adaptive_po.bench import study
-
-    assert study.main(["dry-run", "--results", str(tmp_path / "s")]) == 2  # the generic runner too, before it reads a file
-    assert "ADAPTIVE_PO_COMPILE" in capsys.readouterr().err
+    assert study.main(["dry-run", "--results", str(results), "--out", str(tmp_path / "runs")]) == 2  # the generic runner too
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ADAPTIVE_PO_COMPILE must be 1, 0 or auto, got 'maybe'" in err[0]
 
 
 def test_a_second_study_on_a_locked_results_folder_is_refused_before_it_trains(tmp_path, capsys):
@@ -154,9 +153,9 @@ def test_a_second_study_on_a_locked_results_folder_is_refused_before_it_trains(t
     try:
         assert holder.stdout.readline().strip() == "held"
         before = {p.name: p.read_bytes() for p in results.iterdir() if p.is_file() and p.name != ".sweep.lock"}
-        assert frozen.main(["study", "--results", str(results), "--out", str(tmp_path / "runs"), "--no-progress"]) == 2
+        assert study.main(["study", "--results", str(results), "--out", str(tmp_path / "runs"), "--no-progress"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err and "frozen:" in err[-1] and str(holder.pid) in err[-1]
+        assert err and "study:" in err[-1] and str(holder.pid) in err[-1]
         assert {p.name: p.read_bytes() for p in results.iterdir() if p.is_file() and p.name != ".sweep.lock"} == before
     finally:
         holder.kill()
@@ -199,11 +198,11 @@ def test_an_edited_yaml_is_refused_naming_the_row_and_nothing_is_rewritten(tmp_p
     rows[key] = {**rows[key], contract.FROZEN_CONFIG_COLUMN: frozen.config_checksum(frozen.row_spec(rows[key]))}
     frozen.write_table(table, rows)
     before = {p.name: p.read_bytes() for p in results.iterdir() if p.is_file()}
-    args = ["study", "--results", str(results), "--out", str(tmp_path / "runs"), "--dry-run"]
-    assert frozen.main([*args, "--envs-dir", str(_envs_copy(tmp_path / "same"))]) == 0
+    args = ["dry-run", "--results", str(results), "--out", str(tmp_path / "runs")]
+    assert study.main([*args, "--envs-dir", str(_envs_copy(tmp_path / "same"))]) == 0
     assert f"{len(rows) - 1} rows written before checksums have no run folder here: taken as committed" in capsys.readouterr().err
     edited = _envs_copy(tmp_path / "edited", hyperparams__n_epochs=40, hyperparams__gamma=0.5)
-    assert frozen.main([*args, "--envs-dir", str(edited)]) == 2
+    assert study.main([*args, "--envs-dir", str(edited)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "1 runs were trained with another configuration" in err[0], err
     assert f"first: frozen-score Acrobot-v1 {key[2]}" in err[0] and "--redo-changed" in err[0]

@@ -44,9 +44,9 @@ def study(kind: str, tmp_path: Path) -> tuple[list[str], Path, Path]:
     on copies of the published folders under ``tmp_path``."""
     published = tmp_path / "frozen"
     shutil.copytree(PUBLISHED, published)
-    common = ["--out", str(tmp_path / "runs"), "--dry-run", "--no-progress"]
     if kind == "frozen":
-        return [sys.executable, "-m", "adaptive_po.bench.frozen", "study", "--results", str(published), *common], published, published
+        return [sys.executable, "-m", "adaptive_po.bench.study", "dry-run", "--results", str(published), "--out", str(tmp_path / "runs"),
+                "--no-progress"], published, published
     results = tmp_path / "frozen-schedule"  # beside the published study, as its plan file's tasks_from reads it
     shutil.copytree(SCHEDULE, results)
     command = [sys.executable, "-m", "adaptive_po.bench.study", "dry-run", "--results", str(results), "--out", str(tmp_path / "runs"), "--no-progress"]

@@ -268,7 +268,7 @@ REPORT_COMMANDS = {
     "classic": ["adaptive_po.analysis.reports.staleness_and_paper_verdicts", "--table", "docs/results/paper/runs.csv", "--out", "{out}"],
     "quick": ["adaptive_po.analysis.reports.reissue", "{out}"],
     "frozen": ["adaptive_po.analysis.reports.frozen", "--results", "{out}"],
-    "frozen-study": ["adaptive_po.bench.frozen", "study", "--results", "{out}", "--dry-run"],
+    "frozen-study": ["adaptive_po.bench.study", "dry-run", "--results", "{out}"],
 }
 
 

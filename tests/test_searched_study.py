@@ -125,13 +125,14 @@ def test_the_schedule_plan_gives_the_parts_calibration_and_cuts_it_registered():
 
 
 @pytest.mark.slow
-def test_the_generic_runner_replays_the_schedule_study_byte_for_byte_from_its_table_alone(tmp_path):
-    """The published extension, trained by its own module before the plan file, replayed by the
-    generic runner from the committed table: nothing trains, and its searches and selections are
-    rewritten byte for byte."""
+@pytest.mark.parametrize("study", ["frozen-schedule", "frozen"])
+def test_the_generic_runner_replays_a_published_study_byte_for_byte_from_its_table_alone(tmp_path, study):
+    """A published study, trained by its own module before the plan file (the frozen study: one
+    search, files flat; its extension: three parts), replayed by the generic runner from the
+    committed table: nothing trains, and its searches and selections are rewritten byte for byte."""
     for name in ("frozen-schedule", "frozen"):
         shutil.copytree(REPO / "docs/results" / name, tmp_path / name)
-    results = tmp_path / "frozen-schedule"
+    results = tmp_path / study
     for name in ("trials.csv", "selected.json"):
         (results / name).unlink()
     plan = load_plan(results / "plan.toml")
@@ -145,7 +146,7 @@ def test_the_generic_runner_replays_the_schedule_study_byte_for_byte_from_its_ta
     made = searched.all_parts(plan, tasks, cuts, out=str(tmp_path / "runs"))
     assert searched.run(plan, made, TableRunner(results / "per_run.csv", must_not_train, log=lambda line: None), results, log=lambda line: None)
     for name in ("trials.csv", "selected.json"):
-        assert (results / name).read_bytes() == (SCHEDULE / name).read_bytes(), name
+        assert (results / name).read_bytes() == (REPO / "docs/results" / study / name).read_bytes(), name
 
 
 def test_the_quatro_plan_is_the_preregistered_design():
@@ -275,3 +276,64 @@ def test_a_searched_design_on_fixed_tasks_has_no_pilot_command(tmp_path, capsys)
     assert study.main(["pilot", "--results", str(tmp_path)]) == 2
     assert "has no pilot: its commands are dry-run and study" in capsys.readouterr().err
     assert not (tmp_path / "per_run.csv").exists() and not (tmp_path / "cuts.json").exists()
+
+
+def _flat_tiny() -> str:
+    """The tiny plan without parts (one search, written flat as the frozen study's files are), two
+    arms, ppo also tuned at the tax lag, two scoring seeds."""
+    text = TINY.split("[[parts]]")[0] + "[cost]" + TINY.split("[cost]")[1].split("[[secondary]]")[0]
+    text = text.replace('arms = ["quatro"]\nlags = [0, 1]\nseeds = [0]', 'arms = ["esspo", "ppo"]\nlags = [0, 1]\nseeds = [0, 1]')
+    text = text.replace('[tax]\nlag = 1\narms = ["quatro"]', '[tax]\nlag = 1\narms = ["ppo"]').replace("trials = 2", "trials = 3")
+    text = text.replace('own = { quatro = { radius = [0.002, 0.05, 0.01] } }', 'own = { ppo = { clip_range = [0.1, 0.5, 0.2] } }')
+    return text.replace('arm = "quatro"\nversus = "quatro"', 'arm = "esspo"\nversus = "ppo"')
+
+
+@pytest.mark.slow
+def test_a_study_stopped_after_a_slice_continues_from_its_committed_table_alone(tmp_path):
+    """Slice 1 stops after its first batch; the run folders are then deleted (a fresh machine has
+    only the committed table); slice 2 trains exactly what the table lacks and never a run it
+    holds; a third invocation, again without run folders, replays the whole study from the table,
+    trains nothing, and writes its searches and picks byte for byte, flat (no parts)."""
+    from adaptive_po.bench.sweep import run_sweep
+
+    results, out = tmp_path / "results", tmp_path / "runs"
+    results.mkdir()
+    plan = _tiny(results, _flat_tiny())
+    assert not plan.parts and plan.design.arms == ("esspo", "ppo")
+    trained: list[list[tuple]] = []
+    box: list[TableRunner] = []
+
+    def train(specs, max_members=None):
+        trained.append([spec_key(s) for s in specs])
+        run_sweep(list(specs), executor="inline", show_progress=False, command="study", max_members=max_members)
+        if len(trained) == 1 and box:
+            box[0].deadline = 0.0  # the slice's time is over after its first batch
+
+    quiet = lambda line: None  # noqa: E731
+    made = searched.all_parts(plan, plan.design.tasks, out=str(out))
+    box.append(TableRunner(results / "per_run.csv", train, log=quiet))
+    assert searched.run(plan, made, box[0], results, log=quiet) is False
+    first = set(read_table(results / "per_run.csv"))
+    assert first and len(trained) == 1 and first == set(trained[0])
+    shutil.rmtree(out)  # the next slice runs on a machine that has only the committed table
+
+    trained.clear()
+    box.clear()
+    assert searched.run(plan, made, TableRunner(results / "per_run.csv", train, log=quiet), results, log=quiet)
+    again = {k for batch in trained for k in batch}
+    assert not again & first  # nothing of the table was trained again
+    final = read_table(results / "per_run.csv")
+    assert set(final) == first | again
+    folders = [k[0] for k in final]
+    assert folders.count("tiny-search") == made["main"].search_runs() == 9  # esspo fresh, ppo fresh and lag 1: 3 trials x 1 seed
+    assert 8 <= folders.count("tiny-score") <= 10  # sweep 2 arms x 2 lags x 2 seeds; ppo's tax shared where its lag-1 pick is the fresh one
+    trials, picks = (results / "trials.csv").read_text(), json.loads((results / "selected.json").read_text())
+    assert trials.startswith("env,budget,algo,tuned_at,") and "part" not in trials.splitlines()[0]
+    assert picks["plan"] == made["main"].record() and set(picks["selected"]["CartPole-v1"]) == {"budget", "updates_per_run", "esspo", "ppo"}
+    shutil.rmtree(out)
+
+    def must_not_train(specs, max_members=None):
+        raise AssertionError(f"trained {len(specs)} runs the table holds")
+
+    assert searched.run(plan, made, TableRunner(results / "per_run.csv", must_not_train, log=quiet), results, log=quiet)
+    assert (results / "trials.csv").read_text() == trials and json.loads((results / "selected.json").read_text()) == picks

@@ -26,9 +26,7 @@ def _exit(main, argv) -> int:
 
 
 COMMANDS = [
-    (frozen.main, ["study", "--dry-run"]),
     (frozen.main, ["pilot", "--dry-run"]),
-    (frozen.main, ["study"]),
     (study.main, ["study"]),
     (minatar_learning.main, ["pilot"]),
     (minatar_learning.main, ["study"]),
@@ -52,11 +50,10 @@ def test_a_bad_workers_or_hours_is_one_line_naming_it_with_exit_2_before_anythin
 
 
 DRY_AND_REPORTS = [
-    (frozen.main, ["study", "--dry-run"]),
     (frozen.main, ["pilot", "--dry-run"]),
     (frozen.main, ["select"]),
-    (frozen.main, ["study"]),
     (study.main, ["dry-run"]),
+    (study.main, ["study"]),
     (minatar_learning.main, ["dry-run"]),
     (minatar_learning.main, ["select"]),
     (minatar_learning.main, ["study"]),

@@ -182,7 +182,7 @@ def _dry_run_lines(main, argv, capsys) -> list[tuple[str, int, int]]:
 
 
 def test_the_dry_run_counts_the_planned_runs_in_the_table_not_the_rows_of_a_folder(tmp_path, capsys):
-    from adaptive_po.bench import frozen, study
+    from adaptive_po.bench import study
 
     runs = ["--out", str(tmp_path / "runs"), "--no-progress"]
     # the extension: its parts share one scoring folder; each counts its own runs only, never more than it plans
@@ -193,7 +193,7 @@ def test_the_dry_run_counts_the_planned_runs_in_the_table_not_the_rows_of_a_fold
     assert ("main: Acrobot-v1", 294, 294) in lines and ("dppo-tax: Acrobot-v1", 58, 58) in lines and ("luck: Pendulum-v1", 58, 58) in lines, lines
     # the published study: a scoring row moved to a seed outside the plan is not a planned run done
     published = tmp_path / "frozen"
-    before = dict((what, done) for what, _, done in _dry_run_lines(frozen.main, ["study", "--dry-run", "--results", str(published), *runs], capsys))
+    before = dict((what, done) for what, _, done in _dry_run_lines(study.main, ["dry-run", "--results", str(published), *runs], capsys))
 
     def edit(rows):
         row = rows.pop(_a_scoring_key(rows))
@@ -203,8 +203,8 @@ def test_the_dry_run_counts_the_planned_runs_in_the_table_not_the_rows_of_a_fold
         rows[contract.frozen_row_key(extra)] = extra
 
     _rewrite(published, edit)
-    after = dict((what, done) for what, _, done in _dry_run_lines(frozen.main, ["study", "--dry-run", "--results", str(published), *runs], capsys))
-    assert after == {**before, "Acrobot-v1": before["Acrobot-v1"] - 1}, (before, after)
+    after = dict((what, done) for what, _, done in _dry_run_lines(study.main, ["dry-run", "--results", str(published), *runs], capsys))
+    assert after == {**before, "main: Acrobot-v1": before["main: Acrobot-v1"] - 1}, (before, after)
 
 
 def test_the_minatar_dry_run_counts_the_pilots_planned_runs(tmp_path, capsys):
@@ -263,7 +263,7 @@ DIGEST_TAMPERS = {
 
 @pytest.mark.parametrize("tamper", sorted(DIGEST_TAMPERS))
 def test_an_edit_of_a_published_table_is_caught_by_its_recorded_digest(tmp_path, capsys, tamper):
-    from adaptive_po.bench import frozen
+    from adaptive_po.bench import study as study_runner
 
     folder = _copy(tmp_path)
     assert (folder / (contract.FROZEN_TABLE_FILE + ".sha256")).is_file()  # committed beside the table
@@ -272,7 +272,7 @@ def test_an_edit_of_a_published_table_is_caught_by_its_recorded_digest(tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "per_run.csv" in err[0] and "sha256" in err[0], err
     if tamper != "the digest deleted":  # the dry run reads the table too (a table without a digest is one a study has not written yet)
-        assert frozen.main(["study", "--dry-run", "--results", str(folder), "--out", str(tmp_path / "runs")]) == 2
+        assert study_runner.main(["dry-run", "--results", str(folder), "--out", str(tmp_path / "runs")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "per_run.csv" in err[0] and "sha256" in err[0], err
 

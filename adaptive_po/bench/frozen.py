@@ -17,18 +17,18 @@ and the search is told the table's scores (not the run folders'), so a study con
 machine from the committed table alone asks the same trials and trains only what is missing. The
 study runs in slices (``hours``): no new batch starts once a slice's time is over, and the table is
 written after every batch, atomically. The table, its rows and the runner are every study's
-(:mod:`adaptive_po.bench.study_table`); this module holds what is this study's own: the pilot, the
-plan, the search and sweep, the cost model and the cut order.
+(:mod:`adaptive_po.bench.study_table`); this module holds the pilot with its candidate budgets
+(``python -m adaptive_po.bench.frozen pilot``), and the search, sweep, tax and cost model every
+searched design reuses (:class:`StudyPlan`, :func:`search_task`, :func:`score_task`,
+:func:`estimate_hours`). The study itself is trained from its plan file by the generic runner
+(``python -m adaptive_po.bench.study study --results docs/results/frozen``, :mod:`adaptive_po.bench.searched`),
+which replays its published searches and selections byte for byte.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -176,12 +176,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m adaptive_po.bench.frozen", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("pilot", "PPO alone at lags 0 and 8 on every candidate; then the selection"),
-                       ("select", "the selection (pilot.md, selection.json) from the table alone"),
-                       ("study", "search, sweep and tax on the selected tasks, resuming from the table")):
+                       ("select", "the selection (pilot.md, selection.json) from the table alone")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--results", default="docs/results/frozen", help="the study's committed folder (per_run.csv, selection.json, ...)")
         if name != "select":
-            add_run_arguments(p, hours=name == "study")
+            add_run_arguments(p, hours=False)
             p.add_argument("--dry-run", action="store_true", help="print the plan, its size and its time; run nothing")
             p.add_argument("--envs-dir", default=None)
     args = parser.parse_args(argv)
@@ -195,21 +194,21 @@ def _main(argv: Sequence[str] | None = None) -> int:
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     if args.command == "select":
         return write_selection(results, log)
+    # the pilot; its study (search, sweep, tax on the selected tasks) is the generic runner's:
+    # python -m adaptive_po.bench.study study --results docs/results/frozen (make bench-frozen)
     train, failed = train_with_sweep(args.workers, not args.no_progress, args.redo_changed, executor=args.executor)
-    if args.command == "pilot":
-        specs = pilot_specs(args.out, args.envs_dir)
-        runner = checked_runner(table_path, train, args, log, dry=True)
-        todo = [s for s in specs if spec_key(s) not in runner.rows]
-        log(f"pilot: {len(specs)} runs ({len(specs) - len(todo)} in {table_path}); candidates {[(e, list(b)) for e, b in CANDIDATES]}")
-        if args.dry_run:
-            return 0
-        with results_lock(results):
-            runner = checked_runner(table_path, train, args, log)  # read again under the lock
-            runner.run(specs)
-            for line in failed:
-                log(f"  failed (scored at the random score): {line}")
-            return write_selection(results, log)
-    return run_study_command(args, results, train, failed, log)
+    specs = pilot_specs(args.out, args.envs_dir)
+    runner = checked_runner(table_path, train, args, log, dry=True)
+    todo = [s for s in specs if spec_key(s) not in runner.rows]
+    log(f"pilot: {len(specs)} runs ({len(specs) - len(todo)} in {table_path}); candidates {[(e, list(b)) for e, b in CANDIDATES]}")
+    if args.dry_run:
+        return 0
+    with results_lock(results):
+        runner = checked_runner(table_path, train, args, log)  # read again under the lock
+        runner.run(specs)
+        for line in failed:
+            log(f"  failed (scored at the random score): {line}")
+        return write_selection(results, log)
 
 
 def seconds_per_million(env: str) -> float:
@@ -457,16 +456,6 @@ def updates_per_run(env: str, budget: int, envs_dir: str | None = None, algo: st
     return math.ceil(budget / (hp.n_envs * hp.n_steps))
 
 
-def write_trials(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    columns = ["env", "budget", "algo", "tuned_at", "trial", "variant", "failed_runs", "search_return", "search_score"]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
-    contract.atomic_write_text(path, buf.getvalue())
-
-
 def check_grids(plan: StudyPlan) -> None:
     """The plan's checks, then every task's and arm's grid (trial 0's variant too), before any compute."""
     plan.check()
@@ -484,29 +473,6 @@ def describe_picks(plan: StudyPlan, env: str, budget: int, selected: Mapping[str
             pick["optimizer_steps_per_update"] = optimizer_steps_per_update(env, algo, pick["variant"], plan.envs_dir)
             if every or schedule_named(algo, pick["variant"]):
                 pick["updates_per_run"] = updates_per_run(env, budget, plan.envs_dir, algo, pick["variant"])
-
-
-def run_study(plan: StudyPlan, runner: TableRunner, results: Path, log: Callable[[str], None] = print) -> bool:
-    """Every task in order: search, select, sweep, tax; ``trials.csv`` and ``selected.json`` are
-    rewritten after each task's search. True when the study is complete, False when the slice's
-    time ran out (everything finished is in the table)."""
-    check_grids(plan)
-    trial_rows: list[dict[str, Any]] = []
-    selection: dict[str, Any] = {}
-    try:
-        for env, budget in plan.tasks:
-            rows, selected = search_task(plan, runner, env, budget, log)
-            trial_rows += rows
-            describe_picks(plan, env, budget, selected)
-            selection[env] = {"budget": budget, "updates_per_run": updates_per_run(env, budget, plan.envs_dir), **selected}
-            write_trials(results / TRIALS_FILE, trial_rows)
-            contract.atomic_write_json(results / SELECTION_FILE, {"plan": plan.record(), "selected": selection})
-            score_task(plan, runner, env, budget, selected, log)
-    except SliceOver:
-        log(f"slice over: {len(runner.rows)} runs in {runner.table_path} ({runner.trained} trained in this slice); run again to continue")
-        return False
-    log(f"study complete: {len(runner.rows)} runs in {runner.table_path} ({runner.trained} trained in this invocation)")
-    return True
 
 
 def read_selection(path: Path) -> tuple[dict[str, Any], tuple[tuple[str, int], ...]]:
@@ -693,35 +659,6 @@ def plan_cuts(tasks: Sequence[tuple[str, int]], limit: float = LIMIT_CORE_HOURS)
         lines.append("")
         lines.append("Within the limit: nothing is cut.")
     return cuts, lines
-
-
-def run_study_command(args: Any, results: Path, train: Callable[..., Any], failed: list[str], log: Callable[[str], None]) -> int:
-    from adaptive_po.bench.estimate import format_duration
-
-    plan = study_plan(results, args.out, args.envs_dir)
-    plan.check()
-    table_path = results / TABLE_FILE
-    selected_path = results / SELECTION_FILE
-    picks = contract.read_committed_json(selected_path).get("selected", {}) if os.path.lexists(selected_path) else {}
-    rows = estimate_hours(plan, checked_runner(table_path, train, args, log, dry=True).rows, picks=picks if isinstance(picks, dict) else {})
-    cores = args.workers or os.cpu_count() or 1
-    for r in rows:
-        log(f"  {r['env']} at {r['budget']:,} steps: {r['runs']} runs, {r['done']} in the table, ~{r['core_hours']:.1f} core-hours left "
-            f"by the model, ~{r['calibrated_core_hours']:.1f} calibrated on the runs done")
-    total = sum(r["core_hours"] for r in rows)
-    calibrated = sum(r["calibrated_core_hours"] for r in rows)
-    ratios = f"search x{rows[0]['search_ratio']:.2f}, scoring x{rows[0]['score_ratio']:.2f}" if rows else ""
-    log(f"frozen study: {len(plan.tasks)} tasks x {plan.search_runs() + plan.score_runs()} runs; left: ~{format_duration(total / cores)} "
-        f"on {cores} cores by the model, ~{format_duration(calibrated / cores)} calibrated on the runs done ({ratios} the model's time)")
-    if args.dry_run:
-        return 0
-    deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
-    with results_lock(results):
-        runner = checked_runner(table_path, train, args, log, deadline=deadline)  # read again under the lock
-        run_study(plan, runner, results, log)
-    for line in failed:
-        log(f"  failed (scored at the random score): {line}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -245,9 +245,9 @@ def plan_cuts(plan: StudyPlan, tasks: Sequence[Task], ratios: tuple[float, float
 # the run
 
 
-def write_trials(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+def write_trials(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] = TRIAL_COLUMNS) -> None:
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(TRIAL_COLUMNS), lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for r in rows:
         writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
@@ -256,7 +256,13 @@ def write_trials(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
 
 def run(plan: StudyPlan, made: Mapping[str, Part], runner: TableRunner, results: Path, log: Callable[[str], None] = print) -> bool:
     """Task by task (the design's order), each part's search, then its sweep and tax; the trials and
-    picks files are rewritten after every search. True when complete, False when the slice's time ran out."""
+    picks files are rewritten after every search. True when complete, False when the slice's time ran out.
+
+    A plan without ``[[parts]]`` writes its one search's files flat, as the frozen study's did: no
+    ``part`` column in the trials, the picks by task and arm (each task with its default
+    configuration's updates per run, each pick with its optimizer steps per update) under the search's
+    record; with parts, ``{task: {part: {arm: ...}}}`` under the parts' records."""
+    flat = not plan.parts
     for part in made.values():
         if not isinstance(part, LearningRatePart):
             frozen.check_grids(part)
@@ -279,11 +285,14 @@ def run(plan: StudyPlan, made: Mapping[str, Part], runner: TableRunner, results:
                     runner.run(specs)
                     continue
                 rows, selected = frozen.search_task(part, runner, env, budget, log)
-                trial_rows += [{"part": name, **r} for r in rows]
-                frozen.describe_picks(part, env, budget, selected, every=True)
-                selection.setdefault(env, {"budget": budget})[name] = selected
-                write_trials(results / plan.files["trials"], trial_rows)
-                contract.atomic_write_json(results / plan.files["picks"], {"plan": recorded, "selected": selection})
+                trial_rows += rows if flat else [{"part": name, **r} for r in rows]
+                frozen.describe_picks(part, env, budget, selected, every=not flat)
+                if flat:
+                    selection[env] = {"budget": budget, "updates_per_run": frozen.updates_per_run(env, budget, part.envs_dir), **selected}
+                else:
+                    selection.setdefault(env, {"budget": budget})[name] = selected
+                write_trials(results / plan.files["trials"], trial_rows, TRIAL_COLUMNS[1:] if flat else TRIAL_COLUMNS)
+                contract.atomic_write_json(results / plan.files["picks"], {"plan": recorded[MAIN] if flat else recorded, "selected": selection})
                 frozen.score_task(part, runner, env, budget, selected, log)
     except SliceOver:
         log(f"slice over: {len(runner.rows)} runs in {runner.table_path} ({runner.trained} trained in this slice); run again to continue")
@@ -302,7 +311,10 @@ def committed_cuts(plan: StudyPlan, results: Path, tasks: Sequence[Task], ratios
     stands), else the registered order's on the calibrated model."""
     path = results / plan.files["cuts"]
     if path.is_file() or path.is_symlink():
-        cuts = cut_order.check_cuts(plan, contract.read_committed_json(path), path)
+        written = contract.read_committed_json(path)
+        if plan.files["cuts"] == plan.files.get("selection"):  # the pilot's selection records the cuts (the frozen study)
+            written = written.get("cuts", {})
+        cuts = cut_order.check_cuts(plan, written, path)
         return cuts, [f"cuts as committed in {path}: {cuts}"], True
     cuts, lines = plan_cuts(plan, tasks, ratios, envs_dir)
     return cuts, lines, False

@@ -225,11 +225,14 @@ def _main(argv: Sequence[str] | None, prog: str, default_results: str | None, de
     results = folder(args.results, "the study's results folder")
     plan = load_plan(args.plan or results / PLAN_FILE)
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
-    if plan.design.configurations == "searched" and plan.pilot is None:
+    if plan.design.configurations == "searched":
         from adaptive_po.bench import searched
 
         if args.command not in ("dry-run", "study"):
-            raise ValueError(f"{plan.path}: a searched design on fixed tasks has no pilot: its commands are dry-run and study")
+            raise ValueError(f"{plan.path}: a searched design on fixed tasks has no pilot: its commands are dry-run and study"
+                             if plan.pilot is None else
+                             f"{plan.path}: a searched design's candidate-budget pilot is its study's own command ({plan.commands['run']} {args.command}); "
+                             "this runner trains its search, sweep and tax on the selected tasks: dry-run and study")
         if args.command == "dry-run":
             return searched.dry_run(plan, results, args, log)
         deadline = time.monotonic() + args.hours * 3600 if args.hours is not None else None
@@ -237,7 +240,7 @@ def _main(argv: Sequence[str] | None, prog: str, default_results: str | None, de
         return searched.study(plan, results, args, train, failed, deadline, log)
     if plan.pilot is None or plan.pilot.candidates or plan.design.configurations != "shared" or plan.parts:
         raise ValueError(f"{plan.path}: this runner trains shared configurations after a pilot that reads its budgets off one set of runs; "
-                         "a searched design on fixed tasks is trained by adaptive_po.bench.searched; frozen designs and candidate budgets come with the frozen study's port")
+                         "a searched design is trained by adaptive_po.bench.searched (dry-run and study), after any pilot of its own")
     if plan.pilot.by_stressor:
         fresh_table(plan, args.envs_dir)  # the reused fresh runs checked before anything else
     if args.command == "select":
