@@ -27,6 +27,14 @@ def _plan_from(tmp_path: Path, text: str):
     return load_plan(path)
 
 
+def _refused(tmp_path: Path, text: str, old: str, new: str, named: str) -> None:
+    """``text`` with ``old`` made ``new`` is refused in one line naming the file and matching ``named``."""
+    assert old in text
+    with pytest.raises(ValueError, match=named) as err:
+        _plan_from(tmp_path, text.replace(old, new, 1))
+    assert str(err.value).startswith(str(tmp_path / "plan.toml")) and "\n" not in str(err.value)
+
+
 def test_the_committed_plan_holds_the_registered_design():
     plan = load_plan(RESULTS / "plan.toml")
     p, d = plan.pilot, plan.design
@@ -54,16 +62,32 @@ def test_the_committed_plan_holds_the_registered_design():
     ("schema = 1", "schema = 1\nschema = 2", r"not TOML"),
 ])
 def test_a_malformed_plan_is_one_line_naming_the_file_and_the_key(tmp_path, capsys, old, new, named):
-    assert old in PLAN_TEXT
-    with pytest.raises(ValueError, match=named) as err:
-        _plan_from(tmp_path, PLAN_TEXT.replace(old, new, 1))
-    assert str(err.value).startswith(str(tmp_path / "plan.toml")) and "\n" not in str(err.value)
+    _refused(tmp_path, PLAN_TEXT, old, new, named)
     # the report (and the runner) say it in one line, exit status 2
     from adaptive_po.analysis.reports import minatar_learning
 
     assert minatar_learning.main(["--results", str(tmp_path), "--plan", str(tmp_path / "plan.toml")]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and str(tmp_path / "plan.toml") in lines[0]
+
+
+SCHEDULE_TEXT = (REPO / "docs/results/frozen-schedule/plan.toml").read_text()
+
+
+@pytest.mark.parametrize("old, new, named", [
+    ('title = "the objective\'s effect within one schedule (arm 1 - arm 2)"\n', "", r"secondary\[2\]\.arms: a difference table: one arm, one comparator"),
+    ('arms = ["esspo"]\ncomparators = ["ppo"]', 'arms = ["esspo", "ppo"]\ncomparators = ["ppo"]', r"secondary\[2\]\.arms: a difference table"),
+    ("slope = [0, 1, 2, 4, 8]", "slope = [0, 64]", r"secondary\[1\]\.lags: the design's lags; a slope's two or more that no cut removes"),
+    ('kind = "search-luck"\npart = "luck"', 'kind = "search-luck"\npart = "dppo-tax"\ntitle = "luck"', r"secondary\[3\]\.kind: lags, slope and title"),
+    ('part = "luck"\narms = ["esspo"]\nlags = [0]', 'arms = ["esspo"]\nlags = [0]', r"secondary\[3\]\.part: .* a search-luck line its search part"),
+    ('beside = "A2"', 'beside = "A9"', r"secondary\[3\]\.beside: names endpoint 'A9'"),
+    ('labels = { esspo = "esspo (schedule search)"', 'labels = { vtrace = "esspo (schedule search)"', r"report\.labels: distinct labels of the design's arms only"),
+    ('claims = { A = "against PPO', 'claims = { D = "against PPO', r"report\.claims: the plan's decisions only"),
+    ("[report]\n", "[report]\ncolour = 1\n", r"report\.colour: not a key of the plan schema"),
+])
+def test_the_secondary_tables_and_the_reports_words_are_checked(tmp_path, old, new, named):
+    """The searched study's secondary kinds and ``[report]`` words, each malformed: one line naming the file and the key."""
+    _refused(tmp_path, SCHEDULE_TEXT, old, new, named)
 
 
 def _primary(plan, d1: Difference, d2: Difference, d3: Difference) -> tuple[list[dict], list[str]]:

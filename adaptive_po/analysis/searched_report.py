@@ -25,9 +25,19 @@ What it computes is what the published frozen reports compute, for any searched 
   :func:`~adaptive_po.analysis.endpoints.decide`, and a decision's ``undecided`` answer while one
   of its endpoints lacks a planned task (each endpoint is reported over the tasks whose runs are
   all in, the missing ones named);
-- the secondary tables of the plan: head-to-head (each arm minus each comparator at every lag) and
-  the learning rate (each arm at x1, its sweep's runs on the part's seeds, and at each factor, with
-  the drop at the largest factor, Holm within the table).
+- per task beside the endpoints: each endpoint (Holm over the tasks; a non-inferiority endpoint's
+  mirror test too), a single-endpoint decision's line (which tasks carry its aggregate), each tax
+  and slope, and each tax over the tasks that have it;
+- the secondary tables of the plan: head-to-head (each arm minus each comparator at every lag),
+  difference (one arm minus another at some lags and in slope), the learning rate (each arm at x1,
+  its sweep's runs on the part's seeds, and at each factor, with the drop at the largest factor,
+  Holm within the table) and the search-luck line (a second search's pick minus the first's, beside
+  an endpoint); where an arm taxed only here chose its comparator's fresh pick, the drift of the
+  rerun from the comparator's runs.
+
+The plan's ``[report]`` words (an intro, the design arms' labels, the answer table's claims) change
+what the text says, never what it computes; a "schedule" search's picks are named by their
+optimizer steps per update.
 """
 
 from __future__ import annotations
