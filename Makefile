@@ -232,9 +232,9 @@ frozen-from-table: $(STAMP)
 
 # the frozen study's extension, the update schedule searched again around the ESS objective's own (docs/results/frozen-schedule/
 # preregistration.md): one slice of HOURS, resuming from its committed per-run table, trained from its plan file by the
-# generic runner (it replays the published searches byte for byte)
+# generic runner (it replays the published searches byte for byte); its verdicts by the generic report of a searched design
 FROZEN_SCHEDULE := docs/results/frozen-schedule
-FROZEN_SCHEDULE_REPORT = $(VPY) -m adaptive_po.analysis.reports.frozen_schedule --results $(FROZEN_SCHEDULE) --published $(FROZEN)
+FROZEN_SCHEDULE_REPORT = $(VPY) -m adaptive_po.analysis.study_report --results $(FROZEN_SCHEDULE)
 bench-frozen-schedule: $(STAMP)
 	status=0; $(VPY) -m adaptive_po.bench.study study --results $(FROZEN_SCHEDULE) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(FROZEN_SCHEDULE_REPORT) && exit $$status
 

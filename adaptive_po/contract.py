@@ -642,19 +642,9 @@ FROZEN_TABLE_FILE = "per_run.csv"
 FROZEN_TRIALS_FILE = "trials.csv"
 FROZEN_SELECTION_FILE = "selected.json"
 FROZEN_PILOT_SELECTION_FILE = "selection.json"
-#: the frozen study's extension under the ESS objective's own update (``docs/results/frozen-schedule/``):
-#: written by the generic runner from its plan file (``adaptive_po.bench.searched``), read by ``adaptive_po.analysis.reports.frozen_schedule``
-SCHEDULE_SEARCH_FOLDER = "schedule-search"
-SCHEDULE_DPPO_SEARCH_FOLDER = "schedule-dppo-search"
-SCHEDULE_LUCK_SEARCH_FOLDER = "schedule-luck-search"
+#: the frozen study's extension under the ESS objective's own update (``docs/results/frozen-schedule/``, its parts,
+#: folders and files in its plan file): written by the generic runner, read by the generic report of a searched design
 SCHEDULE_SCORE_FOLDER = "schedule-score"
-SCHEDULE_CUTS_FILE = "cuts.json"
-#: the study's sub-plans as recorded (``{part: StudyPlan.record()}``), written when a slice starts
-SCHEDULE_PLAN_FILE = "plan.json"
-SCHEDULE_PARTS: tuple[str, ...] = ("main", "dppo-tax", "luck")
-SCHEDULE_DPPO = "decoupled-ppo"
-#: the second search of one arm on one task (search luck)
-SCHEDULE_LUCK_TASK, SCHEDULE_LUCK_ARM = "Pendulum-v1", "esspo"
 SCHEDULE_RESULTS = "docs/results/frozen-schedule"
 FROZEN_RESULTS = "docs/results/frozen"
 #: the most environment steps one run may train by default: 400 times the largest budget the suites

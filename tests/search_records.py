@@ -4,16 +4,18 @@ The reports check each choice in ``selected.json`` against ``trials.csv`` and th
 the table (its trial, its mean return and score; every variant searched has a trial). A synthetic
 study gives its choices by hand; :func:`record_searches` adds the lower-returning trials that come
 before a choice's trial number, sets each choice's ``search_return`` and ``search_score`` to its
-runs' means, and writes ``trials.csv``. :func:`synthetic_envs`: environment files with a synthetic
-table's random score and reference.
+runs' means, and writes ``trials.csv``. :func:`add_searches`: each search's runs, its pick above one
+other variant; :func:`analysed`: a searched study through the generic report. :func:`synthetic_envs`:
+environment files with a synthetic table's random score and reference.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import re
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pytest
@@ -73,6 +75,47 @@ def record_searches(results: Path, rows: dict, selected: Mapping[str, Any], fold
         writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in t.items()} for t in trials)
+
+
+def noisy_rows(rng: np.random.Generator, sd: float, seeds: Sequence[int]) -> Callable[..., None]:
+    """``add(rows, folder, env, budget, algo, variant, lag, mean, seeds=seeds)``: one synthetic run a
+    seed into ``rows``, its score ``mean`` plus N(0, ``sd``) noise."""
+
+    def add(rows: dict, folder: str, env: str, budget: int, algo: str, variant: str, lag: int, mean: float, seeds: Sequence[int] = seeds) -> None:
+        for s in seeds:
+            row = synthetic_row(folder, env, budget, algo, variant, lag, s, float(mean + rng.normal(0, sd)))
+            rows[frozen_row_key(row)] = row
+
+    return add
+
+
+def planted(arm: tuple[float, float], lag: int) -> float:
+    """A planted arm's mean score at ``lag``: ``(level, slope)`` gives level + slope x log2(1 + lag)."""
+    return arm[0] + arm[1] * math.log2(1 + lag)
+
+
+def add_searches(add: Callable[..., None], by_part: Mapping[str, Any], env: str, budget: int, folders: Mapping[str, str],
+                 seeds: Sequence[int], tax_lag: int = 8) -> None:
+    """Each search of one task's picks (``{part: {arm: {tuned: pick}}}``, ``budget`` left out) as
+    its runs: ``add(folder, env, budget, algo, variant, lag, mean, seeds)`` for its pick returning
+    1.0 and one other variant 0.5, on the search ``seeds``."""
+    for part, by_arm in by_part.items():
+        for algo, tuned_picks in (by_arm.items() if part != "budget" else ()):
+            for tuned, pick in tuned_picks.items():
+                lag = 0 if tuned == "fresh" else tax_lag
+                add(folders[part], env, budget, algo, pick["variant"], lag, 1.0, seeds)
+                add(folders[part], env, budget, algo, f"learning_rate=x{0.5 if tuned == 'fresh' else 0.7}", lag, 0.5, seeds)
+
+
+def analysed(results: Path) -> tuple[Any, dict, dict[str, dict], dict[str, dict]]:
+    """A searched study's committed folder through the generic report: (study, result, the
+    endpoints' rows by id, the answers by decision)."""
+    from adaptive_po.analysis import searched_report as report
+
+    study = report.load(results)
+    result = report.analyse(study)
+    rows = report.primary(study, result)
+    return study, result, {r["id"]: r for r in rows}, {a["decision"].name: a for a in report.answers(study, rows)}
 
 
 def holm_by_hand(p: Sequence[float]) -> list[float]:

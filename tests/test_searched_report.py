@@ -2,8 +2,8 @@
 committed folders (a plan file like the after-QUATRO study's, two tasks, a comparator study) with
 planted effects whose verdicts are known; Holm by hand; the decision rule per arm; a study in
 progress; a foreign row; the learning-rate table against scipy; the build with no runs; and the
-published frozen-schedule tables, where the generic report's primary endpoints must be the
-hand-written report's to the last bit."""
+committed verdicts of the searched studies (frozen-quatro, frozen-schedule), which are what the
+report builds."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from scipy import stats
 from adaptive_po import contract
 from adaptive_po.analysis import searched_report as report
 from adaptive_po.analysis import study_report
-from adaptive_po.bench.frozen import row_key, write_table
+from adaptive_po.bench.frozen import write_table
 
-from search_records import holm_by_hand, record_searches, synthetic_envs, synthetic_row  # noqa: F401 - tests/search_records.py
+from search_records import add_searches, analysed, holm_by_hand, noisy_rows, planted, record_searches, synthetic_envs, synthetic_row  # noqa: F401 - tests/search_records.py
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = (("Acrobot-v1", 50_000), ("Pendulum-v1", 100_000))
@@ -210,13 +210,7 @@ def _study(root: Path, *, quatro=(0.9, 0.0), r2vpo=(0.9, -0.15), ppo=(0.9, -0.1)
     (results / "preregistration.md").write_text("# Synthetic\n\n## Limits, stated before any run\n\n- Synthetic.\n\n## Deviations\n\nNone yet.\n")
     ours, theirs = {}, {}
 
-    def add(rows, folder, env, budget, algo, variant, lag, mean, seeds=SEEDS):
-        for s in seeds:
-            row = synthetic_row(folder, env, budget, algo, variant, lag, s, float(mean + rng.normal(0, sd)))
-            rows[row_key(row)] = row
-
-    def mean(arm, lag):
-        return arm[0] + arm[1] * math.log2(1 + lag)
+    add, mean = noisy_rows(rng, sd, SEEDS), planted
 
     selected, theirs_selected = {}, {}
     for env, budget in TASKS:
@@ -228,14 +222,7 @@ def _study(root: Path, *, quatro=(0.9, 0.0), r2vpo=(0.9, -0.15), ppo=(0.9, -0.1)
         picks = {"quatro": {"quatro": {"fresh": _pick(FRESH["quatro"]), "lag8": _pick(TAXED["quatro"] if quatro_tax else FRESH["quatro"])}},
                  "r2vpo": {"r2vpo": {"fresh": _pick(FRESH["r2vpo"])}}, "r2vpo-tax": {"r2vpo": {"lag8": _pick(TAXED["r2vpo"] if r2vpo_tax else FRESH["r2vpo"])}}}
         selected[env] = {"budget": budget, **{p: v for p, v in picks.items() if p not in (cuts or {}).get("parts", ())}}
-        for part, by_arm in selected[env].items():  # each search: the pick returned 1.0, one other variant 0.5
-            if part == "budget":
-                continue
-            for algo, tuned_picks in by_arm.items():
-                for tuned, p in tuned_picks.items():
-                    lag = 0 if tuned == "fresh" else 8
-                    add(ours, FOLDERS[part], env, budget, algo, p["variant"], lag, 1.0, SEARCH_SEEDS)
-                    add(ours, FOLDERS[part], env, budget, algo, f"learning_rate=x{0.5 if tuned == 'fresh' else 0.7}", lag, 0.5, SEARCH_SEEDS)
+        add_searches(lambda *a: add(ours, *a), selected[env], env, budget, FOLDERS, SEARCH_SEEDS)  # the pick returned 1.0, one other 0.5
         if (env, budget) not in score_tasks:
             continue
         for arm, level in (("quatro", quatro), ("r2vpo", r2vpo)):
@@ -261,17 +248,10 @@ def _study(root: Path, *, quatro=(0.9, 0.0), r2vpo=(0.9, -0.15), ppo=(0.9, -0.1)
     return results
 
 
-def _analysed(results: Path):
-    study = report.load(results)
-    result = report.analyse(study)
-    rows = report.primary(study, result)
-    return study, result, {r["id"]: r for r in rows}, {a["decision"].name: a for a in report.answers(study, rows)}
-
-
 def test_a_flat_arm_is_supported_and_a_planted_slope_loss_contradicts(tmp_path, synthetic_envs):
     synthetic_envs(0.0, 1.0)  # the synthetic tables' random score and reference
     results = _study(tmp_path)
-    _, result, rows, answers = _analysed(results)
+    _, result, rows, answers = analysed(results)
     # quatro: flat, level with ppo at lag 0, its lag-8 pick its fresh one (tax 0) against ppo's tax 0.2
     assert rows["Q1"]["d"].estimate == pytest.approx(0.1, abs=0.02) and rows["Q1"]["verdict"] == "win"
     assert rows["Q2"]["verdict"] == "non-inferior"
@@ -291,7 +271,7 @@ def test_a_flat_arm_is_supported_and_a_planted_slope_loss_contradicts(tmp_path, 
 def test_planted_equal_arms_are_not_wins(tmp_path, synthetic_envs):
     synthetic_envs(0.0, 1.0)
     results = _study(tmp_path, quatro=(0.9, -0.1), ppo=(0.9, -0.1), quatro_tax=0.2, ppo_tax=0.2)
-    _, _, rows, answers = _analysed(results)
+    _, _, rows, answers = analysed(results)
     for name in ("Q1", "Q3"):
         assert rows[name]["verdict"] in ("equivalent", "inconclusive"), rows[name]
     assert abs(rows["Q1"]["d"].estimate) < 0.02 and abs(rows["Q3"]["d"].estimate) < 0.05
@@ -301,7 +281,7 @@ def test_planted_equal_arms_are_not_wins(tmp_path, synthetic_envs):
 def test_holm_over_the_family_by_hand_and_a_per_task_number_against_scipy(tmp_path, synthetic_envs):
     synthetic_envs(0.0, 1.0)
     results = _study(tmp_path, quatro=(0.85, -0.03), r2vpo=(0.8, -0.12), sd=0.1)
-    study, result, rows, _ = _analysed(results)
+    study, result, rows, _ = analysed(results)
     family = [rows[i] for i in ("Q1", "Q2", "Q3", "R1", "R2", "R3")]
     assert [r["p_adj"] for r in family] == pytest.approx(holm_by_hand([r["p"] for r in family]))
     # a non-inferiority endpoint's p: one-sided Welch of "worse by 0.1 or more", over tasks the mean of per-task differences
@@ -325,7 +305,7 @@ def test_holm_over_the_family_by_hand_and_a_per_task_number_against_scipy(tmp_pa
 def test_a_study_in_progress_is_undecided_and_names_the_missing_task(tmp_path, synthetic_envs):
     synthetic_envs(0.0, 1.0)
     results = _study(tmp_path, score_tasks=TASKS[:1])
-    _, _, rows, answers = _analysed(results)
+    _, _, rows, answers = analysed(results)
     assert all(r["tasks"] == 1 and r["missing"] == ["Pendulum-v1"] for r in rows.values())
     assert {a["answer"] for a in answers.values()} == {"not decided (the study is not complete)"}
     assert answers["quatro"]["reading"] == "supported"  # the reading so far, not the answer
@@ -339,7 +319,7 @@ def test_a_cut_part_cuts_its_endpoints_and_the_rule_decides_without_them(tmp_pat
     synthetic_envs(0.0, 1.0)
     cuts = {"lags": [16], "parts": ["r2vpo-tax", "lr"]}
     results = _study(tmp_path, r2vpo=(0.9, 0.0), cuts=cuts)
-    _, _, rows, answers = _analysed(results)
+    _, _, rows, answers = analysed(results)
     assert not rows["R3"]["planned"] and not rows["R-tax"]["planned"] and math.isnan(rows["R3"]["p_adj"])
     assert rows["R1"]["verdict"] == "win" and rows["R2"]["verdict"] == "non-inferior"
     assert answers["r2vpo"]["answer"] == "not decided" and answers["r2vpo"]["complete"]  # never supported without its tax
@@ -399,49 +379,10 @@ def test_no_runs_yet_builds_with_every_answer_undecided(tmp_path, synthetic_envs
     assert (results / "staleness.png").stat().st_size > 0
 
 
-def test_the_committed_frozen_quatro_verdicts_are_what_the_report_builds(tmp_path):
-    for name in ("frozen-quatro", "frozen"):
-        shutil.copytree(REPO / "docs" / "results" / name, tmp_path / name)
-    (tmp_path / "frozen-quatro" / "verdicts.md").unlink()
-    assert report.main(["--results", str(tmp_path / "frozen-quatro")]) == 0
-    assert (tmp_path / "frozen-quatro" / "verdicts.md").read_text() == (REPO / "docs/results/frozen-quatro/verdicts.md").read_text()
-
-
-def _same(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))
-
-
-def test_the_generic_report_gives_the_frozen_schedule_reports_primary_endpoints():
-    """On the published tables: every primary endpoint's estimate, standard error, degrees of
-    freedom, p, Holm p, mirror test and verdict, each per task, the arm's own taxes, the curves and
-    the answers are the hand-written report's, bit for bit."""
-    from adaptive_po.analysis.reports import frozen_schedule as hand
-
-    results = REPO / contract.SCHEDULE_RESULTS
-    study = report.load(results)
-    result = report.analyse(study)
-    rows = {r["id"]: r for r in report.primary(study, result)}
-    *_, plan, theirs = hand.load_and_analyse(results, REPO / contract.FROZEN_RESULTS)
-    published = hand.primary(theirs)
-    assert len(published) == 7
-    for h in published:
-        r = rows[h["name"]]
-        assert r["d"] == h["d"] and r["verdict"] == h["verdict"], h["name"]
-        for key in ("p", "p_adj", "p_equivalence_adj", "p_inferior", "p_inferior_adj"):
-            assert _same(r.get(key, math.nan), h.get(key, math.nan)), (h["name"], key)
-        assert (r["tasks"], r["missing"]) == (h["tasks"], h["missing"])
-    for family, own in (("A", "A-tax"), ("B", "B-tax")):
-        assert rows[own]["d"] == theirs["arm1_tax"][family] and rows[own]["within_margin"] == hand.tax_equivalent(theirs["arm1_tax"][family])
-    ours_by_task, theirs_by_task = report.per_task_verdicts(study, result), hand.per_task_verdicts(theirs)
-    for name, by_task in theirs_by_task.items():
-        assert list(ours_by_task[name]) == list(by_task)
-        for env, h in by_task.items():
-            assert ours_by_task[name][env]["d"] == h["d"] and ours_by_task[name][env]["p_adj"] == h["p_adj"]
-            assert ours_by_task[name][env]["verdict"] == h["verdict"]
-    assert {a["decision"].name: a["answer"] for a in report.answers(study, list(rows.values()))} == {k: v["answer"] for k, v in hand.answers(theirs).items()}
-    labels = {"esspo": hand.ARM1, "ppo": hand.ARM2, "esspo (Zoo schedule)": hand.PUB_ESSPO, "ppo (Zoo schedule)": hand.PPO,
-              "decoupled-ppo (Zoo schedule)": hand.DPPO}
-    for env, cells in result["fresh"].items():
-        assert {(labels[a], lag): x.tolist() for (a, lag), x in cells.items()} == {k: x.tolist() for k, x in theirs["fresh"][env].items()}
-    for ours, label in ((("esspo", "main"), hand.ARM1), (("ppo (Zoo schedule)", ""), hand.PPO), (("decoupled-ppo", "dppo-tax"), hand.DPPO)):
-        assert result["taxes"][ours] == theirs["taxes"][label]
+@pytest.mark.parametrize("name", ["frozen-quatro", "frozen-schedule"])
+def test_the_committed_verdicts_of_a_searched_study_are_what_the_report_builds(tmp_path, name):
+    for folder in (name, "frozen"):
+        shutil.copytree(REPO / "docs" / "results" / folder, tmp_path / folder)
+    (tmp_path / name / "verdicts.md").unlink()
+    assert report.main(["--results", str(tmp_path / name)]) == 0
+    assert (tmp_path / name / "verdicts.md").read_text() == (REPO / "docs" / "results" / name / "verdicts.md").read_text()

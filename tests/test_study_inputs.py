@@ -11,7 +11,6 @@ import pytest
 
 from adaptive_po.analysis import searched_report
 from adaptive_po.analysis.reports import frozen as frozen_report
-from adaptive_po.analysis.reports import frozen_schedule as schedule_report
 from adaptive_po.analysis.reports import minatar_learning as minatar_report
 from adaptive_po.bench import frozen, minatar_learning, study
 
@@ -58,7 +57,6 @@ DRY_AND_REPORTS = [
     (minatar_learning.main, ["select"]),
     (minatar_learning.main, ["study"]),
     (frozen_report.main, []),
-    (schedule_report.main, []),
     (minatar_report.main, []),
     (searched_report.main, []),
 ]
@@ -77,7 +75,7 @@ def test_a_dry_run_or_a_report_refuses_a_missing_results_folder_and_does_not_mak
 def test_the_schedule_report_on_an_empty_folder_is_one_line_with_exit_2(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
-    rc = _exit(schedule_report.main, ["--results", str(empty), "--published", str(ROOT / "docs" / "results" / "frozen")])
+    rc = _exit(searched_report.main, ["--results", str(empty)])
     err = capsys.readouterr().err.strip()
     assert rc == 2, err
     assert len(err.splitlines()) == 1 and str(empty) in err and "Traceback" not in err, err

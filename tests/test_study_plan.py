@@ -27,6 +27,14 @@ def _plan_from(tmp_path: Path, text: str):
     return load_plan(path)
 
 
+def _refused(tmp_path: Path, text: str, old: str, new: str, named: str) -> None:
+    """``text`` with ``old`` made ``new`` is refused in one line naming the file and matching ``named``."""
+    assert old in text
+    with pytest.raises(ValueError, match=named) as err:
+        _plan_from(tmp_path, text.replace(old, new, 1))
+    assert str(err.value).startswith(str(tmp_path / "plan.toml")) and "\n" not in str(err.value)
+
+
 def test_the_committed_plan_holds_the_registered_design():
     plan = load_plan(RESULTS / "plan.toml")
     p, d = plan.pilot, plan.design
@@ -54,16 +62,32 @@ def test_the_committed_plan_holds_the_registered_design():
     ("schema = 1", "schema = 1\nschema = 2", r"not TOML"),
 ])
 def test_a_malformed_plan_is_one_line_naming_the_file_and_the_key(tmp_path, capsys, old, new, named):
-    assert old in PLAN_TEXT
-    with pytest.raises(ValueError, match=named) as err:
-        _plan_from(tmp_path, PLAN_TEXT.replace(old, new, 1))
-    assert str(err.value).startswith(str(tmp_path / "plan.toml")) and "\n" not in str(err.value)
+    _refused(tmp_path, PLAN_TEXT, old, new, named)
     # the report (and the runner) say it in one line, exit status 2
     from adaptive_po.analysis.reports import minatar_learning
 
     assert minatar_learning.main(["--results", str(tmp_path), "--plan", str(tmp_path / "plan.toml")]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and str(tmp_path / "plan.toml") in lines[0]
+
+
+SCHEDULE_TEXT = (REPO / "docs/results/frozen-schedule/plan.toml").read_text()
+
+
+@pytest.mark.parametrize("old, new, named", [
+    ('title = "the objective\'s effect within one schedule (arm 1 - arm 2)"\n', "", r"secondary\[2\]\.arms: a difference table: one arm, one comparator"),
+    ('arms = ["esspo"]\ncomparators = ["ppo"]', 'arms = ["esspo", "ppo"]\ncomparators = ["ppo"]', r"secondary\[2\]\.arms: a difference table"),
+    ("slope = [0, 1, 2, 4, 8]", "slope = [0, 64]", r"secondary\[1\]\.lags: the design's lags; a slope's two or more that no cut removes"),
+    ('kind = "search-luck"\npart = "luck"', 'kind = "search-luck"\npart = "dppo-tax"\ntitle = "luck"', r"secondary\[3\]\.kind: lags, slope and title"),
+    ('part = "luck"\narms = ["esspo"]\nlags = [0]', 'arms = ["esspo"]\nlags = [0]', r"secondary\[3\]\.part: .* a search-luck line its search part"),
+    ('beside = "A2"', 'beside = "A9"', r"secondary\[3\]\.beside: names endpoint 'A9'"),
+    ('labels = { esspo = "esspo (schedule search)"', 'labels = { vtrace = "esspo (schedule search)"', r"report\.labels: distinct labels of the design's arms only"),
+    ('claims = { A = "against PPO', 'claims = { D = "against PPO', r"report\.claims: the plan's decisions only"),
+    ("[report]\n", "[report]\ncolour = 1\n", r"report\.colour: not a key of the plan schema"),
+])
+def test_the_secondary_tables_and_the_reports_words_are_checked(tmp_path, old, new, named):
+    """The searched study's secondary kinds and ``[report]`` words, each malformed: one line naming the file and the key."""
+    _refused(tmp_path, SCHEDULE_TEXT, old, new, named)
 
 
 def _primary(plan, d1: Difference, d2: Difference, d3: Difference) -> tuple[list[dict], list[str]]:
@@ -197,7 +221,6 @@ def test_the_generic_decision_rule_reads_the_frozen_studies_rules_as_their_repor
     before the plan files (an endpoint cut with its part: never supported)."""
     from adaptive_po.analysis.endpoints import decide
     from adaptive_po.analysis.reports import frozen as frozen_report
-    from adaptive_po.analysis.reports import frozen_schedule
 
     rule = load_plan(REPO / "docs/results/frozen/plan.toml").decisions[0]
     a_rule, b_rule, c_rule = load_plan(REPO / "docs/results/frozen-schedule/plan.toml").decisions
@@ -209,12 +232,11 @@ def test_the_generic_decision_rule_reads_the_frozen_studies_rules_as_their_repor
             assert frozen_report.decision([{"verdict": v} for v in (v1, v2, v3)], tax) == _frozen_rule(v1, v2, v3, within)
             family = {"B1": {"verdict": v1}, "B2": {"verdict": v2}, "B3": {"verdict": v3}, "B-tax": {"verdict": "inconclusive", "within_margin": within}}
             assert decide(b_rule, family) == _schedule_rule(v1, v2, v3, within), (v1, v2, v3, within)
-            assert frozen_schedule.family_rule(v1, v2, v3, within, "B") == _schedule_rule(v1, v2, v3, within)
             cut = {k: v for k, v in family.items() if k in ("B1", "B2")}
             assert decide(b_rule, cut) == _schedule_rule(v1, v2, None, within), (v1, v2, within)
-            assert frozen_schedule.family_rule(v1, v2, None, within, "A") == _schedule_rule(v1, v2, None, within)
     for v in ("", "win", "loss", "equivalent", "inconclusive"):
-        expected = frozen_schedule.C_WORDS.get(v, frozen_schedule.NOT_COMPLETE) if v else frozen_schedule.NOT_COMPLETE
+        words = {"win": "closed", "loss": "widened", "equivalent": "equivalent", "inconclusive": "not decided"}
+        expected = words[v] if v else "not decided (the study is not complete)"
         assert decide(c_rule, {"C": {"verdict": v}}) == expected
 
 
@@ -249,26 +271,22 @@ def test_the_frozen_report_reads_its_margins_families_and_rule_from_its_plan(tmp
         frozen_report.primary(result, bad)
 
 
-def test_the_schedule_report_reads_its_holm_family_from_its_plan(tmp_path, capsys):
-    """The published extension's seven primary tests under the plan's family: C out of the family
-    leaves the other six under Holm over six (no adjusted p larger) and C unadjusted; a family
-    holding what the report does not compute (arm 1's own tax) is refused in one line."""
-    from adaptive_po.analysis.reports import frozen_schedule
+def test_the_schedule_report_reads_its_holm_family_from_its_plan():
+    """The published extension's seven primary tests under the plan's family, by the generic report:
+    C out of the family leaves the other six under Holm over six (no adjusted p larger) and C
+    unadjusted; arm 1's own tax put in the family makes it Holm over eight."""
+    from adaptive_po.analysis import searched_report
 
-    results = REPO / "docs/results/frozen-schedule"
-    result = frozen_schedule.load_and_analyse(results, REPO / "docs/results/frozen")[-1]
-    committed = load_plan(results / "plan.toml")
-    seven = frozen_schedule.primary(result, committed)
-    six = frozen_schedule.primary(result, replace(committed, endpoints=tuple(replace(e, family="") if e.id == "C" else e for e in committed.endpoints)))
-    assert [r["name"] for r in seven] == [r["name"] for r in six] == ["A1", "A2", "A3", "B1", "B2", "B3", "C"]
+    study = searched_report.load(REPO / "docs/results/frozen-schedule")
+    result = searched_report.analyse(study)
+
+    def rows(family: dict[str, str]) -> list[dict]:
+        plan = replace(study.plan, endpoints=tuple(replace(e, family=family.get(e.id, e.family)) for e in study.plan.endpoints))
+        return searched_report.primary(replace(study, plan=plan), result)[:7]
+
+    seven, six, eight = rows({}), rows({"C": ""}), rows({"A-tax": "primary"})
+    assert [r["id"] for r in seven] == [r["id"] for r in six] == ["A1", "A2", "A3", "B1", "B2", "B3", "C"]
     assert six[6]["p_adj"] == six[6]["p"] and all(b["p_adj"] <= a["p_adj"] for a, b in zip(seven[:6], six[:6]))
     assert any(b["p_adj"] < a["p_adj"] for a, b in zip(seven[:6], six[:6]) if a["p_adj"] < 1)
-    text = (results / "plan.toml").read_text()
-    old = 'family = ""\nlabel = "arm 1\'s retuning tax at lag 8 (family A\'s tasks)"'
-    assert old in text
-    (tmp_path / "plan.toml").write_text(text.replace(old, old.replace('family = ""', 'family = "primary"')))
-    out = tmp_path / "out"
-    shutil.copytree(results, out)
-    assert frozen_schedule.main(["--results", str(out), "--published", str(REPO / "docs/results/frozen"), "--plan", str(tmp_path / "plan.toml")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and str(tmp_path / "plan.toml") in err and "family 'primary' holds ['A-tax']" in err
+    # A1 has the smallest p: Holm multiplies it by 7 in the family of seven, by 8 with arm 1's tax in it
+    assert seven[0]["p_adj"] == pytest.approx(7 * seven[0]["p"], rel=1e-9) and eight[0]["p_adj"] == pytest.approx(8 * seven[0]["p"], rel=1e-9)

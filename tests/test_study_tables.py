@@ -14,7 +14,7 @@ import pytest
 
 from adaptive_po import contract
 from adaptive_po.analysis.reports import frozen as report
-from adaptive_po.analysis.reports import frozen_schedule as schedule_report
+from adaptive_po.analysis import searched_report
 from adaptive_po.bench.study_table import write_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,11 +132,12 @@ def test_selected_json_is_checked_against_trials_csv_and_the_search_table(tmp_pa
 @pytest.mark.parametrize("tamper", ["trial", "search_return", "trials.csv"])
 def test_the_schedule_reports_selections_are_checked_against_its_trials_and_table(tmp_path, capsys, tamper):
     folder = _copy(tmp_path, SCHEDULE, "frozen-schedule")
+    shutil.copytree(FROZEN, tmp_path / "frozen")  # its plan's comparators
     if tamper == "trials.csv":
         _edit_trials(folder, lambda lines: [lines[0], *lines[2:]])
     else:
         _edit_selected(folder, lambda s: s["Pendulum-v1"]["main"]["ppo"]["fresh"].update({tamper: 99 if tamper == "trial" else -1.0}))
-    assert schedule_report.main(["--results", str(folder), "--published", str(FROZEN)]) == 2
+    assert searched_report.main(["--results", str(folder)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and ("selected.json" in err[0] or "trials.csv" in err[0]), err
 
@@ -162,7 +163,7 @@ def test_a_rows_random_score_and_reference_are_the_environment_files(tmp_path, c
     folder = _copy(tmp_path, SCHEDULE, "frozen-schedule")
     shutil.copytree(FROZEN, tmp_path / "frozen")  # its plan's tasks_from
     _a_pendulum_row_scored_from_another_random_score(folder, -2000.0 if column == "random_score" else 0.0, column)
-    assert schedule_report.main(["--results", str(folder), "--published", str(FROZEN)]) == 2
+    assert searched_report.main(["--results", str(folder)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Pendulum-v1" in err[0] and column in err[0] and "Pendulum-v1.yaml" in err[0], err
     dry = ["dry-run", "--results", str(folder), "--out", str(tmp_path / "runs"), "--no-progress"]

@@ -25,9 +25,19 @@ What it computes is what the published frozen reports compute, for any searched 
   :func:`~adaptive_po.analysis.endpoints.decide`, and a decision's ``undecided`` answer while one
   of its endpoints lacks a planned task (each endpoint is reported over the tasks whose runs are
   all in, the missing ones named);
-- the secondary tables of the plan: head-to-head (each arm minus each comparator at every lag) and
-  the learning rate (each arm at x1, its sweep's runs on the part's seeds, and at each factor, with
-  the drop at the largest factor, Holm within the table).
+- per task beside the endpoints: each endpoint (Holm over the tasks; a non-inferiority endpoint's
+  mirror test too), a single-endpoint decision's line (which tasks carry its aggregate), each tax
+  and slope, and each tax over the tasks that have it;
+- the secondary tables of the plan: head-to-head (each arm minus each comparator at every lag),
+  difference (one arm minus another at some lags and in slope), the learning rate (each arm at x1,
+  its sweep's runs on the part's seeds, and at each factor, with the drop at the largest factor,
+  Holm within the table) and the search-luck line (a second search's pick minus the first's, beside
+  an endpoint); where an arm taxed only here chose its comparator's fresh pick, the drift of the
+  rerun from the comparator's runs.
+
+The plan's ``[report]`` words (an intro, the design arms' labels, the answer table's claims) change
+what the text says, never what it computes; a "schedule" search's picks are named by their
+optimizer steps per update.
 """
 
 from __future__ import annotations
@@ -47,7 +57,7 @@ from adaptive_po.studies.plan import PLAN_FILE, Endpoint, StudyPlan, load_plan
 
 from .endpoints import (
     check_searched_picks, decide, deviations, format_difference, format_p, frozen_scores, half_width, head_to_head, lag_name, log_lag,
-    per_task_family, pick_at, plan_rows, read_study_table, row_cells, slope, slope_difference, tax_sum,
+    per_task_family, pick_at, plan_rows, read_study_table, row_cells, slope, slope_difference, tax_sum, tested,
 )
 from .hypothesis import ALPHA, Difference, holm, mean_of_differences, welch
 
@@ -130,6 +140,19 @@ class Study:
     def labels(self) -> tuple[str, ...]:
         """Every swept arm: the design's, then the comparators'."""
         return (*self.arms, *self.comparators)
+
+    @property
+    def taxed_only(self) -> tuple[str, ...]:
+        """The design's arms that a part taxes but none tunes fresh (taxed against a comparator's fresh pick)."""
+        return tuple(dict.fromkeys(a for p in self.parts() for a in p["tax_arms"] if a not in self.arms))
+
+    def name(self, label: str) -> str:
+        """An arm's name in the texts: a design arm's label in the plan's ``[report] labels``, else the arm."""
+        return self.plan.words.labels.get(label, label)
+
+    def space(self, arm: str) -> str:
+        """The search space of the part that tunes ``arm`` fresh ("" where none does)."""
+        return next((p["space"] for p in self.parts() if arm in p["fresh_arms"]), "")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,7 +309,7 @@ def analyse(study: Study) -> dict[str, Any]:
         return None if after is None else [(after, 1.0), (before, -1.0)]
 
     slopes: dict[tuple[str, str, tuple[int, ...]], tuple[float, float, float]] = {}
-    for lags in dict.fromkeys(e.lags for e in study.plan.endpoints if e.kind == "slope"):
+    for lags in dict.fromkeys([*(e.lags for e in study.plan.endpoints if e.kind == "slope"), *(s.slope for s in study.plan.secondary if s.slope)]):
         for env, cells in fresh.items():
             for label in study.labels:
                 if all((label, lag) in cells for lag in lags):
@@ -299,11 +322,13 @@ def analyse(study: Study) -> dict[str, Any]:
         by_task, agg = _endpoint(e, fresh, slopes, tax_groups, [env for env, _ in planned_tasks] if planned else [])
         endpoints[e.id] = {"endpoint": e, "planned": planned, "agg": agg, "tasks": by_task,
                            "missing": [env for env, _ in planned_tasks if env not in by_task] if planned else []}
-    taxes = {(label, part): {env: tax_sum({env: {label: g}}, [env], {label: 1.0}) for env, _ in study.tasks
-                             for g in [tax_groups(env, label, part)] if g is not None}
-             for label, part in dict.fromkeys((*[(c, "") for c in study.comparators],
-                                               *[(a, p["name"]) for p in study.parts() for a in p["tax_arms"]]))}
-    return {"fresh": fresh, "slopes": slopes, "endpoints": endpoints, "taxes": taxes}
+    groups = {(label, part): {env: g for env, _ in study.tasks for g in [tax_groups(env, label, part)] if g is not None}
+              for label, part in dict.fromkeys((*[(c, "") for c in study.comparators],
+                                                *[(a, p["name"]) for p in study.parts() for a in p["tax_arms"]]))}
+    taxes = {k: {env: tax_sum({env: {k[0]: g}}, [env], {k[0]: 1.0}) for env, g in by_env.items()} for k, by_env in groups.items()}
+    # each tax over the tasks that have it (the mean of per-task taxes)
+    tax_over = {k: tax_sum({env: {k[0]: g} for env, g in by_env.items()}, list(by_env), {k[0]: 1.0}) for k, by_env in groups.items() if by_env}
+    return {"fresh": fresh, "slopes": slopes, "endpoints": endpoints, "taxes": taxes, "tax_over": tax_over}
 
 
 def _endpoint(e: Endpoint, fresh: Mapping, slopes: Mapping, tax_groups: Any, envs: Sequence[str]) -> tuple[dict[str, Difference], Difference]:
@@ -367,6 +392,71 @@ def head_to_heads(study: Study, result: Mapping[str, Any]) -> list[tuple[Any, st
     """Each head-to-head table of the plan: ``(secondary, comparator, per-task rows, rows over tasks)``."""
     return [(s, c, *head_to_head(result["fresh"], c, (*s.arms, c), study.lags, s.margin))
             for s in study.plan.secondary if s.kind == "head-to-head" for c in s.comparators]
+
+
+def difference(study: Study, result: Mapping[str, Any], s: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A difference table of the plan: its arm minus its comparator at each of its lags no cut
+    removes and in slope over its slope lags (``"what"``: "lag 0", "slope, lags 0-8"), per task
+    (Welch; task by task) and over the tasks that have both (the mean of per-task differences),
+    each of the two tables with its own Holm (equivalence within the margin, a slope's per unit of
+    log2(1 + lag)). Returns ``(per_task_rows, aggregate_rows)``."""
+    arm, versus = s.arms[0], s.comparators[0]
+    fresh = result["fresh"]
+    slopes = {(env, label): b for (env, label, lags), b in result["slopes"].items() if lags == s.slope}
+    comparisons: list[tuple[str, float, dict[str, Difference], Difference]] = []
+    for lag in (x for x in s.lags if x in study.lags):
+        pairs = {env: (fresh[env][(arm, lag)], fresh[env][(versus, lag)]) for env, _ in study.tasks
+                 if (arm, lag) in fresh.get(env, {}) and (versus, lag) in fresh.get(env, {})}
+        comparisons.append((f"lag {lag}", s.margin, {env: welch(*x) for env, x in pairs.items()}, mean_of_differences(list(pairs.values())) if pairs else NAN))
+    if s.slope:
+        envs = [env for env, _ in study.tasks if (env, arm) in slopes and (env, versus) in slopes]
+        comparisons.append((f"slope, lags {min(s.slope)}-{max(s.slope)}", s.margin / math.log2(1 + max(s.slope)),
+                            {env: slope_difference(slopes, [env], arm, versus) for env in envs}, slope_difference(slopes, envs, arm, versus)))
+    cells = [(env, what, margin, by_task[env]) for env, _ in study.tasks for what, margin, by_task, _ in comparisons if env in by_task]
+    over = [(what, len(by_task), margin, agg) for what, margin, by_task, agg in comparisons if by_task]
+    task_rows = [{"env": env, "what": what, **r} for (env, what, _, _), r in zip(cells, tested([c[3] for c in cells], [c[2] for c in cells]))]
+    agg_rows = [{"what": what, "tasks": n, **r} for (what, n, _, _), r in zip(over, tested([c[3] for c in over], [c[2] for c in over]))]
+    return task_rows, agg_rows
+
+
+def search_luck(study: Study, result: Mapping[str, Any], s: Any) -> list[dict[str, Any]] | None:
+    """A search-luck line of the plan, per task of its part (None: the part is cut): the second
+    search's fresh pick of its arm (the part ``s.part``) and the first's (the arm's fresh pick),
+    and at the line's lag, on the scoring seeds, the second minus the first (Welch; exactly 0 where
+    both searches chose one configuration: the same runs), NaN until its runs are in."""
+    part = study.part(s.part)
+    if part is None:
+        return None
+    arm, lag = s.arms[0], s.lags[0]
+    out = []
+    for env, budget in study.part_tasks(part):
+        first, second = pick(study, arm, env, "fresh"), pick_at(study.selected, env, s.part, arm, "fresh")
+        row = {"env": env, "lag": lag, "first": first[0] if first else None, "second": second, "d": NAN, "same": False}
+        if row["first"] and second:
+            row["same"] = second["variant"] == row["first"]["variant"]
+            x, y = scores(study.own(arm), env, budget, second["variant"], lag, study.seeds), result["fresh"].get(env, {}).get((arm, lag))
+            if x is not None and y is not None:
+                row.update(scores=x, d=Difference(0.0, 0.0, math.inf) if row["same"] else welch(x, y))
+        out.append(row)
+    return out
+
+
+def drift(study: Study) -> dict[tuple[str, str], Difference]:
+    """``{(arm, task): difference}`` where an arm taxed only here (against a comparator's fresh
+    pick) chose that very configuration at the tax lag (its tax 0 by the rule): this study's rerun
+    of it at the tax lag minus the comparator study's runs of it (the code versions' drift)."""
+    out = {}
+    tax = lag_name(study.tax_lag)
+    for arm in study.taxed_only:
+        for env, budget in study.tasks:
+            tuned, first = pick(study, arm, env, tax), pick(study, arm, env, "fresh")
+            if not (tuned and first and tuned[0] and first[0]) or tuned[0]["variant"] != first[0]["variant"]:
+                continue
+            x = scores(tuned[1], env, budget, tuned[0]["variant"], study.tax_lag, study.seeds)
+            y = scores(first[1], env, budget, first[0]["variant"], study.tax_lag, study.seeds)
+            if x is not None and y is not None:
+                out[(arm, env)] = welch(x, y)
+    return out
 
 
 def learning_rate(study: Study, arms: Sequence[str], part_name: str) -> dict[str, Any]:
@@ -450,15 +540,42 @@ def configuration_words(variant: str) -> str:
     return ", ".join(words)
 
 
+def schedule_words(chosen: Mapping[str, Any] | None) -> str:
+    """What a pick of the "schedule" space is, in words: whole-rollout steps or passes of
+    minibatches, with its optimizer steps per update."""
+    if not chosen:
+        return "not searched yet"
+    knobs = dict(kv.split("=", 1) for kv in (chosen.get("variant") or "").split(",") if "=" in kv)
+    epochs, steps = knobs.get("n_epochs"), chosen.get("optimizer_steps_per_update")
+    if knobs.get("batch_size") == "rollout":
+        return f"{epochs or 'the Zoo epochs of'} whole-rollout step{'' if epochs == '1' else 's'} per update"
+    passes = "one pass" if epochs == "1" else f"{epochs} passes" if epochs else "the Zoo's epochs"
+    return f"{passes} of minibatches ({f'{steps:,}' if steps is not None else 'n/a'} optimizer steps per update)"
+
+
+def chosen_words(study: Study, arm: str, chosen: Mapping[str, Any] | None) -> str:
+    """A pick in words: by its schedule where its arm's search space is "schedule", else by its knobs."""
+    if study.space(arm) == "schedule":
+        return schedule_words(chosen)
+    return configuration_words(chosen["variant"]) if chosen else "not searched yet"
+
+
 def _chosen_lines(study: Study) -> list[str]:
-    """Each design arm named by what its search chose on fresh data, per task."""
+    """Each design arm named by what its search chose on fresh data, per task (a schedule search's
+    arm by its schedule, with the tasks where it chose whole-rollout steps)."""
     parts = []
     for arm in study.arms:
         cells = [(env, got[0]) for env, _ in study.tasks for got in [pick(study, arm, env, "fresh")] if got and got[0]]
-        if cells:
-            parts.append(f"`{arm}`: " + "; ".join(f"{env} {configuration_words(p['variant'])} (trial {p.get('trial', 'n/a')})" for env, p in cells))
+        if cells and study.space(arm) == "schedule":
+            whole = [env for env, p in cells if "batch_size=rollout" in (p.get("variant") or "")]
+            parts.append(f"`{study.name(arm)}`: " + "; ".join(f"{env} {schedule_words(p)}" for env, p in cells)
+                         + f" (whole-rollout steps on {len(whole)} of {len(cells)} {study.plan.tasks_word}{': ' + ', '.join(whole) if whole else ''})")
+        elif cells:
+            parts.append(f"`{study.name(arm)}`: " + "; ".join(f"{env} {configuration_words(p['variant'])} (trial {p.get('trial', 'n/a')})" for env, p in cells))
     if not parts:
         return ["**What the searches chose:** nothing yet (no search is done).", ""]
+    if all(study.space(arm) == "schedule" for arm in study.arms):
+        return ["**What the searches chose** (fresh data; the configurations are under \"Chosen configurations\"): " + ". ".join(parts) + ".", ""]
     return ["**The arms as their searches chose them** (fresh data; each arm is what its search chose, not what it was meant to test; "
             "factors are of the RL Zoo's values, the rest the Zoo's): " + ". ".join(parts) + ".", ""]
 
@@ -496,14 +613,12 @@ def report_text(study: Study, result: Mapping[str, Any]) -> str:
     tasks = ", ".join(f"{t} ({b:,} steps)" for t, b in study.tasks)
     comparators = "; ".join(f"{c.name} ([`{c.results}/`]({c.results}/)): " + ", ".join(f"`{label}`" for label in c.arms)
                             for c in plan.comparators if c.kind == "study")
-    lines = [
-        f"# {plan.title}: verdicts", "",
+    intro = [x for paragraph in plan.words.intro for x in (paragraph, "")] or [
         f"Pre-registered in [`preregistration.md`](preregistration.md) and its plan file [`{PLAN_FILE}`]({PLAN_FILE}) before any run: "
         f"a searched design, each arm tuned once by its search, frozen, swept over the lags, and tuned again at lag {study.tax_lag} for its "
         f"retuning tax. Comparators: {comparators or 'none'}. Rebuilt from the committed files by the generic report of a searched design "
-        f"(`python -m adaptive_po.analysis.searched_report --results <this folder>`; the plan's report command: `{plan.commands['report']}`).", "",
-        *_chosen_lines(study),
-    ]
+        f"(`python -m adaptive_po.analysis.searched_report --results <this folder>`; the plan's report command: `{plan.commands['report']}`).", ""]
+    lines = [f"# {plan.title}: verdicts", "", *intro, *_chosen_lines(study)]
     counts = progress(study)
     total, done = sum(r["search"] + r["score"] for r in counts if not r["cut"]), len(study.table)
     if not study.table:
@@ -540,8 +655,9 @@ def report_text(study: Study, result: Mapping[str, Any]) -> str:
         named = [e.id for e in plan.endpoints if e.id in d.endpoints()]
         counts_cell = ", ".join(f"{i} {by[i]['tasks']}/{n}" if by[i]["planned"] else f"{i} cut" for i in named)
         reading = "(final)" if a["complete"] else "nothing to read yet" if a["reading"] == d.undecided else f"{a['reading']} (interim, not the answer)"
-        lines.append(f"| {d.name} | {counts_cell} | **{a['answer']}** | {reading} |")
+        lines.append(f"| {plan.words.claims.get(d.name, d.name)} | {counts_cell} | **{a['answer']}** | {reading} |")
     lines += ["", " ".join(f"**{a['decision'].sentence.format(answer=a['answer'])}**" for a in decided), ""]
+    lines += _by_task_lines(study, result, rows)
     families = plan.families()
     lines += [
         "### Endpoints (Holm within each family)" if families else "### Endpoints", "",
@@ -553,6 +669,8 @@ def report_text(study: Study, result: Mapping[str, Any]) -> str:
         lines.append(f"| {r['endpoint']} | {e.family or '(none)'} | {_tasks_cell(r, n)} | {format_difference(r['d'], r['digits'])} | "
                      f"{format_p(r['p'])} | {format_p(r['p_adj']) if e.family else ''} | {format_p(r['d'].detectable())} | {_verdict(r, undecided)} |")
     lines += ["", *_notes(study, rows), ""]
+    lines += _drift_lines(study)
+    lines += [x for s in plan.secondary if s.kind == "search-luck" for x in _luck_lines(study, result, s, undecided)]
     lines += _per_task_lines(study, result)
     lines += _secondary_lines(study, result)
     lines += _configurations(study)
@@ -572,7 +690,7 @@ def _notes(study: Study, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     for r in rows:
         e = study.plan.endpoint(r["id"])
         if e.kind == "non-inferiority" and "p_inferior" in r:
-            notes.append(f"{e.id} is one-sided (p of \"{e.arm} is worse by {e.margin:g} or more\"; non-inferior where it rejects after Holm); it "
+            notes.append(f"{e.id} is one-sided (p of \"{study.name(e.arm)} is worse by {e.margin:g} or more\"; non-inferior where it rejects after Holm); it "
                          f"reads inferior where the mirror test rejects after the same Holm: p {format_p(r['p_inferior'])}, Holm "
                          f"{format_p(r['p_inferior_adj'])}.")
     if any(e.kind == "tax" and e.versus for e in study.plan.endpoints):
@@ -583,6 +701,67 @@ def _notes(study: Study, rows: Sequence[Mapping[str, Any]]) -> list[str]:
         notes.append(", ".join(e.id for e in own) + ": an arm's own tax outside the families, its p that of two one-sided tests of "
                      f"equivalence to 0 within ±{own[0].margin:g} (equivalent where it rejects, else not shown; a rule's \"within-margin\").")
     return [" ".join(notes)] if notes else []
+
+
+def _by_task_lines(study: Study, result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Beside a decision on one endpoint: that endpoint per task (Holm over the tasks), and which
+    tasks carry the aggregate's win or loss (each with what its arm's search chose there)."""
+    by, verdicts, lines = {r["id"]: r for r in rows}, per_task_verdicts(study, result), []
+    for d in study.plan.decisions:
+        if not d.endpoint or d.endpoint not in verdicts or not by[d.endpoint]["verdict"]:
+            continue
+        e, v, per = study.plan.endpoint(d.endpoint), by[d.endpoint]["verdict"], verdicts[d.endpoint]
+        text = (f"**{e.short} per {study.plan.task_noun}** (Holm over the {study.plan.tasks_word}): "
+                + "; ".join(f"{env} {format_difference(per[env]['d'], e.digits)} ({per[env]['verdict']})" for env, _ in study.tasks if env in per) + ".")
+        carrying = [env for env, _ in study.tasks if env in per and per[env]["verdict"] == v]
+        if v in ("win", "loss") and len(carrying) < len(per):
+            alone = " alone" if len(carrying) == 1 else ""
+            picks = {env: pick(study, e.arm, env, "fresh") for env in carrying}
+            text += (f" The aggregate's {v} ({d.words.get(v, v)}) rests on "
+                     + ("; ".join(f"{env}{alone}, where the search of `{study.name(e.arm)}` chose "
+                                  f"{chosen_words(study, e.arm, picks[env][0] if picks[env] else None)}" for env in carrying)
+                        or f"no single {study.plan.task_noun}'s (none is one per {study.plan.task_noun})") + ".")
+        lines += [text, ""]
+    return lines
+
+
+def _drift_lines(study: Study) -> list[str]:
+    """The drift note (:func:`drift`), where an arm taxed only here chose its comparator's fresh pick."""
+    found = drift(study)
+    lines = []
+    for arm in dict.fromkeys(a for a, _ in found):
+        envs = {env: d for (a, env), d in found.items() if a == arm}
+        source = pick(study, arm, next(iter(envs)), "fresh")[1].name
+        lines += [f"`{study.name(arm)}`'s lag-{study.tax_lag} search chose the fresh pick of {source} on {', '.join(envs)}: its tax there is 0 "
+                  f"by the rule (as for a lag-{study.tax_lag} pick that is the fresh one); this study's rerun minus {source}'s runs of that "
+                  f"configuration at lag {study.tax_lag} (the code versions' drift): " + "; ".join(f"{env} {format_difference(d)}" for env, d in envs.items()) + ".", ""]
+    return lines
+
+
+def _luck_lines(study: Study, result: Mapping[str, Any], s: Any, undecided: str) -> list[str]:
+    """A search-luck line per task of its part (:func:`search_luck`), beside its endpoint there."""
+    rows = search_luck(study, result, s)
+    if rows is None:
+        return [f"**Search luck (part `{s.part}`):** cut by the pre-registered order.", ""]
+    lines = []
+    for r in rows:
+        head = f"**Search luck ({r['env']}, lag {r['lag']}):** "
+        if s.beside:
+            e = study.plan.endpoint(s.beside)
+            there = result["endpoints"][e.id]["tasks"].get(r["env"])
+            beside = f"; beside {e.short}'s estimate there: {format_difference(there, e.digits) if there is not None else 'n/a (not run yet)'}"
+        else:
+            beside = ""
+        if not r["d"].testable:
+            lines += [head + f"{undecided} (the second search's selection at lag {r['lag']} is not in the table yet){beside}.", ""]
+            continue
+        if r["same"]:
+            what = f"the second search chose the first's configuration (`{r['second']['variant']}`): the same runs, a difference of exactly 0"
+        else:
+            what = (f"the second search's selection (`{r['second']['variant']}`, trial {r['second'].get('trial', 'n/a')}) minus the first's "
+                    f"(`{r['first']['variant']}`, trial {r['first'].get('trial', 'n/a')}): {format_difference(r['d'])}")
+        lines += [head + what + beside + ". How far two searches of one arm land apart, to set the primary gaps against.", ""]
+    return lines
 
 
 def _per_task_lines(study: Study, result: Mapping[str, Any]) -> list[str]:
@@ -598,11 +777,17 @@ def _per_task_lines(study: Study, result: Mapping[str, Any]) -> list[str]:
         for env, _ in study.tasks:
             row = verdicts[e.id].get(env)
             lines.append(f"| {e.label} | {env} | " + (row_cells(row, e.digits) if row else "n/a | | | | not run yet |"))
+    mirror = [(e, env, r) for e in study.plan.endpoints if e.kind == "non-inferiority" for env, r in verdicts.get(e.id, {}).items() if "p_inferior" in r]
+    if mirror:
+        lines += ["", f"{'/'.join(dict.fromkeys(e.id for e, _, _ in mirror))}'s mirror test (p of \"the arm is worse by less than the margin\"; inferior "
+                  f"where it rejects after Holm over the {study.plan.tasks_word}): "
+                  + "; ".join(f"{e.id} {env} p {format_p(r['p_inferior'])} (Holm {format_p(r['p_inferior_adj'])})" for e, env, r in mirror) + "."]
     sloped = next((e for e in study.plan.endpoints if e.kind == "slope"), None)
     taxes = {k: v for k, v in result["taxes"].items() if v}
-    head = [f"{label}'s tax" + (f" ({part})" if part and sum(k[0] == label for k in taxes) > 1 else "") for label, part in taxes]
+    names = {k: f"{study.name(k[0])}'s tax" + (f" ({k[1]})" if k[1] and sum(x[0] == k[0] for x in taxes) > 1 else "") for k in taxes}
+    head = list(names.values())
     slope_labels = [label for label in study.labels if sloped and any(k[1:] == (label, sloped.lags) for k in result["slopes"])]
-    lines += ["", "| task | " + " | ".join([*head, *[f"slope {label}" for label in slope_labels]]) + " |",
+    lines += ["", "| task | " + " | ".join([*head, *[f"slope {study.name(label)}" for label in slope_labels]]) + " |",
               "|---|" + "---:|" * (len(head) + len(slope_labels))]
     for env, _ in study.tasks:
         cells = [format_difference(t[env]) if env in t else "n/a" for t in taxes.values()]
@@ -612,78 +797,139 @@ def _per_task_lines(study: Study, result: Mapping[str, Any]) -> list[str]:
         lines.append(f"| {env} | " + " | ".join(cells) + " |")
     lines += ["", f"Taxes: the lag-{study.tax_lag} pick minus the fresh pick, both at lag {study.tax_lag}. Slopes: normalized score per unit "
               f"of log2(1 + lag) over lags {', '.join(map(str, sloped.lags)) if sloped else 'n/a'} (standard error).", ""]
+    over = result["tax_over"]
+    if over:
+        lines += [f"Each tax over the {study.plan.tasks_word} that have it (the mean of per-{study.plan.task_noun} taxes, Welch):", "",
+                  f"| tax | {study.plan.tasks_word} | estimate [95% CI] | detectable (80% power) |", "|---|---:|---:|---:|"]
+        lines += [f"| {names[k]} | {len(result['taxes'][k])} of {len(study.tasks)} | {format_difference(d)} | {format_p(d.detectable())} |" for k, d in over.items()]
+        lines.append("")
     return lines
 
 
 def _secondary_lines(study: Study, result: Mapping[str, Any]) -> list[str]:
+    """The plan's secondary tables, in its order (a search-luck line stands beside the endpoints)."""
     lines: list[str] = []
-    n = len(study.tasks)
-    for s, comparator, task_rows, agg_rows in head_to_heads(study, result):
-        lines += [f"## Secondary: each arm minus `{comparator}` at every lag", "",
-                  f"{'Pre-registered as secondary and descriptive' if s.preregistered else 'Added after the results (not pre-registered)'}: "
-                  f"each arm at its fresh pick minus `{comparator}` at its fresh pick, on the {len(study.seeds)} scoring seeds (Welch's t; over "
-                  f"tasks the mean of per-task differences; equivalence within ±{s.margin:g} by two one-sided tests). Each table has its own Holm "
-                  "adjustment.", "", "### Over tasks", "",
-                  f"| arm | lag | tasks | arm - {comparator} [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
-                  "|---|---:|---:|---:|---:|---:|---:|---|"]
-        lines += [f"| {r['algo']} | {r['lag']} | {r['tasks']} of {n} | " + row_cells(r) for r in agg_rows] or ["| (no runs yet) | | | | | | | |"]
-        lines += ["", "### Per task", "", f"| task | arm | lag | arm - {comparator} [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
-                  "|---|---|---:|---:|---:|---:|---:|---|"]
-        lines += [f"| {r['env']} | {r['algo']} | {r['lag']} | " + row_cells(r) for r in task_rows] or ["| (no runs yet) | | | | | | | |"]
-        lines.append("")
+    tables = head_to_heads(study, result)
     for s in study.plan.secondary:
-        if s.kind != "learning-rate":
-            continue
-        table = learning_rate(study, s.arms, s.part)
-        lines += [f"## Secondary: the learning rate (part `{s.part}`)", ""]
-        if table["part"] is None:
-            lines += [f"The part `{s.part}` is cut by the pre-registered order: no table.", ""]
-            continue
-        factors = table["factors"]
-        top = f"x{factors[-1]:g}"
-        lines += [f"Each arm at its fresh pick with its learning rate x1 (its sweep's runs) and x{', x'.join(f'{f:g}' for f in factors)} (the "
-                  f"part's runs, folder `{table['part']['folder']}`), on seeds {', '.join(map(str, table['seeds']))}: mean normalized score "
-                  f"[95% CI]; the drop is {top} minus x1 (Welch), Holm over the table's drops; \"not shown\" where the adjusted test does not "
-                  "reject.", "",
-                  "| task | lag | arm | x1 | " + " | ".join(f"x{f:g}" for f in factors) + f" | {top} - x1 [95% CI] | p | p (Holm over the table) | verdict |",
-                  "|---|---:|---|---:|" + "---:|" * len(factors) + "---:|---:|---:|---|"]
-        for r in table["rows"]:
-            cells = [f"{x.mean():.3f} [{x.mean() - half_width(x):.3f}, {x.mean() + half_width(x):.3f}]" if x is not None else "n/a"
-                     for x in (r["at"].get(f) for f in (1.0, *factors))]
-            test = (f"{format_difference(r['d'])} | {format_p(r['p'])} | {format_p(r['p_adj'])} | {r['verdict']}" if "d" in r else "n/a | | | not run yet")
-            lines.append(f"| {r['env']} | {r['lag']} | {r['arm']} | " + " | ".join(cells) + f" | {test} |")
-        lines.append("")
+        if s.kind == "head-to-head":
+            lines += [x for t in tables if t[0] is s for x in _head_to_head_lines(study, *t)]
+        elif s.kind == "difference":
+            lines += _difference_lines(study, s, *difference(study, result, s))
+        elif s.kind == "learning-rate":
+            lines += _learning_rate_lines(study, s)
     return lines
 
 
+def _provenance(s: Any) -> str:
+    return "Pre-registered as secondary and descriptive" if s.preregistered else "Added after the results (not pre-registered)"
+
+
+def _head_to_head_lines(study: Study, s: Any, comparator: str, task_rows: Sequence[Mapping[str, Any]], agg_rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    n, versus = len(study.tasks), study.name(comparator)
+    lines = [f"## Secondary: each arm minus `{versus}` at every lag", "",
+             f"{_provenance(s)}: each arm at its fresh pick minus `{versus}` at its fresh pick, on the {len(study.seeds)} scoring seeds (Welch's t; "
+             f"over tasks the mean of per-task differences; equivalence within ±{s.margin:g} by two one-sided tests). Each table has its own Holm "
+             "adjustment.", "", "### Over tasks", "",
+             f"| arm | lag | tasks | arm - {versus} [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines += [f"| {study.name(r['algo'])} | {r['lag']} | {r['tasks']} of {n} | " + row_cells(r) for r in agg_rows] or ["| (no runs yet) | | | | | | | |"]
+    lines += ["", "### Per task", "", f"| task | arm | lag | arm - {versus} [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |",
+              "|---|---|---:|---:|---:|---:|---:|---|"]
+    lines += [f"| {r['env']} | {study.name(r['algo'])} | {r['lag']} | " + row_cells(r) for r in task_rows] or ["| (no runs yet) | | | | | | | |"]
+    return lines + [""]
+
+
+def _difference_lines(study: Study, s: Any, task_rows: Sequence[Mapping[str, Any]], agg_rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    lags = [lag for lag in s.lags if lag in study.lags]
+    where = ([f"at lag{'s' if len(lags) > 1 else ''} {', '.join(map(str, lags))}"] if lags else []) + (
+        [f"in slope over lags {min(s.slope)}-{max(s.slope)}"] if s.slope else [])
+    margins = f"±{s.margin:g}" + (f" at a lag, ±{s.margin / math.log2(1 + max(s.slope)):.4f} per unit of log2(1 + lag) in slope" if s.slope else "")
+    head = "| estimate [95% CI] | p | p (Holm over the table) | detectable (80% power) | verdict |"
+    lines = [f"## Secondary: {s.title}", "",
+             f"{_provenance(s)}: `{study.name(s.arms[0])}` minus `{study.name(s.comparators[0])}`, each at its fresh pick, {' and '.join(where)} "
+             f"(equivalence within {margins} by two one-sided tests); Holm within each table.", "",
+             f"| comparison | tasks {head}", "|---|---:|---:|---:|---:|---:|---|"]
+    lines += [f"| {r['what']} | {r['tasks']} of {len(study.tasks)} | " + row_cells(r, 4 if r["what"].startswith("slope") else 3) for r in agg_rows] or [
+        "| (no runs yet) | | | | | | |"]
+    lines += ["", f"| task | comparison {head}", "|---|---|---:|---:|---:|---:|---|"]
+    lines += [f"| {r['env']} | {r['what']} | " + row_cells(r, 4 if r["what"].startswith("slope") else 3) for r in task_rows] or [
+        "| (no runs yet) | | | | | | |"]
+    return lines + [""]
+
+
+def _learning_rate_lines(study: Study, s: Any) -> list[str]:
+    table = learning_rate(study, s.arms, s.part)
+    lines = [f"## Secondary: the learning rate (part `{s.part}`)", ""]
+    if table["part"] is None:
+        return lines + [f"The part `{s.part}` is cut by the pre-registered order: no table.", ""]
+    factors = table["factors"]
+    top = f"x{factors[-1]:g}"
+    lines += [f"Each arm at its fresh pick with its learning rate x1 (its sweep's runs) and x{', x'.join(f'{f:g}' for f in factors)} (the "
+              f"part's runs, folder `{table['part']['folder']}`), on seeds {', '.join(map(str, table['seeds']))}: mean normalized score "
+              f"[95% CI]; the drop is {top} minus x1 (Welch), Holm over the table's drops; \"not shown\" where the adjusted test does not "
+              "reject.", "",
+              "| task | lag | arm | x1 | " + " | ".join(f"x{f:g}" for f in factors) + f" | {top} - x1 [95% CI] | p | p (Holm over the table) | verdict |",
+              "|---|---:|---|---:|" + "---:|" * len(factors) + "---:|---:|---:|---|"]
+    for r in table["rows"]:
+        cells = [f"{x.mean():.3f} [{x.mean() - half_width(x):.3f}, {x.mean() + half_width(x):.3f}]" if x is not None else "n/a"
+                 for x in (r["at"].get(f) for f in (1.0, *factors))]
+        test = (f"{format_difference(r['d'])} | {format_p(r['p'])} | {format_p(r['p_adj'])} | {r['verdict']}" if "d" in r else "n/a | | | not run yet")
+        lines.append(f"| {r['env']} | {r['lag']} | {study.name(r['arm'])} | " + " | ".join(cells) + f" | {test} |")
+    return lines + [""]
+
+
 def _configurations(study: Study) -> list[str]:
+    """Each pick per task; a plan with a "schedule" search also gives each pick's optimizer steps per
+    update and updates per run (as its search recorded them)."""
+    schedule = any(p["space"] == "schedule" for p in study.parts())
+    extra = (" optimizer steps per update | updates per run |", "---:|---:|") if schedule else ("", "")
     lines = ["## Chosen configurations", "",
              "Each pick (the best trial of its search on the search seeds) per task, named by what the search chose: this study's by "
              "part, the comparators' from their studies.", "",
-             "| task | arm | tuned on | part | source | configuration (trial) | in words | search score |", "|---|---|---|---|---|---|---|---:|"]
+             f"| task | arm | tuned on | part | source | configuration (trial) | in words |{extra[0]} search score |", f"|---|---|---|---|---|---|---|{extra[1]}---:|"]
     for env, _ in study.tasks:
-        rows = [(arm, tuned, p["name"], "this study", got) for p in study.parts() for arm in p["arms"]
+        rows = [(arm, tuned, p["name"], "this study", got, study.selected) for p in study.parts() for arm in p["arms"]
                 for tuned, got in (pick_at(study.selected, env, p["name"], arm) or {}).items()]
-        rows += [(label, tuned, "", source.name, got) for label, source in study.comparators.items()
+        rows += [(label, tuned, "", source.name, got, source.selected) for label, source in study.comparators.items()
                  for tuned in ("fresh", lag_name(study.tax_lag)) for got in [comparator_pick(source.selected, env, source.algo, tuned)] if got]
         if not rows:
-            lines.append(f"| {env} | (not searched yet) | | | | | | |")
-        for label, tuned, part, source, got in rows:
+            lines.append(f"| {env} | (not searched yet) | | | | | |{' | |' if schedule else ''} |")
+        for label, tuned, part, source, got, selected in rows:
             score = got.get("search_score")
-            lines.append(f"| {env} | {label} | {tuned} | {part} | {source} | `{got['variant'] or 'Zoo default'}` ({got.get('trial', 'n/a')}) | "
-                         f"{configuration_words(got['variant'])} | {f'{score:.3f}' if isinstance(score, (int, float)) else 'n/a'} |")
+            steps = ""
+            if schedule:
+                counts = got.get("optimizer_steps_per_update"), got.get("updates_per_run", (pick_at(selected, env) or {}).get("updates_per_run"))
+                steps = "".join(f" {f'{c:,}' if isinstance(c, int) else 'n/a'} |" for c in counts)
+            lines.append(f"| {env} | {study.name(label)} | {tuned} | {part} | {source} | `{got['variant'] or 'Zoo default'}` ({got.get('trial', 'n/a')}) | "
+                         f"{configuration_words(got['variant'])} |{steps} {f'{score:.3f}' if isinstance(score, (int, float)) else 'n/a'} |")
     return lines + [""]
 
 
 def _cells(study: Study, result: Mapping[str, Any]) -> list[str]:
+    """Each arm's cells at its fresh pick, and after them its lag-k picks at lag k (the tax's runs)."""
     lines = ["## Every cell", "", "Mean normalized score ± the 95% t-interval's half width over the scoring seeds, each arm at its fresh pick.", "",
              "| task | arm | " + " | ".join(f"lag {lag}" for lag in study.lags) + " |", "|---|---|" + "---:|" * len(study.lags)]
-    for env, _ in study.tasks:
-        for label in study.labels:
+    for env, budget in study.tasks:
+        for label in (*study.labels, *study.taxed_only):
             cells = [result["fresh"][env].get((label, lag)) for lag in study.lags]
             if any(c is not None for c in cells):
-                lines.append(f"| {env} | {label} | " + " | ".join(f"{c.mean():.3f} ± {half_width(c):.3f}" if c is not None else "" for c in cells) + " |")
+                lines.append(f"| {env} | {study.name(label)} | " + " | ".join(f"{c.mean():.3f} ± {half_width(c):.3f}" if c is not None else "" for c in cells) + " |")
+            for part, y in _tuned_cells(study, env, budget, label):
+                lines.append(f"| {env} | {study.name(label)}, tuned at lag {study.tax_lag}{f' ({part})' if part else ''} | "
+                             + " | ".join(f"{y.mean():.3f} ± {half_width(y):.3f}" if lag == study.tax_lag else "" for lag in study.lags) + " |")
     return lines + [""]
+
+
+def _tuned_cells(study: Study, env: str, budget: int, label: str) -> list[tuple[str, np.ndarray]]:
+    """``label``'s lag-k picks on ``env`` at lag k, each with its part where more than one part taxes it."""
+    parts = [""] if label in study.comparators else [p["name"] for p in study.parts() if label in p["tax_arms"]]
+    out = []
+    for part in parts:
+        got = pick(study, label, env, lag_name(study.tax_lag), part)
+        y = scores(got[1], env, budget, got[0]["variant"], study.tax_lag, study.seeds) if got and got[0] else None
+        if y is not None:
+            out.append((part if len(parts) > 1 else "", y))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -705,20 +951,20 @@ def figure(study: Study, result: Mapping[str, Any], out: Path) -> Path:
     palette = plt.get_cmap("tab10").colors
     colors = {label: study.plan.design.colors.get(label, palette[i % len(palette)]) for i, label in enumerate(study.labels)}
     budgets = dict(study.tasks)
-    taxed_only = tuple(dict.fromkeys(a for p in study.parts() for a in p["tax_arms"] if a not in study.arms))
+    taxed_only = study.taxed_only
     colors.update({arm: palette[(len(study.labels) + i) % len(palette)] for i, arm in enumerate(taxed_only)})
     for ax, env in zip(axes.flat, envs):
         got = result["fresh"].get(env, {})
         for i, label in enumerate((*study.labels, *taxed_only)):
             cells = [(lag, got[(label, lag)]) for lag in study.lags if (label, lag) in got]
             if cells:
-                _curve(ax, cells, colors[label], "--" if label in study.comparators else "-", f"{label}, tuned fresh")
+                _curve(ax, cells, colors[label], "--" if label in study.comparators else "-", f"{study.name(label)}, tuned fresh")
             tuned = pick(study, label, env, lag_name(study.tax_lag))
             if tuned and tuned[0] and env in budgets:
                 y = scores(tuned[1], env, budgets[env], tuned[0]["variant"], study.tax_lag, study.seeds)
                 if y is not None:
                     ax.errorbar([log_lag(study.tax_lag) + 0.1 + 0.04 * i], [y.mean()], yerr=[half_width(y)], color=colors[label], marker="*",
-                                ms=9, capsize=2.5, ls="none", label=f"{label}, tuned at lag {study.tax_lag}")
+                                ms=9, capsize=2.5, ls="none", label=f"{study.name(label)}, tuned at lag {study.tax_lag}")
         if not got:
             ax.text(0.5, 0.5, "no runs yet", transform=ax.transAxes, ha="center", va="center", color="0.4")
         lag_axes(ax, study.lags, env)

@@ -54,9 +54,17 @@ against it. Its top-level keys and tables (every one validated; an unknown key i
                 ``otherwise``, or ``endpoint`` and ``words`` (``{verdict: word}``); an endpoint cut
                 with its part holds no term
 ``[[secondary]]`` ``kind`` ("head-to-head": ``arms``, each minus every one of ``comparators``, with
-                ``margin``; "learning-rate": ``arms`` at the factors of the learning-rate ``part``),
-                ``preregistered`` (false: added after the study's results); arms of the design or
-                of a comparator
+                ``margin``; "learning-rate": ``arms`` at the factors of the learning-rate ``part``;
+                "difference": the one arm of ``arms`` minus the one of ``comparators`` at each of
+                ``lags`` and in slope over ``slope`` (optional), equivalence within ``margin`` (a
+                slope's per unit, as an endpoint's), under the heading ``title``; "search-luck": a
+                second search of the one arm of ``arms`` (the search ``part``), its fresh pick at the
+                one lag of ``lags`` minus the first search's, on each task of the part, printed beside
+                the endpoint ``beside`` there (optional)), ``preregistered`` (false: added after the
+                study's results); arms of the design or of a comparator
+``[report]``    (optional) words of the report, not of the design: ``intro`` (paragraphs that open the
+                verdicts in place of the generic one), ``labels`` (``{arm: label}``: a design arm's name
+                in the texts), ``claims`` (``{decision: words}``: a decision's row in the answer table)
 ``[[comparators]]`` results from elsewhere shown beside the study's: ``name``, ``label``, ``kind``
                 ("points": ``heading``, ``note``, ``points`` ``{task: [[step, return], ...]}``;
                 "study": ``results`` (another study's folder), ``folder``, ``arms`` ``{label: arm}``)
@@ -87,8 +95,9 @@ CUT_KINDS = ("lags", "arms", "parts", "tasks", "seeds", "midpoints")
 SPACES = ("zoo-factors", "schedule")
 #: a part searches ("search"), or reruns tuned configurations at scaled learning rates ("learning-rate")
 PART_KINDS = ("search", "learning-rate")
-#: the secondary tables: each arm minus each comparator, or each arm at its tuned learning rate x the part's factors
-SECONDARY_KINDS = ("head-to-head", "learning-rate")
+#: the secondary tables: each arm minus each comparator, each arm at its tuned learning rate x the part's factors, one arm
+#: minus another at some lags and in slope, and a second search's pick minus the first's
+SECONDARY_KINDS = ("head-to-head", "learning-rate", "difference", "search-luck")
 #: the one part of a searched plan without ``[[parts]]``
 MAIN_PART = "main"
 
@@ -236,8 +245,24 @@ class Secondary:
     comparators: tuple[str, ...]
     margin: float
     preregistered: bool = True
-    #: a learning-rate table's part
+    #: a learning-rate table's part; a search-luck line's second search
     part: str = ""
+    #: a difference table's lags and slope lags; a search-luck line's lag
+    lags: tuple[int, ...] = ()
+    slope: tuple[int, ...] = ()
+    #: a difference table's heading
+    title: str = ""
+    #: a search-luck line's endpoint printed beside it
+    beside: str = ""
+
+
+@dataclass(frozen=True)
+class Words:
+    """A plan's words for its report (``[report]``): none changes what is computed."""
+
+    intro: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    claims: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -272,6 +297,7 @@ class StudyPlan:
     search: Mapping[str, Any] | None = None
     tax: Mapping[str, Any] | None = None
     parts: tuple[Mapping[str, Any], ...] = ()
+    words: Words = Words()
 
     @property
     def tasks_word(self) -> str:
@@ -603,23 +629,57 @@ def load_plan(path: str | Path) -> StudyPlan:
         item = Secondary(kind=kind, arms=s.get("arms", _tuple_of(_name), "a list of arms"),
                          comparators=s.get("comparators", _tuple_of(_name, nonempty=kind == "head-to-head"), "a list of arms", ()),
                          margin=s.get("margin", _positive_number, "a positive number", 0.1),
-                         preregistered=s.get("preregistered", _bool, "true or false", True), part=s.get("part", _name, "a part", ""))
+                         preregistered=s.get("preregistered", _bool, "true or false", True), part=s.get("part", _name, "a part", ""),
+                         lags=s.get("lags", _tuple_of(_whole), "a list of distinct lags", ()), slope=s.get("slope", _tuple_of(_whole), "a list of distinct lags", ()),
+                         title=s.get("title", _name, "a heading", ""), beside=s.get("beside", _name, "an endpoint id", ""))
         s.done()
-        if not {*item.arms, *item.comparators} <= set(design.arms) | compared:
-            raise s.error("comparators", f"arms of the design or of a comparator only ({list(design.arms) + sorted(compared)})")
-        if (kind == "learning-rate") != bool(item.part) or (item.part and not any(x["name"] == item.part and x["kind"] == "learning-rate" for x in parts)):
-            raise s.error("part", "a learning-rate table names its learning-rate part, and only it names one")
+        _check_secondary(s, item, design, compared, parts, ids, cuts)
         secondary.append(item)
     kinds = [x["kind"] for x in parts]
     if "learning-rate" in kinds and "search" in kinds[kinds.index("learning-rate"):]:
         raise top.error("parts", "a learning-rate part comes after every search part (it reruns their picks)")
 
+    words = _words(top.table("report", optional=True), design, [x.name for x in decisions])
     top.done()
     return StudyPlan(
         path=path, title=title, task_noun=noun, commands=commands, files=files, pilot=pilot, design=design, limit_core_hours=limit,
         recorded_speeds=speeds, cuts=tuple(cuts), endpoints=tuple(endpoints), decisions=tuple(decisions), secondary=tuple(secondary),
-        comparators=tuple(comparators), search=search, tax=tax, parts=parts,
+        comparators=tuple(comparators), search=search, tax=tax, parts=parts, words=words,
     )
+
+
+def _check_secondary(s: _Reader, item: Secondary, design: Design, compared: set[str], parts: Sequence[Mapping[str, Any]], ids: list[str],
+                     cuts: list[Cut]) -> None:
+    """A secondary table's cross-references: its arms, its part (of its kind), its lags and its endpoint."""
+    kind = item.kind
+    if not {*item.arms, *item.comparators} <= set(design.arms) | compared:
+        raise s.error("comparators", f"arms of the design or of a comparator only ({list(design.arms) + sorted(compared)})")
+    part_kind = {"learning-rate": "learning-rate", "search-luck": "search"}.get(kind)
+    if bool(part_kind) != bool(item.part) or (item.part and not any(x["name"] == item.part and x["kind"] == part_kind for x in parts)):
+        raise s.error("part", "a learning-rate table names its learning-rate part, a search-luck line its search part, and only they name one")
+    if kind == "difference" and (len(item.arms) != 1 or len(item.comparators) != 1 or not (item.lags or item.slope) or not item.title):
+        raise s.error("arms", "a difference table: one arm, one comparator, lags or a slope, and a title")
+    if kind == "search-luck" and (len(item.arms) != 1 or len(item.lags) != 1 or item.comparators):
+        raise s.error("arms", "a search-luck line: one arm and one lag, no comparators")
+    if (item.slope or item.title) and kind != "difference" or item.lags and kind not in ("difference", "search-luck") or item.beside and kind != "search-luck":
+        raise s.error("kind", "lags, slope and title are a difference table's (lags and beside a search-luck line's)")
+    if not set(item.lags) <= set(design.lags) or not set(item.slope) <= set(_kept(design, cuts)) or item.slope and len(item.slope) < 2:
+        raise s.error("lags", f"the design's lags; a slope's two or more that no cut removes ({list(_kept(design, cuts))})")
+    if item.beside and item.beside not in ids:
+        raise s.error("beside", f"names endpoint {item.beside!r}, not one of {ids}")
+
+
+def _words(t: _Reader | None, design: Design, decisions: list[str]) -> Words:
+    if t is None:
+        return Words()
+    out = Words(intro=t.get("intro", _tuple_of(_name, unique=False), "a list of paragraphs", ()),
+                labels=t.get("labels", _map_of(_name), "a table {arm: label}", {}), claims=t.get("claims", _map_of(_name), "a table {decision: words}", {}))
+    t.done()
+    if not set(out.labels) <= set(design.arms) or len(set(out.labels.values())) != len(out.labels):
+        raise t.error("labels", f"distinct labels of the design's arms only ({list(design.arms)})")
+    if not set(out.claims) <= set(decisions):
+        raise t.error("claims", f"the plan's decisions only ({decisions})")
+    return out
 
 
 def _kept(design: Design, cuts: list[Cut]) -> tuple[int, ...]:
