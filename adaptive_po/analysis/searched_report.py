@@ -37,7 +37,14 @@ What it computes is what the published frozen reports compute, for any searched 
 
 The plan's ``[report]`` words (an intro, the design arms' labels, the answer table's claims) change
 what the text says, never what it computes; a "schedule" search's picks are named by their
-optimizer steps per update.
+optimizer steps per update, and where this study's picks record them, each pick's optimizer steps
+per update (and at the tax lag), updates per run and search return are in its table.
+
+After a pilot of candidate budgets (the frozen study) the design's tasks are those its committed
+selection chose (``[files] selection``, a candidate at one of its budgets), the cuts may be recorded
+in that selection (``"cuts"``), the table may hold the pilot's runs (its folders, algorithm, lags and
+seeds, out of the progress counts), and a plan without ``[[parts]]`` may have its picks written flat
+(``{task: {arm: ...}}``, read as its one part's).
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ import numpy as np
 
 from adaptive_po import contract
 from adaptive_po.studies.cuts import Runs, apply_cuts, check_cuts, cut_key
-from adaptive_po.studies.plan import PLAN_FILE, Endpoint, StudyPlan, load_plan
+from adaptive_po.studies.plan import MAIN_PART, PLAN_FILE, Endpoint, StudyPlan, load_plan
 
 from .endpoints import (
     check_searched_picks, decide, deviations, format_difference, format_p, frozen_scores, half_width, head_to_head, lag_name, log_lag,
@@ -86,6 +93,8 @@ class Study:
     selected: Mapping[str, Any]
     cuts: Mapping[str, Sequence[Any]]
     comparators: Mapping[str, Source]
+    design_tasks: tuple[tuple[str, int], ...] = ()
+
 
     def cut(self, what: str) -> Sequence[Any]:
         return self.cuts.get(cut_key(self.plan, what), ())
@@ -93,7 +102,7 @@ class Study:
     @property
     def runs(self) -> Runs:
         """The design's tasks, arms, lags and scoring seeds that the committed cuts leave."""
-        return apply_cuts(self.plan, self.plan.design.tasks, self.cuts)
+        return apply_cuts(self.plan, self.design_tasks, self.cuts)
 
     @property
     def tasks(self) -> tuple[tuple[str, int], ...]:
@@ -172,8 +181,16 @@ def load(results: Path, plan_file: str | Path | None = None) -> Study:
     files = plan.files
     table = read_study_table(results / files["table"])
     selected = _json(results / files["picks"]) or {"selected": {}}
+    if not plan.parts:  # one search's picks written flat, by task and arm (the frozen study's): read as its one part's
+        selected = {**selected, "selected": {env: {**{k: v for k, v in c.items() if not isinstance(v, Mapping)},
+                                                   MAIN_PART: {k: v for k, v in c.items() if isinstance(v, Mapping)}} if isinstance(c, Mapping) else c
+                                             for env, c in selected.get("selected", {}).items()}}
+    tasks = plan.design.tasks or selected_tasks(plan, results / files["selection"])
     cuts_path = results / files["cuts"]
-    cuts = check_cuts(plan, contract.read_committed_json(cuts_path), cuts_path) if cuts_path.is_file() or cuts_path.is_symlink() else {}
+    written = _json(cuts_path)
+    if plan.pilot is not None and files["cuts"] == files["selection"]:  # the pilot's selection records the cuts (the frozen study)
+        written = written.get("cuts", {}) if written else written
+    cuts = check_cuts(plan, written, cuts_path) if cuts_path.is_file() or cuts_path.is_symlink() else {}
     comparators: dict[str, Source] = {}
     for c in plan.comparators:
         if c.kind != "study":
@@ -183,10 +200,26 @@ def load(results: Path, plan_file: str | Path | None = None) -> Study:
         their_table = read_study_table(folder / theirs.get("table", contract.FROZEN_TABLE_FILE))
         their_picks = _json(folder / theirs.get("picks", contract.FROZEN_SELECTION_FILE)) or {"selected": {}}
         comparators.update({label: Source(their_table, c.folder, arm, their_picks, c.name) for label, arm in c.arms.items()})
-    study = Study(plan, results, table, selected, {k: list(v) for k, v in cuts.items()}, comparators)
+    study = Study(plan, results, table, selected, {k: list(v) for k, v in cuts.items()}, comparators, tasks)
     check_table(results / files["table"], study)
     check_picks(study)
     return study
+
+
+def selected_tasks(plan: StudyPlan, path: Path) -> tuple[tuple[str, int], ...]:
+    """After a pilot of candidate budgets, the tasks its committed selection chose (``{"tasks":
+    [{"env", "budget"}, ...]}``), each a candidate of the pilot at one of its budgets; none until the
+    pilot's selection is committed, a ``ValueError`` naming the file otherwise."""
+    record = _json(path)
+    try:
+        tasks = tuple((t["env"], t["budget"]) for t in record.get("tasks", ()))
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"{path}: not a selection of this study ({err!r})") from None
+    candidates = plan.pilot.candidates if plan.pilot is not None else {}
+    for task, budget in tasks:
+        if not isinstance(task, str) or not isinstance(budget, int) or isinstance(budget, bool) or budget not in candidates.get(task, ()):
+            raise ValueError(f"{path}: ({task!r}, {budget}) is not one of the pilot's candidate tasks and budgets ({plan.path})")
+    return tasks
 
 
 def check_table(path: Path, study: Study) -> None:
@@ -200,10 +233,16 @@ def check_table(path: Path, study: Study) -> None:
     by_folder: dict[str, list[dict[str, Any]]] = {}
     for p in (*study.parts(), *study.parts("learning-rate")):
         by_folder.setdefault(p["folder"], []).append(p)
+    pilot = study.plan.pilot
+    pilot_runs = {(f, task, b) for task, bs in pilot.candidates.items() for f, b in zip(pilot.folders, bs)} if pilot is not None else set()
     for key in study.table:
         folder, task, algo, _, lag, seed, budget, sampler = key
-        why = ("sampler" if sampler else "task (not in the plan after its cuts)" if task not in budgets else
-               "budget" if budget != budgets[task] else _why(study, folder, task, algo, lag, seed, by_folder, search_seeds))
+        if folder in (pilot.folders if pilot is not None else ()):  # a candidate-budget pilot's run (before the selection)
+            why = ("sampler" if sampler else "task or budget" if (folder, task, budget) not in pilot_runs else "arm" if algo != pilot.algo else
+                   "lag" if lag not in pilot.lags else "seed" if seed not in pilot.seeds else "")
+        else:
+            why = ("sampler" if sampler else "task (not in the plan after its cuts)" if task not in budgets else
+                   "budget" if budget != budgets[task] else _why(study, folder, task, algo, lag, seed, by_folder, search_seeds))
         if why:
             raise ValueError(f"{path}: the run {key} is not in the plan {study.plan.path} (its {why})")
 
@@ -231,14 +270,17 @@ def check_picks(study: Study) -> None:
     """Each pick of ``selected.json`` is of a planned task at its budget and a best one of its
     part's search in the table (:func:`~adaptive_po.analysis.endpoints.check_searched_picks`)."""
     where = study.results / study.plan.files["picks"]
-    budgets = dict(study.plan.design.tasks)
+    budgets = dict(study.design_tasks)
     for env, chosen in study.selected.get("selected", {}).items():
         if not isinstance(chosen, Mapping) or budgets.get(env) != chosen.get("budget"):
             raise ValueError(f"{where}: {env!r} at {chosen.get('budget') if isinstance(chosen, Mapping) else chosen!r} steps is not a task of "
                              f"the plan at its budget ({study.plan.path})")
     seeds = (study.plan.search or {}).get("seeds", ())
-    parts = {p["name"]: (p["folder"], seeds, study.tax_lag) for p in study.parts()}
-    check_searched_picks(where, study.table, study.selected, parts, study.results / study.plan.files["trials"])
+    flat = "" if not study.plan.parts else None  # a flat trials file names no part
+    parts = {flat if flat is not None else p["name"]: (p["folder"], seeds, study.tax_lag) for p in study.parts()}
+    selected = study.selected if flat is None else {"selected": {env: {("" if k == MAIN_PART else k): v for k, v in c.items() if k != "updates_per_run"}
+                                                                 for env, c in study.selected.get("selected", {}).items()}}
+    check_searched_picks(where, study.table, selected, parts, study.results / study.plan.files["trials"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -620,7 +662,8 @@ def report_text(study: Study, result: Mapping[str, Any]) -> str:
         f"(`python -m adaptive_po.analysis.searched_report --results <this folder>`; the plan's report command: `{plan.commands['report']}`).", ""]
     lines = [f"# {plan.title}: verdicts", "", *intro, *_chosen_lines(study)]
     counts = progress(study)
-    total, done = sum(r["search"] + r["score"] for r in counts if not r["cut"]), len(study.table)
+    pilot_folders = study.plan.pilot.folders if study.plan.pilot is not None else ()
+    total, done = sum(r["search"] + r["score"] for r in counts if not r["cut"]), sum(1 for k in study.table if k[0] not in pilot_folders)
     if not study.table:
         lines.append(f"**Progress: no runs yet** ([`{files['table']}`]({files['table']}) has no rows): every answer below is "
                      f"\"{undecided}\"; the plan has {total:,} runs after the cuts committed so far.")
@@ -879,30 +922,61 @@ def _learning_rate_lines(study: Study, s: Any) -> list[str]:
 
 
 def _configurations(study: Study) -> list[str]:
-    """Each pick per task; a plan with a "schedule" search also gives each pick's optimizer steps per
-    update and updates per run (as its search recorded them)."""
-    schedule = any(p["space"] == "schedule" for p in study.parts())
-    extra = (" optimizer steps per update | updates per run |", "---:|---:|") if schedule else ("", "")
+    """Each pick per task, with its search return where this study's picks record it; a plan with a
+    "schedule" search, or whose picks record their optimizer steps per update, also gives each pick's
+    optimizer steps per update, at the tax lag, and updates per run (as its search recorded them),
+    and where each task's updates per run are recorded, the lags that reach past them."""
+    rows_by_env = {env: _pick_rows(study, env) for env, _ in study.tasks}
+    picks = [got for rows in rows_by_env.values() for *_, source, got, _ in rows if source == "this study"]  # what this study's searches record
+    counted = any(p["space"] == "schedule" for p in study.parts()) or any("optimizer_steps_per_update" in got for got in picks)
+    returned = any("search_return" in got for got in picks)
+    k = study.tax_lag
+    extra = ((f" optimizer steps per update | lag {k} in optimizer steps | updates per run |", "---:|---:|---:|") if counted else ("", ""))
+    extra = (extra[0] + (" search return |" if returned else ""), extra[1] + ("---:|" if returned else ""))
     lines = ["## Chosen configurations", "",
              "Each pick (the best trial of its search on the search seeds) per task, named by what the search chose: this study's by "
              "part, the comparators' from their studies.", "",
              f"| task | arm | tuned on | part | source | configuration (trial) | in words |{extra[0]} search score |", f"|---|---|---|---|---|---|---|{extra[1]}---:|"]
-    for env, _ in study.tasks:
-        rows = [(arm, tuned, p["name"], "this study", got, study.selected) for p in study.parts() for arm in p["arms"]
-                for tuned, got in (pick_at(study.selected, env, p["name"], arm) or {}).items()]
-        rows += [(label, tuned, "", source.name, got, source.selected) for label, source in study.comparators.items()
-                 for tuned in ("fresh", lag_name(study.tax_lag)) for got in [comparator_pick(source.selected, env, source.algo, tuned)] if got]
+    for env, rows in rows_by_env.items():
         if not rows:
-            lines.append(f"| {env} | (not searched yet) | | | | | |{' | |' if schedule else ''} |")
+            lines.append(f"| {env} | (not searched yet) | | | | | |{' | | |' if counted else ''}{' |' if returned else ''} |")
         for label, tuned, part, source, got, selected in rows:
             score = got.get("search_score")
             steps = ""
-            if schedule:
-                counts = got.get("optimizer_steps_per_update"), got.get("updates_per_run", (pick_at(selected, env) or {}).get("updates_per_run"))
+            if counted:
+                per = got.get("optimizer_steps_per_update")
+                counts = per, per * k if isinstance(per, int) else None, got.get("updates_per_run", (pick_at(selected, env) or {}).get("updates_per_run"))
                 steps = "".join(f" {f'{c:,}' if isinstance(c, int) else 'n/a'} |" for c in counts)
+            if returned:
+                steps += f" {_number(got.get('search_return'), '.1f')} |"
             lines.append(f"| {env} | {study.name(label)} | {tuned} | {part} | {source} | `{got['variant'] or 'Zoo default'}` ({got.get('trial', 'n/a')}) | "
-                         f"{configuration_words(got['variant'])} |{steps} {f'{score:.3f}' if isinstance(score, (int, float)) else 'n/a'} |")
-    return lines + [""]
+                         f"{configuration_words(got['variant'])} |{steps} {_number(score, '.3f')} |")
+    return lines + ["", *_fixed_behaviour(study)]
+
+
+def _number(x: Any, spec: str) -> str:
+    return format(x, spec) if isinstance(x, (int, float)) else "n/a"
+
+
+def _pick_rows(study: Study, env: str) -> list[tuple[str, str, str, str, Mapping[str, Any], Mapping[str, Any]]]:
+    """``env``'s picks: ``(arm, tuned on, part, source, pick, that study's picks)``, this study's by part, then the comparators'."""
+    rows = [(arm, tuned, p["name"], "this study", got, study.selected) for p in study.parts() for arm in p["arms"]
+            for tuned, got in (pick_at(study.selected, env, p["name"], arm) or {}).items()]
+    return rows + [(label, tuned, "", source.name, got, source.selected) for label, source in study.comparators.items()
+                   for tuned in ("fresh", lag_name(study.tax_lag)) for got in [comparator_pick(source.selected, env, source.algo, tuned)] if got]
+
+
+def _fixed_behaviour(study: Study) -> list[str]:
+    """Where the picks record each task's updates per run: the lags at or above them, whose actors act
+    with the initial policy for the whole run."""
+    runs = {env: n for env, _ in study.tasks for n in [(pick_at(study.selected, env) or {}).get("updates_per_run")] if isinstance(n, int)}
+    if not runs:
+        return []
+    past = {env: [lag for lag in study.lags if lag >= n] for env, n in runs.items()}
+    return [f"Updates per run: {', '.join(f'{env} {n}' for env, n in runs.items())}. An actor `lag` updates old acts with the initial policy until "
+            "the learner has made `lag` updates, so a lag at or above a task's updates per run ("
+            + "; ".join(f"{env}: {', '.join(map(str, lags))}" for env, lags in past.items() if lags)
+            + ") means data from the initial policy for the whole run: learning from a fixed behaviour policy.", ""]
 
 
 def _cells(study: Study, result: Mapping[str, Any]) -> list[str]:
