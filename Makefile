@@ -220,7 +220,7 @@ calibration: $(STAMP)
 # run again), then writes its verdicts and figure from the tables
 FROZEN := docs/results/frozen
 HOURS ?= 2
-FROZEN_REPORT = $(VPY) -m adaptive_po.analysis.reports.frozen --results $(FROZEN)
+FROZEN_REPORT = $(VPY) -m adaptive_po.analysis.study_report --results $(FROZEN)
 frozen-pilot: $(STAMP)
 	$(VPY) -m adaptive_po.bench.frozen pilot --results $(FROZEN) $(WORKERS_FLAG)
 

@@ -99,7 +99,13 @@ def _synthetic_study(results: Path, esspo_slope: float, ppo_slope: float, ppo_ta
     tasks = [("Pendulum-v1", 4096), ("Acrobot-v1", 4096)]
     results.mkdir(parents=True)
     pilot = [{"env": e, "budget": b, "qualifies": True, "lag0_mean": 0.9, "lag8_mean": 0.7} for e, b in tasks]
-    (results / frozen.PILOT_SELECTION_FILE).write_text(json.dumps({"tasks": [{"env": e, "budget": b} for e, b in tasks], "cuts": {}, "pilot": pilot}))
+    (results / frozen.PILOT_SELECTION_FILE).write_text(json.dumps({"tasks": [{"env": e, "budget": b} for e, b in tasks],
+                                                                  "cuts": {"arms": [], "lags": [], "tasks": []}, "pilot": pilot}))
+    plan = (RESULTS / "plan.toml").read_text()  # the published plan, its pilot's candidates the synthetic budgets
+    for old in ("CartPole-v1 = [50_000, 25_000]", "Acrobot-v1 = [100_000, 50_000]", "Pendulum-v1 = [100_000]"):
+        assert old in plan
+    plan = plan.replace("Acrobot-v1 = [100_000, 50_000]", "Acrobot-v1 = [4096]").replace("Pendulum-v1 = [100_000]", "Pendulum-v1 = [4096]")
+    (results / "plan.toml").write_text(plan)
     slopes = {"esspo": esspo_slope, "ppo": ppo_slope, "decoupled-ppo": ppo_slope, "vtrace": 2 * ppo_slope}
     rows, selected = {}, {}
 
@@ -135,28 +141,33 @@ def _synthetic_study(results: Path, esspo_slope: float, ppo_slope: float, ppo_ta
     (results / frozen.SELECTION_FILE).write_text(json.dumps({"plan": {}, "selected": selected}))
 
 
+def _analysed(results: Path):
+    """The generic report of a searched design on ``results``: its study, numbers, endpoint rows by id and the claim's answer."""
+    from adaptive_po.analysis import searched_report as report
+
+    study = report.load(results)
+    result = report.analyse(study)
+    rows = report.primary(study, result)
+    return study, result, {r["id"]: r for r in rows}, report.answers(study, rows)[0]["answer"]
+
+
 def test_the_report_reads_the_endpoints_and_the_decision_from_the_table(tmp_path, synthetic_envs):
     synthetic_envs(0.0, 1.0)  # the synthetic tables' random score and reference
-    from adaptive_po.analysis.reports import frozen as report
+    from adaptive_po.analysis import searched_report as report
 
     _synthetic_study(tmp_path / "a", esspo_slope=-0.02, ppo_slope=-0.1, ppo_tax=0.2)
-    plan = frozen.study_plan(tmp_path / "a")
-    table, selected, _ = report._load(tmp_path / "a")
-    result = report.analyse(table, selected, plan)
-    rows = report.primary(result)
-    assert result["e1"].estimate == pytest.approx(0.08, abs=0.02)
-    assert [r["verdict"] for r in rows] == ["win", "non-inferior", "win"]
-    assert result["e3"].estimate == pytest.approx(-0.2, abs=0.04) and result["esspo_tax"].estimate == 0.0
-    assert report.decision(rows, result["esspo_tax"]) == "supported"
-    text = report.report(tmp_path / "a")
-    assert "is supported.**" in text and "| robust to staleness without retuning | 2 of 2 | supported |" in text and "| Pendulum-v1 | ppo | lag8 | `clip_range=0.3` (trial 5)" in text
+    study, result, rows, answer = _analysed(tmp_path / "a")
+    assert rows["1"]["d"].estimate == pytest.approx(0.08, abs=0.02)
+    assert [rows[i]["verdict"] for i in ("1", "2", "3")] == ["win", "non-inferior", "win"]
+    assert rows["3"]["d"].estimate == pytest.approx(-0.2, abs=0.04) and rows["esspo-tax"]["d"].estimate == 0.0
+    assert answer == "supported"
+    text = report.report_text(study, result)
+    assert "**The claim is supported.**" in text and "| robust to staleness without retuning | 1 2/2, 2 2/2, 3 2/2, esspo-tax 2/2 | **supported** |" in text
+    assert "| Pendulum-v1 | ppo | lag8 | main | this study | `clip_range=0.3` (5) |" in text
 
     _synthetic_study(tmp_path / "b", esspo_slope=-0.1, ppo_slope=-0.02, ppo_tax=0.0)
-    plan = frozen.study_plan(tmp_path / "b")
-    table, selected, _ = report._load(tmp_path / "b")
-    rows = report.primary(report.analyse(table, selected, plan))
-    assert rows[0]["verdict"] == "loss"
-    assert report.decision(rows, report.analyse(table, selected, plan)["esspo_tax"]) == "contradicted"
+    _, _, rows, answer = _analysed(tmp_path / "b")
+    assert rows["1"]["verdict"] == "loss" and answer == "contradicted"
 
 
 def test_per_task_verdicts_and_the_secondary_tables_are_welch_with_holm_within_each_family(tmp_path, synthetic_envs):
@@ -166,16 +177,14 @@ def test_per_task_verdicts_and_the_secondary_tables_are_welch_with_holm_within_e
     import numpy as np
     from scipy import stats
 
+    from adaptive_po.analysis import searched_report as report
     from adaptive_po.analysis.hypothesis import holm
-    from adaptive_po.analysis.reports import frozen as report
 
     _synthetic_study(tmp_path / "a", esspo_slope=-0.02, ppo_slope=-0.1, ppo_tax=0.2)
-    plan = frozen.study_plan(tmp_path / "a")
-    table, selected, _ = report._load(tmp_path / "a")
-    result = report.analyse(table, selected, plan)
+    study, result, _, _ = _analysed(tmp_path / "a")
 
-    by_endpoint = report.per_task_verdicts(result)
-    assert set(by_endpoint) == {"1", "2", "3"} and all(set(rows) == {"Pendulum-v1", "Acrobot-v1"} for rows in by_endpoint.values())
+    by_endpoint = report.per_task_verdicts(study, result)
+    assert set(by_endpoint) == {"1", "2", "3", "esspo-tax"} and all(set(rows) == {"Pendulum-v1", "Acrobot-v1"} for rows in by_endpoint.values())
     slopes = by_endpoint["1"]
     raw = [slopes[env]["p"] for env in ("Pendulum-v1", "Acrobot-v1")]
     assert [slopes[env]["p_adj"] for env in ("Pendulum-v1", "Acrobot-v1")] == pytest.approx(list(holm(raw)))
@@ -183,13 +192,13 @@ def test_per_task_verdicts_and_the_secondary_tables_are_welch_with_holm_within_e
     assert {r["verdict"] for r in by_endpoint["2"].values()} == {"non-inferior"}  # equal at lag 0
     assert {r["verdict"] for r in by_endpoint["3"].values()} == {"win"}  # ppo's tax 0.2, esspo's 0
 
-    task_rows, agg_rows = report.secondary(result, plan)
+    (_, comparator, task_rows, agg_rows), _ = report.head_to_heads(study, result)  # the pre-registered table against ppo first
     others = [a for a in frozen.ARMS if a != "ppo"]
-    assert len(task_rows) == 2 * len(others) * len(frozen.LAGS) and len(agg_rows) == len(others) * len(frozen.LAGS)
+    assert comparator == "ppo" and len(task_rows) == 2 * len(others) * len(frozen.LAGS) and len(agg_rows) == len(others) * len(frozen.LAGS)
     assert {r["tasks"] for r in agg_rows} == {2}
     # one row against scipy's Welch test, and Holm over the whole per-task table
     row = next(r for r in task_rows if (r["env"], r["algo"], r["lag"]) == ("Pendulum-v1", "esspo", 8))
-    fresh = result["per_task"]["Pendulum-v1"]["fresh"]
+    fresh = result["fresh"]["Pendulum-v1"]
     x, y = fresh[("esspo", 8)], fresh[("ppo", 8)]
     assert row["d"].estimate == pytest.approx(float(np.mean(x) - np.mean(y)))
     assert row["p"] == pytest.approx(stats.ttest_ind(x, y, equal_var=False).pvalue)
@@ -198,13 +207,13 @@ def test_per_task_verdicts_and_the_secondary_tables_are_welch_with_holm_within_e
     verdicts = {(r["algo"], r["lag"]): r["verdict"] for r in agg_rows}
     assert verdicts[("esspo", 8)] == "win" and verdicts[("vtrace", 8)] == "loss"  # slopes -0.02 and -0.2 against -0.1
     assert verdicts[("esspo", 0)] == verdicts[("decoupled-ppo", 0)] == "equivalent"  # equal means at lag 0, noise 0.05
-    text = report.report(tmp_path / "a")
-    assert "### Per-task verdicts" in text and "## Secondary: every arm against ppo at every lag" in text
+    text = report.report_text(study, result)
+    assert "## Per task" in text and "## Secondary: each arm minus `ppo` at every lag" in text
     assert "| esspo | 8 | 2 of 2 | +" in text and "| Pendulum-v1 | vtrace | 64 | -" in text
 
 
 def test_the_slope_is_least_squares_on_log2_of_one_plus_lag():
-    from adaptive_po.analysis.reports.frozen import slope
+    from adaptive_po.analysis.endpoints import slope
 
     lags = [0, 1, 3, 7] * 3
     b, se, df = slope(lags, [1.0 - 0.25 * __import__("math").log2(1 + lag) for lag in lags])
@@ -215,11 +224,12 @@ RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "frozen"
 
 
 def test_the_committed_pilot_and_verdicts_rebuild_from_the_committed_tables(tmp_path):
-    """pilot.md's table and selection, selection.json's tasks, and verdicts.md are what the code
-    makes of the committed per_run.csv (and selected.json) alone."""
+    """pilot.md's table and selection, selection.json's tasks, and verdicts.md (the generic report of
+    a searched design, from the plan) are what the code makes of the committed per_run.csv (and
+    selected.json) alone."""
     import json
 
-    from adaptive_po.analysis.reports import frozen as report
+    from adaptive_po.analysis import searched_report as report
 
     table = read_table(RESULTS / frozen.TABLE_FILE)
     rows = pilot_rows(table)
@@ -229,7 +239,8 @@ def test_the_committed_pilot_and_verdicts_rebuild_from_the_committed_tables(tmp_
     record = json.loads((RESULTS / frozen.PILOT_SELECTION_FILE).read_text())
     kept = [t for t in chosen if t[0] not in record["cuts"]["tasks"]]
     assert [(t["env"], t["budget"]) for t in record["tasks"]] == kept
-    assert (RESULTS / "verdicts.md").read_text() == report.report(RESULTS)
+    study = report.load(RESULTS)
+    assert (RESULTS / "verdicts.md").read_text() == report.report_text(study, report.analyse(study))
 
 
 def test_the_dry_run_counts_each_population_once_and_calibrates_on_the_runs_done():

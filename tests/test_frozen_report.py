@@ -1,6 +1,8 @@
-"""The frozen-tuning study's report (adaptive_po/analysis/reports/frozen.py) beyond the pre-registered
-endpoints: the head to head against a comparator other than ``ppo`` (``decoupled-ppo``), with Holm
-within each table, and endpoint 2's words, non-inferior and inferior, adjusted the same way."""
+"""The frozen-tuning study's report, by the generic report of a searched design
+(adaptive_po/analysis/searched_report.py, from docs/results/frozen/plan.toml; its hand-written report
+is gone): the published endpoints' numbers, the head to head against a comparator other than
+``ppo`` (``decoupled-ppo``), with Holm within each table, endpoint 2's words, non-inferior and
+inferior, adjusted the same way, and the committed files it refuses."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ import pytest
 from scipy import stats
 
 from adaptive_po.analysis import endpoints, quotes
+from adaptive_po.analysis import searched_report as report
 from adaptive_po.analysis.hypothesis import Difference
-from adaptive_po.analysis.reports import frozen as report
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "frozen"
 ARMS = ("esspo", "ppo", "decoupled-ppo", "vtrace")
@@ -21,6 +23,47 @@ ARMS = ("esspo", "ppo", "decoupled-ppo", "vtrace")
 
 from search_records import holm_by_hand as _holm_by_hand  # noqa: E402 - tests/search_records.py
 
+#: the published endpoints as the hand-written report computed them before the port (estimate, se,
+#: df, p, Holm p, verdict), and their cells in the verdicts it published (estimate [95% CI], p, Holm p,
+#: detectable, verdict)
+PUBLISHED = {
+    "1": ((0.1991968314886171, 0.01848506256218084, 229.94143323129998, 3.484101991128888e-22, 1.0452305973386664e-21, "win"),
+          "+0.1992 [+0.1628, +0.2356] | 3.48e-22 | 1.05e-21 | 0.052 | win"),
+    "2": ((-0.2243148508339583, 0.0430617271432664, 27.7865852679066, 0.9962762440439006, 0.9962762440439006, "inferior"),
+          "-0.224 [-0.313, -0.136] | 0.996 | 0.996 | 0.125 | inferior"),
+    "3": ((-0.3307235242741825, 0.04197374303594808, 34.27176684972392, 3.368337939089708e-09, 6.736675878179416e-09, "win"),
+          "-0.331 [-0.416, -0.245] | 3.37e-09 | 6.74e-09 | 0.121 | win"),
+    "esspo-tax": ((0.00362017012594143, 0.016938723986138694, 35.47686402498369, None, None, "equivalent"), "+0.004 [-0.031, +0.038] |"),
+}
+
+
+def _analysed(results: Path = RESULTS):
+    study = report.load(results)
+    result = report.analyse(study)
+    return study, result, report.primary(study, result)
+
+
+def test_the_generic_reports_endpoints_are_the_published_ones_to_the_last_digit():
+    """Every primary endpoint (and esspo's own tax) of the generic report, from the plan and the
+    committed tables, is the number the hand-written report computed and published."""
+    study, result, rows = _analysed()
+    assert [r["id"] for r in rows] == list(PUBLISHED)
+    text = (RESULTS / "verdicts.md").read_text()
+    for r in rows:
+        (estimate, se, df, p, p_adj, verdict), cells = PUBLISHED[r["id"]]
+        assert (r["d"].estimate, r["d"].se, r["d"].df, r["verdict"]) == (estimate, se, df, verdict), r["id"]
+        if p is not None:
+            assert (r["p"], r["p_adj"]) == (p, p_adj), r["id"]
+        assert f"| {r['endpoint']} | " in text and cells in text.split(f"| {r['endpoint']} | ", 1)[1].split("\n", 1)[0], r["id"]
+    assert report.answers(study, rows)[0]["answer"] == "contradicted"
+    # endpoint 2's mirror test over tasks and ppo's tax over tasks, as published
+    assert (format(rows[1]["p_inferior"], ".3g"), format(rows[1]["p_inferior_adj"], ".3g")) == ("0.00372", "0.00372")
+    assert endpoints.format_difference(result["tax_over"][("ppo", "main")]) == "+0.334 [+0.255, +0.413]"
+
+
+def test_the_head_to_head_against_decoupled_ppo_has_every_other_arm_at_every_lag_with_holm_within_each_table():
+    fresh = _fresh()
+    task_rows, agg_rows = endpoints.head_to_head(fresh, "decoupled-ppo", ARMS, (0, 8))
 
 def _fresh() -> dict[str, dict[tuple[str, int], np.ndarray]]:
     """Two tasks, four arms, lags 0 and 8, five seeds: decoupled-ppo at 0.5, esspo 0.2 above it at
@@ -31,9 +74,6 @@ def _fresh() -> dict[str, dict[tuple[str, int], np.ndarray]]:
     return {env: {key: 0.5 + s + rng.normal(0, 0.05, 5) for key, s in shift.items()} for env in ("Pendulum-v1", "Acrobot-v1")}
 
 
-def test_the_head_to_head_against_decoupled_ppo_has_every_other_arm_at_every_lag_with_holm_within_each_table():
-    fresh = _fresh()
-    task_rows, agg_rows = report.head_to_head(fresh, "decoupled-ppo", ARMS, (0, 8))
     assert [(r["algo"], r["lag"]) for r in agg_rows] == [(a, lag) for a in ("esspo", "ppo", "vtrace") for lag in (0, 8)]
     assert [(r["env"], r["algo"], r["lag"]) for r in task_rows] == [
         (env, a, lag) for env in ("Pendulum-v1", "Acrobot-v1") for a in ("esspo", "ppo", "vtrace") for lag in (0, 8)]
@@ -56,7 +96,7 @@ def test_the_head_to_head_against_decoupled_ppo_has_every_other_arm_at_every_lag
     assert verdicts[("esspo", 0)] == "equivalent"
 
     # the comparator's table is its own family: against ppo the same data give other rows and other Holm
-    _, against_ppo = report.head_to_head(fresh, "ppo", ARMS, (0, 8))
+    _, against_ppo = endpoints.head_to_head(fresh, "ppo", ARMS, (0, 8))
     assert [(r["algo"], r["lag"]) for r in against_ppo] == [(a, lag) for a in ("esspo", "decoupled-ppo", "vtrace") for lag in (0, 8)]
     ppo_minus = {r["lag"]: r["d"].estimate for r in agg_rows if r["algo"] == "ppo"}
     assert {r["lag"]: -r["d"].estimate for r in against_ppo if r["algo"] == "decoupled-ppo"} == pytest.approx(ppo_minus)
@@ -64,44 +104,41 @@ def test_the_head_to_head_against_decoupled_ppo_has_every_other_arm_at_every_lag
 
 
 def _committed_report(tmp_path: Path) -> tuple[str, Path]:
-    text = report.report(RESULTS)
+    study, result, _ = _analysed()
+    text = report.report_text(study, result)
     (tmp_path / "frozen").mkdir()
     (tmp_path / "frozen" / "verdicts.md").write_text(text)
     return text, tmp_path
 
 
-def test_the_report_names_decoupled_ppo_as_the_comparator_and_puts_the_head_to_head_after_the_answer(tmp_path):
+def test_the_report_names_decoupled_ppo_as_the_comparator_and_holds_its_table_after_ppos(tmp_path):
     text, results = _committed_report(tmp_path)
     q = lambda locator: quotes.quoted(results, "frozen/verdicts.md#" + locator)  # noqa: E731
-    assert "## Secondary: every arm against decoupled-ppo at every lag" in text
+    head = "Secondary: each arm minus `decoupled-ppo"
+    assert "## Secondary: each arm minus `decoupled-ppo` at every lag" in text
     assert "| arm | lag | tasks | arm - decoupled-ppo [95% CI] |" in text and "| task | arm | lag | arm - decoupled-ppo [95% CI] |" in text
     # every other arm at every lag, over tasks and per task (4 tasks), in the decoupled-ppo section
-    section = text[text.index("## Secondary: every arm against decoupled-ppo"):text.index("## Frozen configurations")]
+    section = text[text.index("## " + head):text.index("## Chosen configurations")]
     for arm in ("esspo", "ppo", "vtrace"):
         for lag in (0, 1, 2, 4, 8, 16, 64):
             assert f"| {arm} | {lag} | 4 of 4 | " in section
     assert section.count("\n| ") - 2 == 3 * 7 + 4 * 3 * 7  # the rows of the two tables, less their two header lines
+    assert "Added after the results (not pre-registered)" in section
     # the numbers, recomputed independently from per_run.csv: esspo - decoupled-ppo over tasks
-    assert q("Secondary: every arm against decoupled-ppo#Over tasks | esspo | 0 | arm - decoupled-ppo") == "-0.181 [-0.281, -0.080]"
-    assert q("Secondary: every arm against decoupled-ppo#Over tasks | esspo | 8 | arm - decoupled-ppo") == "+0.116 [+0.028, +0.205]"
+    assert q(f"{head}#Over tasks | esspo | 0 | 4 of 4 | arm - decoupled-ppo") == "-0.181 [-0.281, -0.080]"
+    assert q(f"{head}#Over tasks | esspo | 8 | 4 of 4 | arm - decoupled-ppo") == "+0.116 [+0.028, +0.205]"
     # Holm over that table's 21 rows alone (not over the 7 lags of one arm, nor over both comparators' 42)
     over_tasks = [line.split("|")[1:-1] for line in section.split("### Per task")[0].splitlines() if " of 4 | " in line]
     ps = [float(cells[4]) for cells in over_tasks]
     assert len(ps) == 21
-    assert float(q("Secondary: every arm against decoupled-ppo#Over tasks | esspo | 8 | p (Holm")) == pytest.approx(_holm_by_hand(ps)[4], rel=5e-3)
-    assert q("Secondary: every arm against decoupled-ppo#Over tasks | esspo | 8 | p (Holm") == "0.0919"
-    # the README's locators still find the table against ppo first
+    assert float(q(f"{head}#Over tasks | esspo | 8 | 4 of 4 | p (Holm")) == pytest.approx(_holm_by_hand(ps)[4], rel=5e-3)
+    assert q(f"{head}#Over tasks | esspo | 8 | 4 of 4 | p (Holm") == "0.0919"
+    assert q(f"{head}#Over tasks | esspo | 8 | 4 of 4 | verdict") == "inconclusive"
+    # the README's locators still find the table against ppo first, pre-registered
     assert q("Secondary#Over tasks | esspo | 0 | arm - ppo") == "-0.224 [-0.313, -0.136]"
-
-    # the head to head: after the answer, before the per-task section, each row its table's Holm p and verdict
-    assert text.index("## The answer") < text.index("## Head to head (secondary): esspo against ppo and decoupled-ppo") < text.index("## Per task")
-    for comparator in ("ppo", "decoupled-ppo"):
-        for lag in ("0", "8"):
-            table = f"Secondary: every arm against {comparator} at#Over tasks | esspo | {lag}"
-            assert q(f"Head to head | esspo - {comparator} | {lag} | p (Holm") == q(f"{table} | p (Holm")
-            assert q(f"Head to head | esspo - {comparator} | {lag} | verdict") == q(f"{table} | verdict")
-    assert q("Head to head | esspo - decoupled-ppo | 8 | verdict") == "inconclusive"
-    assert "not a decision rule" in text and "added after the study" in text
+    assert text.index("## The answer") < text.index("## Secondary: each arm minus `ppo`") < text.index("## " + head)
+    ppo_section = text[text.index("## Secondary: each arm minus `ppo`"):text.index("## " + head)]
+    assert "Pre-registered as secondary and descriptive" in ppo_section
 
 
 def test_inferior_is_holm_adjusted_like_non_inferior():
@@ -124,31 +161,23 @@ def test_inferior_is_holm_adjusted_like_non_inferior():
 
 
 def test_the_committed_study_keeps_its_answer_and_pendulum_at_lag_0_is_not_shown():
-    table, selected, _, plan, result = report.load_and_analyse(RESULTS)
-    rows = report.primary(result)
+    study, result, rows = _analysed()
     assert rows[1]["verdict"] == "inferior" and rows[1]["p_inferior_adj"] < 0.05  # over tasks, Holm over the three
-    assert report.decision(rows, result["esspo_tax"]) == "contradicted"
-    lag0 = report.per_task_verdicts(result)["2"]
+    assert report.answers(study, rows)[0]["answer"] == "contradicted"
+    lag0 = report.per_task_verdicts(study, result)["2"]
     assert lag0["Pendulum-v1"]["p_inferior"] < 0.05 < lag0["Pendulum-v1"]["p_inferior_adj"]
     assert lag0["Pendulum-v1"]["p_inferior_adj"] == pytest.approx(0.117, abs=0.001)
     assert {env: r["verdict"] for env, r in lag0.items()} == {
         "Acrobot-v1": "non-inferior", "Pendulum-v1": "not shown", "LunarLanderContinuous-v3": "inferior", "LunarLander-v3": "not shown"}
 
 
-# -- the report checks its plan (issue 42) ----------------------------------------------------------
+# -- the report checks the committed files against its plan -------------------------------------------
 def _edit_json(path: Path, edit) -> None:
     import json
 
     data = json.loads(path.read_text())
     edit(data)
     path.write_text(json.dumps(data))
-
-
-def _two_tasks_and_four_seeds(folder: Path) -> None:
-    """The issue's case: two tasks kept and score_seeds [0, 2, 3, 9]; the report said "supported"."""
-    _edit_json(folder / "selection.json", lambda d: d.update(tasks=d["tasks"][:2]))
-    _edit_json(folder / "selected.json", lambda d: (d["plan"].update(score_seeds=[0, 2, 3, 9]), d["plan"].update(tasks=d["plan"]["tasks"][:2]),
-                                                    [d["selected"].pop(e) for e in list(d["selected"])[2:]]))
 
 
 def _pick(edit):
@@ -160,23 +189,22 @@ def _pick(edit):
 @pytest.mark.parametrize(
     "tamper, match",
     [
-        (_two_tasks_and_four_seeds, r"selected.json: the plan's score_seeds \[0, 2, 3, 9\] is not the registered"),
-        (lambda f: (_two_tasks_and_four_seeds(f), _edit_json(f / "selected.json", lambda d: d["plan"].update(score_seeds=list(range(10))))),
-         r"selection.json: the tasks .* are not the pilot's qualifying tasks less the cuts"),
-        (lambda f: _edit_json(f / "selected.json", lambda d: d["plan"].update(score_seeds=[0, 2, 3, 9])),
-         r"selected.json: the plan's score_seeds \[0, 2, 3, 9\] is not the registered"),
-        (lambda f: _edit_json(f / "selected.json", lambda d: d["plan"].update(lags=[0, 1, 2, 4, 8])), r"the plan's lags \[0, 1, 2, 4, 8\] is not the registered"),
-        (lambda f: _edit_json(f / "selection.json", lambda d: d["cuts"].update(arms=["esspo"])), r"cuts arms \['esspo'\] are not in the registered cut order"),
+        (lambda f: _edit_json(f / "selection.json", lambda d: d.update(tasks=d["tasks"][:2])),
+         r"per_run.csv: the run .*'LunarLander.*is not in the plan .* \(its task \(not in the plan after its cuts\)\)"),
+        (lambda f: _edit_json(f / "selection.json", lambda d: d["cuts"].update(arms=["esspo"])), r"selection.json: arms \['esspo'\] cannot be cut"),
+        (lambda f: _edit_json(f / "selection.json", lambda d: d.pop("cuts")), r"selection.json: expected the keys \['arms', 'lags', 'tasks'\]"),
         (_pick(lambda p: p.update(variant="learning_rate=x1e9")), r"Acrobot-v1 esspo fresh's variant 'learning_rate=x1e9' has 0 search runs in the table, not 3"),
         (_pick(lambda p: p.update(variant="")), r"Acrobot-v1 esspo fresh's variant '' returned .* below the best"),
-        (lambda f: _edit_json(f / "selection.json", lambda d: d["tasks"][0].update(budget=1e30)), r"selection.json: the budget 1e\+30 of 'Acrobot-v1' is not a whole number"),
-        (lambda f: _edit_json(f / "selection.json", lambda d: d["pilot"][3].update(lag0_mean=0.99)), r"the pilot's lag0_mean 0.99 of Acrobot-v1 at 50,000 steps is not the mean"),
+        (lambda f: _edit_json(f / "selection.json", lambda d: d["tasks"][0].update(budget=1e30)),
+         r"selection.json: \('Acrobot-v1', 1e\+30\) is not one of the pilot's candidate tasks and budgets"),
+        (lambda f: _edit_json(f / "selected.json", lambda d: d["selected"]["Acrobot-v1"].update(budget=100_000)),
+         r"selected.json: 'Acrobot-v1' at 100000 steps is not a task of the plan at its budget"),
     ],
-    ids=["two-tasks-four-seeds", "two-tasks", "seeds", "lags", "cut-out-of-order", "variant-never-searched", "not-the-best", "budget-1e30", "pilot-mean"],
+    ids=["two-tasks", "cut-out-of-order", "cuts-missing", "variant-never-searched", "not-the-best", "budget-1e30", "pick-budget"],
 )
-def test_the_report_refuses_a_plan_that_is_not_the_registered_one_in_one_line(tmp_path, capsys, tamper, match):
-    """Each edit of the committed JSON, which the report used to take as it was, is refused before
-    anything is computed: one line naming the file and the value, exit 2, nothing written."""
+def test_the_report_refuses_files_that_are_not_the_plans_in_one_line(tmp_path, capsys, tamper, match):
+    """Each edit of the committed JSON is refused before anything is computed: one line naming the
+    file and the value, exit 2, nothing written."""
     import re
     import shutil
 
@@ -190,9 +218,8 @@ def test_the_report_refuses_a_plan_that_is_not_the_registered_one_in_one_line(tm
     assert (folder / "verdicts.md").read_bytes() == before
 
 
-def test_the_published_report_passes_its_plan_check():
-    table, selected, selection = report._load(RESULTS)
-    report.check_plan(RESULTS, table, selected, selection)
+def test_the_published_files_pass_the_reports_checks():
+    report.load(RESULTS)  # the table, the pilot's selection and cuts, and the picks against the plan
 
 
 def test_the_report_quotes_its_pre_registrations_deviations(tmp_path):
