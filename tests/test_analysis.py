@@ -567,7 +567,7 @@ def test_reports_import_the_core_never_each_other_and_each_runs_as_a_module():
 
     reports = sorted((REPO / "adaptive_po" / "analysis" / "reports").glob("*.py"))
     names = {p.stem for p in reports} - {"__init__"}
-    assert names == {"suite", "paper", "staleness_and_paper_verdicts", "equal_tuning", "minatar", "fresh_data", "r2vpo", "reissue", "frozen", "minatar_learning", "minatar_gymnax", "ale_curves", "pqn_cleanrl", "pqn_minatar", "abs_claim", "pqn_staleness"}
+    assert names == {"suite", "paper", "staleness_and_paper_verdicts", "equal_tuning", "minatar", "fresh_data", "r2vpo", "reissue", "minatar_learning", "minatar_gymnax", "ale_curves", "pqn_cleanrl", "pqn_minatar", "abs_claim", "pqn_staleness"}
     for path in reports:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):

@@ -267,7 +267,7 @@ REPORT_COMMANDS = {
     "fresh-data": ["adaptive_po.analysis.reports.fresh_data", "results", "--table", "docs/results/fresh-data/per_run.csv", "--out", "{out}"],
     "classic": ["adaptive_po.analysis.reports.staleness_and_paper_verdicts", "--table", "docs/results/paper/runs.csv", "--out", "{out}"],
     "quick": ["adaptive_po.analysis.reports.reissue", "{out}"],
-    "frozen": ["adaptive_po.analysis.reports.frozen", "--results", "{out}"],
+    "frozen": ["adaptive_po.analysis.study_report", "--results", "{out}"],
     "frozen-study": ["adaptive_po.bench.study", "dry-run", "--results", "{out}"],
 }
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from adaptive_po.analysis import searched_report
-from adaptive_po.analysis.reports import frozen as frozen_report
 from adaptive_po.analysis.reports import minatar_learning as minatar_report
 from adaptive_po.bench import frozen, minatar_learning, study
 
@@ -56,7 +55,6 @@ DRY_AND_REPORTS = [
     (minatar_learning.main, ["dry-run"]),
     (minatar_learning.main, ["select"]),
     (minatar_learning.main, ["study"]),
-    (frozen_report.main, []),
     (minatar_report.main, []),
     (searched_report.main, []),
 ]

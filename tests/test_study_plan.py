@@ -217,19 +217,16 @@ def _schedule_rule(v1: str, v2: str, v3: str | None, tax_equivalent: bool) -> st
 
 def test_the_generic_decision_rule_reads_the_frozen_studies_rules_as_their_reports_do():
     """Every combination of the three verdicts and the tax's equivalence: the plans' rules, read by
-    analysis.endpoints.decide (and by the two reports), answer what the reports' rules answered
-    before the plan files (an endpoint cut with its part: never supported)."""
+    analysis.endpoints.decide (which the generic report reads them by), answer what the studies' own
+    reports' rules answered before the plan files (an endpoint cut with its part: never supported)."""
     from adaptive_po.analysis.endpoints import decide
-    from adaptive_po.analysis.reports import frozen as frozen_report
 
     rule = load_plan(REPO / "docs/results/frozen/plan.toml").decisions[0]
     a_rule, b_rule, c_rule = load_plan(REPO / "docs/results/frozen-schedule/plan.toml").decisions
     for v1, v2, v3 in VERDICT_GRID:
         for within in (True, False):
-            tax = Difference(0.0, 0.01, 100) if within else Difference(0.0, 1.0, 100)
             rows = {"1": {"verdict": v1}, "2": {"verdict": v2}, "3": {"verdict": v3}, "esspo-tax": {"verdict": "inconclusive", "within_margin": within}}
             assert decide(rule, rows) == _frozen_rule(v1, v2, v3, within), (v1, v2, v3, within)
-            assert frozen_report.decision([{"verdict": v} for v in (v1, v2, v3)], tax) == _frozen_rule(v1, v2, v3, within)
             family = {"B1": {"verdict": v1}, "B2": {"verdict": v2}, "B3": {"verdict": v3}, "B-tax": {"verdict": "inconclusive", "within_margin": within}}
             assert decide(b_rule, family) == _schedule_rule(v1, v2, v3, within), (v1, v2, v3, within)
             cut = {k: v for k, v in family.items() if k in ("B1", "B2")}
@@ -241,34 +238,35 @@ def test_the_generic_decision_rule_reads_the_frozen_studies_rules_as_their_repor
 
 
 def test_the_frozen_report_reads_its_margins_families_and_rule_from_its_plan(tmp_path):
-    """The published frozen study, rebuilt with a planted margin: endpoint 2 at -0.35 instead of
-    -0.1 reads non-inferior, and the claim flips from contradicted to supported; endpoint 3 taken
-    out of the primary family leaves the other two's Holm over two."""
-    from adaptive_po.analysis.reports import frozen as frozen_report
+    """The published frozen study, rebuilt by the generic report with a planted margin: endpoint 2 at
+    -0.35 instead of -0.1 reads non-inferior, and the claim flips from contradicted to supported;
+    endpoint 3 taken out of the primary family leaves the other two's Holm over two."""
+    from adaptive_po.analysis import searched_report
 
     results = REPO / "docs/results/frozen"
     text = (results / "plan.toml").read_text()
-    loaded = frozen_report.load_and_analyse(results)
-    result = loaded[4]
-    committed = load_plan(results / "plan.toml")
-    assert frozen_report.decision(frozen_report.primary(result, committed), result["esspo_tax"], committed) == "contradicted"
-    assert "**The claim (robust to staleness without retuning) is contradicted.**" in frozen_report.report_text(*loaded, study=committed)
+    study = searched_report.load(results)
+    result = searched_report.analyse(study)
+
+    def read(plan):
+        mine = replace(study, plan=plan)
+        rows = searched_report.primary(mine, result)
+        return rows, searched_report.answers(mine, rows)[0]["answer"], searched_report.report_text(mine, result)
+
+    rows, answer, report_text = read(study.plan)
+    assert answer == "contradicted" and "**The claim is contradicted.**" in report_text
+    assert "| robust to staleness without retuning | 1 4/4, 2 4/4, 3 4/4, esspo-tax 4/4 | **contradicted** |" in report_text
     old = 'lag = 0\nmargin = 0.1\nfamily = "primary"\nlabel = "2.'
     assert old in text
     wide = _plan_from(tmp_path, text.replace(old, old.replace("0.1", "0.35")))
-    rows = frozen_report.primary(result, wide)
-    assert rows[1]["verdict"] == "non-inferior" and frozen_report.decision(rows, result["esspo_tax"], wide) == "supported"
-    assert "**The claim (robust to staleness without retuning) is supported.**" in frozen_report.report_text(*loaded, study=wide)
-    two = replace(committed, endpoints=tuple(replace(e, family="") if e.id == "3" else e for e in committed.endpoints))
-    rows, before = frozen_report.primary(result, two), frozen_report.primary(result, committed)
+    rows, answer, report_text = read(wide)
+    assert rows[1]["verdict"] == "non-inferior" and answer == "supported" and "**The claim is supported.**" in report_text
+    two = replace(study.plan, endpoints=tuple(replace(e, family="") if e.id == "3" else e for e in study.plan.endpoints))
+    (rows, answer, report_text), before = read(two), searched_report.primary(study, result)
     # endpoint 1 has the smallest p: Holm multiplies it by 3 in the family of three, by 2 without endpoint 3
     assert rows[2]["p_adj"] == rows[2]["p"] and rows[0]["p_adj"] == pytest.approx(2 * rows[0]["p"], rel=1e-9)
     assert before[0]["p_adj"] == pytest.approx(3 * before[0]["p"], rel=1e-9)
-    assert "**The claim (robust to staleness without retuning) is contradicted.**" in frozen_report.report_text(*loaded, study=two)
-    # a family holding what the report does not compute is refused in one line naming the plan
-    bad = replace(committed, endpoints=tuple(replace(e, family="primary") if e.id == "esspo-tax" else e for e in committed.endpoints))
-    with pytest.raises(ValueError, match=r"plan\.toml: endpoints: family 'primary' holds \['esspo-tax'\]"):
-        frozen_report.primary(result, bad)
+    assert answer == "contradicted" and "**The claim is contradicted.**" in report_text
 
 
 def test_the_schedule_report_reads_its_holm_family_from_its_plan():
