@@ -195,12 +195,13 @@ def test_train_takes_the_sweep_lock_and_keeps_complete_runs(tmp_path):
     finally:
         _stop(driver)
 
-    # two trains of one run a few seconds apart: the second is refused while the first runs
-    first = subprocess.Popen(train(out, timesteps=32768, seed=5, suite_name="train"), env=ENV,
+    # two trains of one run a few seconds apart: the second is refused while the first runs (a budget
+    # the first cannot finish while the second starts and is refused, on any machine: it is stopped after)
+    first = subprocess.Popen(train(out, timesteps=1_000_000, seed=5, suite_name="train"), env=ENV,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_lock(out / "train", first.pid, first)
-        second = run(train(out, timesteps=32768, seed=5, suite_name="train"))
+        second = run(train(out, timesteps=1_000_000, seed=5, suite_name="train"))
         assert first.poll() is None, "the first train ended before the second was refused"
         assert second.returncode == 2 and f"pid {first.pid}" in second.stderr, second.stderr
     finally:

@@ -260,13 +260,26 @@ def test_a_tiny_plan_trains_its_parts_and_replays_from_its_table_alone(tmp_path,
 
 
 def test_the_dry_run_of_the_quatro_plan_writes_nothing(tmp_path, capsys):
+    """Before the first run the dry run decides the cuts by the registered order (on a copy without
+    the committed files); on the study's folder it reads the committed cuts; neither writes a file."""
     from adaptive_po.bench import study
 
-    before = sorted(p.name for p in QUATRO.iterdir())
-    assert study.main(["dry-run", "--results", str(QUATRO)]) == 0
+    for name in ("frozen-quatro", "frozen"):
+        shutil.copytree(REPO / "docs/results" / name, tmp_path / name)
+    fresh = tmp_path / "frozen-quatro"
+    for name in ("cuts.json", "per_run.csv", "per_run.csv.sha256", "trials.csv", "selected.json", "plan.json"):
+        (fresh / name).unlink(missing_ok=True)
+    before = sorted(p.name for p in fresh.iterdir())
+    assert study.main(["dry-run", "--results", str(fresh), "--out", str(tmp_path / "runs")]) == 0
     err = capsys.readouterr().err
-    assert "1608 runs" in err and "cut task LunarLander-v3" in err and "1196 runs" in err
-    assert sorted(p.name for p in QUATRO.iterdir()) == before
+    assert "1608 runs" in err and "cut lag 64" in err and "cut task LunarLander-v3" in err and "1196 runs" in err
+    assert sorted(p.name for p in fresh.iterdir()) == before
+    if (QUATRO / "cuts.json").exists():  # the study has started: its committed cuts stand
+        before = {p.name: p.read_bytes() for p in QUATRO.iterdir() if p.is_file()}
+        assert study.main(["dry-run", "--results", str(QUATRO), "--out", str(tmp_path / "runs")]) == 0
+        err = capsys.readouterr().err
+        assert "cuts as committed" in err and "'tasks': ['LunarLander-v3']" in err and "1196 runs" in err
+        assert {p.name: p.read_bytes() for p in QUATRO.iterdir() if p.is_file()} == before
 
 
 def test_a_searched_design_on_fixed_tasks_has_no_pilot_command(tmp_path, capsys):
