@@ -339,11 +339,13 @@ bench-pqn-staleness: $(STAMP)
 pqn-staleness-from-table: $(STAMP)
 	$(PQN_STALENESS_REPORT) --table docs/results/pqn-staleness/per_run.csv --out docs/results/pqn-staleness
 
-# every published verdict from the committed tables alone, then the prose's quotes from them.
+# every published verdict from the committed tables alone, then the prose's quotes and the README's
+# answer table (docs/results/answer.toml) from them.
 # pqn-minatar-from-table, abs-from-table and pqn-staleness-from-table join this list when their tables
 # (docs/results/{pqn-minatar,abs,pqn-staleness}/per_run.csv) are committed; none is run yet
 reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table minatar-learning-from-table minatar-stress-pilot-from-table minatar-gymnax-from-table pqn-cleanrl-from-table ale-curves-from-table calibration
-	$(VPY) -m adaptive_po.analysis.quotes --fill README.md $(RESULTS_README)
+	$(VPY) -m adaptive_po.analysis.quotes --fill $(RESULTS_README)
+	$(VPY) -m adaptive_po.analysis.answer
 
 # the staleness and paper suites' verdicts (docs/results/{staleness,paper}/verdicts.md, per_run.csv)
 # and their two blocks, from the committed run table docs/results/paper/runs.csv

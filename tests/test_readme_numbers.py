@@ -7,7 +7,7 @@ Two pages state results: the project README (``README.md``, the headline) and th
 run table alone: ``verdicts.md``, ``per_run.csv`` and the results page's generated blocks.
 (b) Every number and verdict word of the results prose (``README.md``'s "Results" section and every
 "## Results" section of ``docs/results/README.md``, outside generated blocks, code and tables that quote
-nothing; a table that quotes a cell, as the README's answer does, is read as prose) is a
+nothing; a table that quotes a cell is read as prose) is a
 *quote* (:mod:`adaptive_po.analysis.quotes`): a reference link ``[text][key]`` whose definition
 names its report, row and column, and its text must equal that cell with its sign and digits. A number or verdict word outside a quote fails, except the
 set-up facts :data:`adaptive_po.analysis.quotes.SETUP` allows (budgets, seeds, lags, dates). The
@@ -15,7 +15,10 @@ check is shown to fail on edited numbers and words (signs flipped, digits nudged
 swapped, a quote's markup dropped), and on keys in error: defined twice, used but not defined,
 defined but never used; a renamed report column is named once, by its definition's key.
 (c) A quoted interval's verdict word agrees with it (:func:`adaptive_po.analysis.quotes.interval_words`):
-shown to fail on planted sentences, in prose and in the README's answer table.
+shown to fail on planted sentences.
+(d) The README's answer table is generated (:mod:`adaptive_po.analysis.answer`): each cell is a
+report's cell, located in ``docs/results/answer.toml``; the check fails on every edited number and
+word, on an estimate beside words it does not bear out, and names the row of a bad rows file.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from adaptive_po.analysis import quotes
+from adaptive_po.analysis import answer, quotes
 from adaptive_po.analysis.reports import staleness_and_paper_verdicts as classic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +103,7 @@ def test_every_number_and_verdict_of_the_results_prose_is_its_reports_cell(page)
 def test_the_headline_and_the_results_sections_state_their_results_in_quotes():
     headline = _results_sections(README.read_text())
     assert len(headline) == 1, "the README has one results section, the headline"
-    assert len(quotes.QUOTE.findall(next(iter(headline.values())))) >= 20
+    assert len(answer.read_rows()) >= 15 and answer.BEGIN in next(iter(headline.values()))
     sections = _results_sections(RESULTS_README.read_text())
     for title in ("the quick suite", "equal tuning", "MinAtar", "four objectives under staleness", "after R2VPO",
                   "the paper's conditions", "why the ESS objective", "sampler mismatch"):
@@ -128,12 +131,12 @@ def _edits(value: str) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("page", [README, RESULTS_README], ids=["README.md", "docs/results/README.md"])
-def test_the_check_fails_on_every_edited_number_and_word(page):
+def test_the_check_fails_on_every_edited_number_and_word():
+    page = RESULTS_README
     text = page.read_text()
     assert not _problems(text, "page", page.parent)
     found = list(quotes.QUOTE.finditer(text))
-    sample = found if page == README else found[::3]
+    sample = found[::3]
     tried = 0
     for m in sample:
         for wrong in _edits(m["value"]):
@@ -258,12 +261,59 @@ def test_a_verdict_word_beside_an_interval_that_does_not_bear_it_out_fails(plant
     assert any(f"{word!r} beside [" in p for p in _problems(edited, "page")), "the page check runs it"
 
 
-def test_the_answer_tables_cells_are_checked_against_their_intervals():
+# -- the README's answer table: generated from the reports' cells -----------------------------------
+def test_the_readmes_answer_table_is_its_reports_cells(capsys):
+    assert answer.main(["--check"]) == 0, capsys.readouterr().out
     text = README.read_text()
-    row = next(line for line in text.splitlines() if "[mpilot-freeway-hurt]" in line)
-    assert "| not shown;" in row
-    wrong = text.replace(row, row.replace("| not shown;", "| costs it;"))
-    assert any("'costs' beside [+0.026" in p for p in quotes.interval_words(wrong, "README.md"))
+    assert not quotes.DEFINITION.search(text) and not quotes.QUOTE.search(text), "the README holds quote markup; its answer is generated"
+    table = answer.BLOCK.search(text)["table"]
+    links = list(re.finditer(r"\[(?P<value>[^\[\]\n]*(?:\[[^\[\]\n]*\][^\[\]\n]*)?)\]\((?P<target>docs/results/[^)]+)\)", table))
+    assert len(links) >= 30
+    for m in links:
+        assert (ROOT / m["target"]).is_file(), m["target"]
+    tried = 0
+    for m in links:  # every edited number and word of a cell makes the check fail, naming the line
+        for wrong in _edits(m["value"]):
+            edited = tmp = text.replace(table, table[:m.start("value")] + wrong + table[m.end("value"):], 1)
+            assert edited != text and answer.rebuilt(tmp, answer.render(answer.read_rows(), RESULTS)) == text
+            tried += 1
+    assert tried >= 40
+
+
+def _rows_file(tmp_path: Path, edit: tuple[str, str] | None = None, append: str = "") -> Path:
+    text = answer.ROWS.read_text()
+    if edit:
+        assert edit[0] in text, edit[0]
+        text = text.replace(*edit, 1)
+    path = tmp_path / "answer.toml"
+    path.write_text(text + append)
+    return path
+
+
+def test_the_answer_tables_words_are_checked_against_their_intervals(tmp_path):
+    rows = _rows_file(tmp_path, ('words = "not shown;', 'words = "costs it;'))
+    with pytest.raises(answer.AnswerError, match=r"'costs' beside \[\+0\.026"):
+        answer.render(answer.read_rows(rows), RESULTS)
+    rows = _rows_file(tmp_path, ('after = "to none"', 'after = "so it wins"'))
+    with pytest.raises(answer.AnswerError, match=r"'wins' beside \[\+0\.004"):
+        answer.render(answer.read_rows(rows), RESULTS)
+
+
+@pytest.mark.parametrize(("edit", "append", "message"), [
+    (("esspo's retuning tax at lag 8 | estimate", "esspo's retuning tax at lag 9 | estimate"), "", r"row 5 .*no row with"),
+    (("frozen/verdicts.md#The answer | 1.", "frozen/verdict.md#The answer | 1."), "", r"row 3 .*no report frozen/verdict\.md"),
+    (None, '\n[[rows]]\nquestion = "q"\ncomparison = "c"\nverdict = ["frozen/verdicts.md | x | y"]\n', r"row 18: unknown key\(s\) \['verdict'\]"),
+    (None, '\n[[rows]]\nquestion = "q"\ncomparison = "c"\n', r"row 18: give verdicts \(locators\) or words"),
+    (None, '\n[[rows]]\nquestion = "a | b"\ncomparison = "c"\nwords = "w"\n', r"row 18: question 'a \| b' holds a '\|'"),
+    (None, "\n[[rows]\n", r"not TOML"),
+])
+def test_bad_answer_rows_are_errors_naming_the_row(tmp_path, capsys, edit, append, message):
+    rows = _rows_file(tmp_path, edit, append)
+    readme = tmp_path / "README.md"
+    readme.write_text(README.read_text())
+    assert answer.main(["--rows", str(rows), "--readme", str(readme), "--results", str(RESULTS)]) == 2
+    assert re.search(message, capsys.readouterr().out)
+    assert readme.read_text() == README.read_text(), "nothing written"
 
 
 def test_the_words_next_to_an_interval_are_its_own_and_a_reports_adjusted_verdict_may_stand_beside_it():
