@@ -282,7 +282,8 @@ def test_edited_results_are_named_by_analysis_and_redone_by_the_bench(bench_out,
     dry = cli_here(bench_cmd(out, "--dry-run"), env=ENV)
     assert dry.returncode == 0, dry.stderr
     shown = dry.stdout + dry.stderr
-    assert "already complete: 1; to run: 3" in shown, shown
+    assert "already complete: 1; to run: 3 (the cost estimate below is theirs)" in shown, shown
+    assert "4 runs, 4,096 environment steps in all" in shown and "cost estimate (process engine): 3,072 environment steps" in shown, shown
     for d in edited:
         assert f"redo quick/CartPole-v1/{d.parent.parent.name}/{CONDITION}/{d.name}: summary.json" in shown, shown
     rerun = cli_here(bench_cmd(out), env=ENV)

@@ -186,8 +186,8 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
     """A dry-run listing: the runs per environment, what is complete already and which complete
     runs would be redone and why (damaged, or made with another configuration: the differing keys,
     old -> new), and a cost estimate (steps x the measured speed of ``engine``; runs the
-    population engine does not support count at the process engine's speed; complete runs count
-    too). A summary, never a line per run: the dry run lists the run folders with ``--list-runs``."""
+    population engine does not support count at the process engine's speed; only the runs still to
+    run count, so a resumed grid is priced at what is left). A summary, never a line per run: the dry run lists the run folders with ``--list-runs``."""
     from adaptive_po.bench.config import budget_notes
     from adaptive_po.hyperparams import VALUE_ALGORITHMS
 
@@ -196,7 +196,9 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
     by_env: dict[str, list[RunSpec]] = {}
     for spec in specs:
         by_env.setdefault(spec.env, []).append(spec)
-    cost = estimate_cost(specs, engine)
+    plan = plan_resume(specs)
+    todo = plan.todo(redo_changed)
+    cost = estimate_cost(todo, engine)
     seconds, steps_by_engine, guessed, atari_steps = cost.seconds, cost.steps, cost.guessed, cost.atari_steps
     for env, runs in by_env.items():
         algos = sorted({r.algo for r in runs})
@@ -218,9 +220,9 @@ def describe_grid(specs: Sequence[RunSpec], engine: str = "population", redo_cha
             counts[key(spec)] = counts.get(key(spec), 0) + 1
         lines.append(f"  runs per {axis[:-1]}: " + ", ".join(f"{name} {n}" for name, n in counts.items()))
     lines += notes
-    plan = plan_resume(specs)
     changed, damaged = plan.of(RUN_CHANGED), plan.of(RUN_DAMAGED)
-    lines.append(f"  already complete: {len(plan.of(RUN_SAME))}; to run: {len(plan.todo(redo_changed))}")
+    lines.append(f"  already complete: {len(plan.of(RUN_SAME))}; to run: {len(todo)}"
+                 + (" (the cost estimate below is theirs)" if todo and len(todo) < len(specs) else ""))
     for spec, state in damaged[:NAMED_RUNS]:
         lines.append(f"    redo {spec.relative_dir}: {state.reasons[0]}")
     if len(damaged) > NAMED_RUNS:
