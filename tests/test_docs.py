@@ -410,3 +410,15 @@ def test_clean_runs_removes_every_folder_the_bench_targets_write_and_never_the_c
     recipes = "\n".join(line for line in MAKEFILE.read_text().splitlines() if not line.startswith("#"))
     written |= set(re.findall(r"--suite-name ([\w.-]+)", recipes))
     assert written <= folders, f"make clean-runs leaves {sorted(written - folders)}"
+
+
+def test_no_committed_result_names_a_path_of_the_machine_that_made_it():
+    """A results folder reads the same on every machine and from every worktree: no file under
+    docs/results holds an absolute path (a study's record once named the worktree it ran from)."""
+    found = []
+    for path in sorted((ROOT / "docs" / "results").rglob("*")):
+        if path.is_file() and path.suffix in {".json", ".csv", ".md", ".toml", ".txt"}:
+            for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if re.search(r"""(^|[\s"'(,=])/(work|home|tmp|root|Users)/""", line):
+                    found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:120]}")
+    assert not found, "\n".join(found[:20])

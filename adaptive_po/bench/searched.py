@@ -93,12 +93,15 @@ class LearningRatePart:
     folder: str
     out: str = "runs"
     envs_dir: str | None = None
+    #: ``source`` as the plan file writes it (relative to the plan's folder): the record's, so it
+    #: is the same on every machine and in every worktree
+    source_text: str = ""
 
     def runs(self) -> int:
         return (len(self.arms) + len(self.from_arms)) * len(self.factors) * len(self.lags) * len(self.seeds)
 
     def record(self) -> dict[str, Any]:
-        return {"kind": "learning-rate", "arms": list(self.arms), "from_arms": list(self.from_arms), "from": str(self.source or ""),
+        return {"kind": "learning-rate", "arms": list(self.arms), "from_arms": list(self.from_arms), "from": self.source_text,
                 "factors": list(self.factors), "tasks": [{"env": e, "budget": b} for e, b in self.tasks], "lags": list(self.lags),
                 "seeds": list(self.seeds), "folder": self.folder}
 
@@ -143,7 +146,7 @@ def learning_rate_parts(plan: StudyPlan, tasks: Sequence[Task], cuts: Mapping[st
             source=(plan.path.parent / p["from"]).resolve() if p["from"] else None, factors=p["factors"],
             tasks=tuple(t for t in tasks if t[0] in p["tasks"] and t[0] not in cuts.get(plan.tasks_word, ())),
             lags=tuple(x for x in p["lags"] if x not in cuts.get("lags", ())), seeds=tuple(x for x in p["seeds"] if x not in cuts.get("seeds", ())),
-            folder=p["folder"], out=out, envs_dir=envs_dir,
+            folder=p["folder"], out=out, envs_dir=envs_dir, source_text=p["from"],
         )
         if part.tasks and part.runs():
             made[p["name"]] = part
