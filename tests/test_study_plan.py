@@ -288,3 +288,61 @@ def test_the_schedule_report_reads_its_holm_family_from_its_plan():
     assert any(b["p_adj"] < a["p_adj"] for a, b in zip(seven[:6], six[:6]) if a["p_adj"] < 1)
     # A1 has the smallest p: Holm multiplies it by 7 in the family of seven, by 8 with arm 1's tax in it
     assert seven[0]["p_adj"] == pytest.approx(7 * seven[0]["p"], rel=1e-9) and eight[0]["p_adj"] == pytest.approx(8 * seven[0]["p"], rel=1e-9)
+
+
+QUATRO = REPO / "docs/results/frozen-quatro"
+QUATRO_CLAIMS = '''
+[[claims]]
+name = "quatro"
+arm = "quatro"
+versus = "ppo (frozen study)"
+prefix = "Q"
+slope_lags = [0, 1, 2, 4, 8]
+sentence = "After-QUATRO (`quatro`) against the published tuned `ppo`: robust to staleness without retuning is {answer}."
+
+[[claims]]
+name = "r2vpo"
+arm = "r2vpo"
+versus = "ppo (frozen study)"
+prefix = "R"
+slope_lags = [0, 1, 2, 4, 8]
+tax_part = "r2vpo-tax"
+sentence = "After-R2VPO (`r2vpo`) against the published tuned `ppo`: robust to staleness without retuning is {answer}."
+'''
+
+
+def _compact_quatro_plan() -> str:
+    """frozen-quatro's committed plan with its endpoints and decisions written as two claims and its
+    parts' search spaces left to ``[search]``'s."""
+    text = (QUATRO / "plan.toml").read_text()
+    head, rest = text.split("[[endpoints]]", 1)
+    tail = "[[secondary]]" + rest.split("[[secondary]]", 1)[1]
+    for own in ('own = { quatro = { radius = [0.002, 0.05, 0.01] } }\n',
+                'own = { r2vpo = { variance_target = [0.005, 0.08, 0.02], dual_step = [1.0, 100.0, 10.0], initial_multiplier = [0.1, 10.0, 1.0] } }\n'):
+        head = head.replace('space = "zoo-factors"\n' + own, "")
+    return head + QUATRO_CLAIMS.lstrip() + "\n" + tail
+
+
+def test_a_claim_is_the_four_endpoints_and_the_decision_a_plan_would_spell_out(tmp_path):
+    """Two claims and the parts' default spaces load to exactly the committed frozen-quatro plan (the
+    same endpoints in the same order, the same decisions and parts): 228 lines become 132."""
+    committed = load_plan(QUATRO / "plan.toml")
+    text = _compact_quatro_plan()
+    (tmp_path / "plan.toml").write_text(text)
+    compact = load_plan(tmp_path / "plan.toml")
+    assert replace(compact, path=committed.path) == committed
+    assert len((QUATRO / "plan.toml").read_text().splitlines()) - len(text.splitlines()) >= 90
+    assert len(text.splitlines()) <= 135
+
+
+@pytest.mark.parametrize(("old", "new", "named"), [
+    ('prefix = "Q"\n', "", r"claims\[0\]\.prefix: missing"),
+    ('prefix = "R"\n', 'prefix = "R"\nlag = 3\n', r"claims\[1\]\.lag: not a key of a claim"),
+    ('slope_lags = [0, 1, 2, 4, 8]\nsentence = "After-QUATRO', 'slope_lags = [0]\nsentence = "After-QUATRO', r"claims\[0\]\.slope_lags: two or more lags"),
+    ('tax_part = "r2vpo-tax"', 'tax_part = "r2vpo-taxes"', r"endpoints.*part: 'r2vpo-taxes' is not one of the plan's parts"),
+    ('arm = "quatro"\nversus', 'arm = "qautro"\nversus', r"'qautro' is not an arm of the design"),
+    ('sentence = "After-R2VPO (`r2vpo`) against the published tuned `ppo`: robust to staleness without retuning is {answer}."',
+     'sentence = "After-R2VPO."', r"decisions.*sentence: must hold \{answer\}"),
+])
+def test_a_bad_claim_is_one_line_naming_the_file_and_the_key(tmp_path, old, new, named):
+    _refused(tmp_path, _compact_quatro_plan(), old, new, named)

@@ -48,6 +48,15 @@ against it. Its top-level keys and tables (every one validated; an unknown key i
                 ``label``, ``short``, ``digits``, ``part`` (the sub-plan it needs: cut with it), ``over``
                 ("stressor": a design by stressor's slope, over each pair's own conditions: x =
                 log2(1 + lag) for a lag stressor, 0 and 1 for a sampler one; margin over the range)
+``[[claims]]``  the frozen protocol's claim of one arm, written once (optional; expanded before the
+                rest is read into the four endpoints and the decision a plan would otherwise spell
+                out, :func:`expand_claims`): ``name`` (the decision's), ``arm``, ``versus``, ``prefix``
+                (the endpoints' ids: <prefix>1 slope over ``slope_lags``, <prefix>2 non-inferiority at
+                ``fresh_lag`` (0), <prefix>3 the tax difference at ``tax_lag`` (the ``[tax]`` lag),
+                <prefix>-tax the arm's own tax outside the families), ``sentence``; optional
+                ``margin`` (0.1), ``family`` ("primary"), ``tax_part``, ``digits`` (of the slope, 4),
+                ``shown`` and ``versus_shown`` (the arms' names in the labels: the arm, and the
+                comparator's own arm name), ``otherwise``, ``undecided``
 ``[[decisions]]`` ``name``, ``sentence`` (with ``{answer}``), ``undecided``; either ``supported`` and
                 ``contradicted`` (lists of alternatives, each a list of "endpoint=verdict" that must
                 all hold; a verdict, or "within-margin": its equivalence test alone rejects) with
@@ -466,6 +475,75 @@ def _terms(v: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
     return tuple(out)
 
 
+CLAIM_KEYS = frozenset({"name", "arm", "versus", "prefix", "sentence", "slope_lags", "fresh_lag", "tax_lag", "margin", "family", "tax_part",
+                        "digits", "shown", "versus_shown", "otherwise", "undecided"})
+
+
+def expand_claims(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with its ``[[claims]]`` written out as ``[[endpoints]]`` and ``[[decisions]]`` (after
+    any written by hand: every claim's three family endpoints, then every claim's own tax, then the
+    decisions), so the loader checks them as it checks any; a ``ValueError`` naming the claim's key
+    where one is missing, unknown or of the wrong type. The frozen protocol's claim: robust to
+    staleness without retuning is supported where the slope wins, fresh data is non-inferior and
+    the tax difference wins (or the arm's own tax is within the margin); contradicted where the
+    slope or the tax difference loses or fresh data is inferior."""
+    claims = data.get("claims")
+    if claims is None:
+        return dict(data)
+    if not isinstance(claims, list) or not all(isinstance(c, dict) for c in claims):
+        raise ValueError(f"{path}: claims: want [[claims]] tables")
+    out = {k: v for k, v in data.items() if k != "claims"}
+    comparators = {label: arm for c in data.get("comparators", []) if isinstance(c, dict) for label, arm in dict(c.get("arms", {})).items()}
+    tax = data.get("tax", {}) if isinstance(data.get("tax"), dict) else {}
+    family, own, decisions = [], [], []
+    for i, c in enumerate(claims):
+        where = f"{path}: claims[{i}]."
+        unknown = sorted(set(c) - CLAIM_KEYS)
+        if unknown:
+            raise ValueError(f"{where}{unknown[0]}: not a key of a claim ({', '.join(sorted(CLAIM_KEYS))})")
+
+        def get(key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+            if key not in c:
+                if default is ...:
+                    raise ValueError(f"{where}{key}: missing")
+                return default
+            value = c[key]
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ValueError(f"{where}{key}: the wrong type ({value!r})")
+            return value
+
+        name, arm, versus, prefix, sentence = (get(k, str) for k in ("name", "arm", "versus", "prefix", "sentence"))
+        slope_lags = get("slope_lags", list)
+        if len(slope_lags) < 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in slope_lags):
+            raise ValueError(f"{where}slope_lags: two or more lags, got {slope_lags!r}")
+        fresh, tax_lag = get("fresh_lag", int, 0), get("tax_lag", int, tax.get("lag", ...))
+        margin, fam, part, digits = get("margin", (int, float), 0.1), get("family", str, "primary"), get("tax_part", str, ""), get("digits", int, 4)
+        shown, vs = get("shown", str, arm), get("versus_shown", str, comparators.get(versus, versus))
+        with_part = {"part": part} if part else {}
+        common = {"arm": arm, "margin": margin}
+        family += [
+            {"id": f"{prefix}1", "kind": "slope", **common, "versus": versus, "lags": slope_lags, "family": fam,
+             "label": f"{prefix}1. slope per unit log2(1 + lag), lags {min(slope_lags)}-{max(slope_lags)}: {shown} - {vs}", "short": f"{prefix}1",
+             "digits": digits},
+            {"id": f"{prefix}2", "kind": "non-inferiority", **common, "versus": versus, "lag": fresh, "family": fam,
+             "label": f"{prefix}2. lag {fresh}: {shown} - {vs} (non-inferiority at -{margin:g})", "short": f"{prefix}2"},
+            {"id": f"{prefix}3", "kind": "tax", **common, "versus": versus, "lag": tax_lag, "family": fam, **with_part,
+             "label": f"{prefix}3. retuning tax at lag {tax_lag}: {shown}'s - {vs}'s", "short": f"{prefix}3"},
+        ]
+        own.append({"id": f"{prefix}-tax", "kind": "tax", **common, "lag": tax_lag, "family": "", **with_part,
+                    "label": f"{shown}'s retuning tax at lag {tax_lag}", "short": f"{shown}'s tax"})
+        ids = [f"{prefix}{x}" for x in ("1", "2", "3", "-tax")]
+        decisions.append({
+            "name": name, "sentence": sentence,
+            "supported": [[f"{ids[0]}=win", f"{ids[1]}=non-inferior", f"{ids[2]}=win"], [f"{ids[0]}=win", f"{ids[1]}=non-inferior", f"{ids[3]}=within-margin"]],
+            "contradicted": [[f"{ids[0]}=loss"], [f"{ids[1]}=inferior"], [f"{ids[2]}=loss"]],
+            "otherwise": get("otherwise", str, "not decided"), "undecided": get("undecided", str, "not decided (the study is not complete)"),
+        })
+    out["endpoints"] = list(data.get("endpoints", [])) + family + own
+    out["decisions"] = list(data.get("decisions", [])) + decisions
+    return out
+
+
 def load_plan(path: str | Path) -> StudyPlan:
     """The study's plan, validated (types, the keys of the schema, and the cross-references: an
     endpoint's arms and lags in the design, its slope lags out of the cut order's reach, the
@@ -477,7 +555,7 @@ def load_plan(path: str | Path) -> StudyPlan:
         raise ValueError(f"{path}: no plan file (a study is its plan.toml, committed with its pre-registration)") from None
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"{path}: not TOML ({err})") from None
-    top = _Reader(path, data)
+    top = _Reader(path, expand_claims(path, data))
     if top.get("schema", _whole, "a whole number") != SCHEMA:
         raise top.error("schema", f"this code reads schema {SCHEMA}")
     title = top.get("title", _name, "a string")
@@ -528,7 +606,7 @@ def load_plan(path: str | Path) -> StudyPlan:
         raise d.error("midpoints", "a design on the pilot's (task, stressor) pairs only")
 
     search = _search(top.table("search", optional=True), design)
-    parts = tuple(_part(t, design, task_names) for t in top.tables("parts"))
+    parts = tuple(_part(t, design, task_names, search) for t in top.tables("parts"))
     if parts and search is None:
         raise top.error("parts", "sub-plans of a searched study only")
     if (configurations == "searched") != (search is not None):
@@ -813,16 +891,21 @@ def _search(t: _Reader | None, design: Design) -> dict[str, Any] | None:
     return out
 
 
-def _part(t: _Reader, design: Design, tasks: tuple[str, ...]) -> dict[str, Any]:
+def _part(t: _Reader, design: Design, tasks: tuple[str, ...], search: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A search part; its ``space`` and ``own`` default to ``[search]``'s (``own`` for its arms)."""
     kind = t.get("kind", _one_of(*PART_KINDS), " or ".join(PART_KINDS), "search")
     if kind == "learning-rate":
         return _learning_rate_part(t, design, tasks)
     arms = t.get("arms", _tuple_of(_name), "a list of arms")
+    search = search or {}
+    space_default = search.get("space", ...)
+    own_default = {a: k for a, k in search.get("own", {}).items() if a in arms}
     out = {"kind": kind,
         "name": t.get("name", _name, "a name"), "arms": arms, "fresh_arms": t.get("fresh_arms", _tuple_of(_name, nonempty=False), "a list of arms", arms),
         "tax_arms": t.get("tax_arms", _tuple_of(_name, nonempty=False), "a list of arms", ()), "tasks": t.get("tasks", _tuple_of(_name), "a list of tasks", tasks),
         "lags": t.get("lags", _tuple_of(_whole), "a list of lags", design.lags), "folder": t.get("folder", _name, "a folder name"),
-        "space": t.get("space", _one_of(*SPACES), " or ".join(SPACES)), "own": t.get("own", _knobs, "a table {arm: {knob: [low, high, default]}}", {}),
+        "space": t.get("space", _one_of(*SPACES), " or ".join(SPACES), space_default),
+        "own": t.get("own", _knobs, "a table {arm: {knob: [low, high, default]}}", own_default),
         "sampler_seed": t.get("sampler_seed", _whole, "a whole number", None),
     }
     t.done()
