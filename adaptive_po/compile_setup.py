@@ -73,7 +73,7 @@ BUILT = {"bundles": 0, "kernels_in_bundles": 0, "single": 0, "rebuilt": 0}
 ON_WORDS = ("1", "true", "yes", "on")
 OFF_WORDS = ("0", "false", "no", "off")
 #: ``1`` compiles the population engine's stacked step, ``0`` runs it eagerly, ``auto`` (or unset)
-#: decides by the planned steps (:func:`adaptive_po.population.compile_wanted`)
+#: decides by the planned steps (:func:`adaptive_po.compiled.compile_wanted`)
 COMPILE_ENV = "ADAPTIVE_PO_COMPILE"
 #: the on/off switches of the compiled path that are on by default
 SWITCHES = ("ADAPTIVE_PO_COMPILE_AHEAD", "ADAPTIVE_PO_BUNDLE_KERNELS")
@@ -153,7 +153,7 @@ def prepare() -> None:
     trust_the_cpu_flags()
     if "TORCHINDUCTOR_SIZE_ASSERTS" not in os.environ:
         # the engine calls a graph only with the shapes and strides it was compiled and guarded for
-        # (population.call_compiled: a known signature, or dynamo's guards): the generated wrapper's
+        # (compiled.call_compiled: a known signature, or dynamo's guards): the generated wrapper's
         # checks of every input's sizes and strides at every call are redundant (about 1 us an input)
         inductor_config.size_asserts = False
     for speed_up in (dtype_rules_once, vector_strides_without_simplify):
@@ -175,7 +175,7 @@ def trust_the_cpu_flags() -> None:
     ``cpp.vec_isa_ok``; ``$TORCHINDUCTOR_VEC_ISA_OK`` decides where set). The probes are about ten
     g++ runs, 8 s of one core in every process that starts with an empty compile cache. Where the
     C++ compiler cannot build for an instruction set that the CPU has, the kernels fail to compile
-    and the engine runs eagerly, saying so (:func:`adaptive_po.population.call_compiled`)."""
+    and the engine runs eagerly, saying so (:func:`adaptive_po.compiled.call_compiled`)."""
     import torch._inductor.config as inductor_config
     from torch._inductor import cpu_vec_isa
 

@@ -21,14 +21,14 @@ the data dials (:class:`~adaptive_po.dials.DataDials`) and the action-noise dial
 (:func:`adaptive_po.distributions.perturb`). This class is a thin driver: it stacks members, applies
 :func:`adaptive_po.update.minibatch_loss` per member with ``vmap(grad(...))`` and steps a stacked
 Adam. Knobs it does not run are refused in one place (:data:`adaptive_po.update.POPULATION_REFUSES`).
-Tests check that one update equals the SB3 class's update member by member.
+Tests check that one update equals the SB3 class's update member by member. Compiled, its step,
+forward pass and act are called through :mod:`adaptive_po.compiled`, which holds what the learners
+of a process share of them.
 """
 
 from __future__ import annotations
 
 import math
-import sys
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -41,10 +41,10 @@ from stable_baselines3.common.utils import FloatSchedule, set_random_seed
 from torch import Tensor, nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
+from adaptive_po import compiled
 from adaptive_po import distributions as D
 from adaptive_po import sampler as S
 from adaptive_po.collector import SamplerActor
-from adaptive_po.compile_setup import COMPILE_ENV, compile_setting
 from adaptive_po.dials import DataDials
 from adaptive_po.hyperparams import SB3_DEFAULTS, check_hyperparams
 from adaptive_po.member_conv import with_member_convolutions
@@ -67,32 +67,6 @@ from adaptive_po.update import (
 #: Adam's constants as SB3's actor-critics use them (eps = 1e-5), see policy.with_fused_adam
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-5
-
-# ``ADAPTIVE_PO_COMPILE`` (:data:`~adaptive_po.compile_setup.COMPILE_ENV`, read strictly by
-# :func:`~adaptive_po.compile_setup.compile_setting`): ``1`` compiles the stacked minibatch step
-# (``torch.compile``, inductor), ``0`` runs it eagerly, ``auto`` (or unset) compiles when the
-# population's planned minibatch steps reach :data:`COMPILE_MIN_STEPS` (:func:`compile_wanted`)
-
-#: the planned minibatch steps from which ``auto`` compiles: one compilation costs 10-20 s on one
-#: core and saves 1.5-40 ms per step (benchmarks/roofline.py), so it pays from a few thousand steps
-COMPILE_MIN_STEPS = 6000
-
-
-def compile_wanted(planned_steps: int | None = None, policy: str = "MlpPolicy") -> bool:
-    """Whether to compile the stacked step: ``$ADAPTIVE_PO_COMPILE`` (``1``/``0``) decides; unset or
-    ``auto``, compile an MLP ``policy``'s step when ``planned_steps`` (the population's minibatch
-    steps, if known) reaches :data:`COMPILE_MIN_STEPS`, and never a CNN's: its step is bound by the
-    convolutions and the dense layer's matrix products, and compiled it measured no faster than eager
-    (``make perf``'s MinAtar cell: 384 against 355 ms), so the compilation would be paid for nothing."""
-    return wanted_under(compile_setting(), planned_steps, policy)
-
-
-def wanted_under(setting: str, planned_steps: int | None = None, policy: str = "MlpPolicy") -> bool:
-    """:func:`compile_wanted` under ``setting`` (``"1"``, ``"0"`` or ``"auto"``, as
-    :func:`adaptive_po.compile_setup.compile_setting` gives it)."""
-    if setting != "auto":
-        return setting == "1"
-    return policy != "CnnPolicy" and planned_steps is not None and planned_steps >= COMPILE_MIN_STEPS
 
 
 def stacked_adam(
@@ -181,204 +155,10 @@ def _act_core(forward: Callable[..., Any], kind: D.Kind) -> Callable[..., Any]:
     return core
 
 
-#: compiled callables (the step per objective, network and settings; the forward pass and the act
-#: per network) in this process; ``None`` where compiling failed (that one runs eagerly from then on)
-_COMPILED: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
-#: seconds each compiled callable's first call per shape took (tracing and compiling included), by (key, shapes)
-COMPILE_SECONDS: dict[tuple[Any, ...], float] = {}
 #: the fewest rows a forward pass of the update's terminal observations takes (see ``_advantages``)
 MIN_PASS_ROWS = 8
-_FALLBACK_SAID = False
-#: why (the first line of the error that :func:`_say_fallback` printed)
-_FALLBACK_REASON: str | None = None
-#: per compiled callable's key: that callable, and each argument signature it has run with the
-#: function that runs that signature's compiled code directly (``None`` where there is none:
-#: :func:`_direct_function`)
-_RAN: dict[tuple[Any, ...], tuple[Callable[..., Any], dict[Any, Callable[..., Any] | None]]] = {}
-#: per compiled callable's key: the signature :func:`prime_compiled` compiled it for, until its first call
-_PRIMED: dict[tuple[Any, ...], Any] = {}
-#: the callables (their keys' first element) whose first call came with another signature than the
-#: one compiled ahead for it (that compilation was spent for nothing; the tests keep this empty)
-PRIME_MISSES: list[Any] = []
 #: the acts whose uniform sampling draws each member's generator makes at once (:meth:`PopulationLearner._uniform_draw`)
 DRAW_BLOCK = 64
-
-
-def _say_fallback(reason: str) -> None:
-    """The one line a process prints when compilation is unavailable or fails."""
-    global _FALLBACK_SAID, _FALLBACK_REASON
-    if not _FALLBACK_SAID:
-        _FALLBACK_SAID, _FALLBACK_REASON = True, reason
-        print(f"adaptive-po: the population engine runs eagerly: compilation failed ({reason})", file=sys.stderr, flush=True)
-
-
-def _compile_failed(key: tuple[Any, ...], err: Exception) -> None:
-    """``key``'s compilation failed: eager from now on, said once (:func:`_say_fallback`)."""
-    _COMPILED[key] = None
-    _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0][:200])
-
-
-def compile_fell_back() -> bool:
-    """Whether a compilation failed in this process (its steps ran eagerly from then on)."""
-    return _FALLBACK_SAID
-
-
-def compile_fallback_reason() -> str | None:
-    """Why compiling failed in this process (the line :func:`_say_fallback` printed), or None."""
-    return _FALLBACK_REASON
-
-
-def _compiled(key: tuple[Any, ...], fn: Callable[..., Any]) -> Callable[..., Any] | None:
-    """``torch.compile(fn)``, built once per process and ``key``; ``None`` where unavailable."""
-    if key not in _COMPILED:
-        try:
-            import torch._dynamo
-
-            from adaptive_po import compile_setup
-
-            compile_setup.prepare()  # fewer g++ runs for the same kernels (its text says how)
-            # every (objective, shape) is one more compilation of the same function
-            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-            _COMPILED[key] = torch.compile(fn, dynamic=False)
-        except Exception as err:  # noqa: BLE001 - any failure means: run eagerly
-            _say_fallback(f"{type(err).__name__}: {err}".splitlines()[0])
-            _COMPILED[key] = None
-    return _COMPILED[key]
-
-
-def call_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any, ...], shapes: tuple[Any, ...] = ()) -> Any | None:
-    """``fn(*args)`` compiled (once per process, ``key`` and ``shapes``: the first call's seconds go
-    into :data:`COMPILE_SECONDS`), or ``None`` where compiling is unavailable or fails: the caller
-    then runs ``fn`` eagerly, from then on (one line says so, once per process).
-
-    A call whose arguments have the signature of one that ran (:func:`_signature`, and the grad
-    mode) runs that call's compiled code itself, without dynamo (:func:`_direct_function`): no
-    guards (hundreds of checks of the arguments and the network's modules), no frame evaluation,
-    about 75 us of a 225 us CartPole act. Where that is not to be had, it runs through dynamo without
-    its guards (among several cache entries dynamo still runs the guards that tell them apart,
-    those that have failed before). A new signature is guarded as usual."""
-    compiled = _compiled(key, fn)
-    if compiled is None:
-        return None
-    ran, signature = _ran_signatures(key, compiled), (torch.is_grad_enabled(), _signature(args))
-    direct = ran.get(signature)
-    if direct is not None:
-        try:
-            return direct(*args)
-        except Exception:  # noqa: BLE001 - its compiled code is gone (dynamo was reset): dynamo's way
-            ran[signature] = None
-    try:
-        started = time.perf_counter()
-        if signature in ran:
-            with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
-                out = compiled(*args)
-        else:
-            out = compiled(*args)
-    except Exception as err:  # noqa: BLE001 - a compiler failure: eager from now on
-        _compile_failed(key, err)
-        return None
-    if signature not in ran:
-        primed = _PRIMED.pop(key, None)
-        if primed is not None and primed != signature:
-            PRIME_MISSES.append(key[0])
-        # what ``compiled`` runs: the function it was made from (the first caller's, where the
-        # learners of a process share a compiled callable), its closure the one dynamo traced
-        ran[signature] = _direct_function(getattr(compiled, "_torchdynamo_orig_callable", fn), args)
-    COMPILE_SECONDS.setdefault((key, shapes), time.perf_counter() - started)
-    return out
-
-
-def compile_ahead_wanted() -> bool:
-    """``ADAPTIVE_PO_COMPILE_AHEAD`` (default on): the population engine compiles the first update's
-    forward pass and step before the first act (:meth:`PopulationLearner.compile_ahead`)."""
-    from adaptive_po.compile_setup import switched_on
-
-    return switched_on("ADAPTIVE_PO_COMPILE_AHEAD")
-
-
-def prime_compiled(key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any, ...], shapes: tuple[Any, ...] = ()) -> bool:
-    """Compile ``fn`` for ``args``' signature now, without running it: under
-    :func:`adaptive_po.compile_setup.deferred_builds` the call stops at its first kernel, and the
-    kernels are built with those of the next compiled call that runs, in its compiler run. ``args``
-    must be the caller's own (copies of what the later call passes: the call may run the products
-    before its first kernel). The seconds go into :data:`COMPILE_SECONDS` under ``(key, shapes)``.
-    Returns whether ``fn`` runs compiled: False where compiling is unavailable or fails (then the
-    later call runs eagerly, as :func:`call_compiled` would have). A signature that has already run
-    (another learner of the process) is not compiled again."""
-    from adaptive_po import compile_setup
-
-    compiled = _compiled(key, fn)
-    if compiled is None:
-        return False
-    signature = (torch.is_grad_enabled(), _signature(args))
-    if signature in _ran_signatures(key, compiled):
-        return True
-    started = time.perf_counter()
-    try:
-        with compile_setup.deferred_builds():
-            compiled(*args)
-    except compile_setup.Deferred:
-        pass
-    except Exception as err:  # noqa: BLE001 - a compiler failure: eager from now on
-        _compile_failed(key, err)
-        return False
-    _PRIMED[key] = signature
-    COMPILE_SECONDS.setdefault((key, shapes), time.perf_counter() - started)
-    return True
-
-
-def _ran_signatures(key: tuple[Any, ...], compiled: Callable[..., Any]) -> dict[Any, Callable[..., Any] | None]:
-    """The argument signatures (:func:`_signature`) that ``compiled`` (``key``'s) has run, each
-    with its direct function (:func:`_direct_function`) or ``None``."""
-    entry = _RAN.get(key)
-    if entry is None or entry[0] is not compiled:
-        entry = _RAN[key] = (compiled, {})
-    return entry[1]
-
-
-def _direct_function(fn: Callable[..., Any], args: tuple[Any, ...]) -> Callable[..., Any] | None:
-    """A function that runs the compiled code dynamo chose for ``fn(*args)`` (just called): the
-    code object of ``fn``'s cache entry whose guards ``args`` pass (the entries in dynamo's order,
-    as its frame evaluation tries them), bound to ``fn``'s globals and closure, where dynamo
-    installed the compiled graph. The same code dynamo runs for these arguments, without the guards
-    and the frame evaluation around it. ``None`` where there is no such entry (``fn`` ran
-    eagerly), where the code resumes after a graph break (the resumed part needs dynamo's frame
-    evaluation), or where this torch has no such internals: its calls go through dynamo."""
-    try:
-        import inspect
-        import types
-
-        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
-
-        code = fn.__code__  # type: ignore[attr-defined]
-        bound = inspect.signature(fn, follow_wrapped=False).bind(*args)
-        bound.apply_defaults()
-        frame_locals = dict(bound.arguments)
-        closure = fn.__closure__ or ()  # type: ignore[attr-defined]
-        frame_locals.update((name, cell.cell_contents) for name, cell in zip(code.co_freevars, closure))
-        for entry in _debug_get_cache_entry_list(code):
-            if entry.guard_manager.check(frame_locals):
-                ready = entry.code.co_freevars == code.co_freevars and not any(n.startswith("__resume") for n in entry.code.co_names)
-                return types.FunctionType(entry.code, fn.__globals__, fn.__name__, fn.__defaults__, closure) if ready else None  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - another torch's internals: dynamo's way
-        pass
-    return None
-
-
-def _signature(values: Any) -> Any:
-    """What the compiled code of a pure function depends on in its arguments (tuples and dicts of
-    tensors and constants): each tensor's shape, strides, dtype and device, each other value, the
-    structure. Two calls with one signature (and one grad mode) run the same compiled code. Any
-    other kind of value gets a signature of its own, never met again (its calls stay guarded)."""
-    if isinstance(values, Tensor):
-        return (values.shape, values.stride(), values.dtype, values.device)
-    if isinstance(values, dict):
-        return (dict, *((k, _signature(v)) for k, v in values.items()))
-    if isinstance(values, (tuple, list)):
-        return (type(values), *map(_signature, values))
-    if values is None or isinstance(values, (bool, int, float, str)):
-        return (type(values), values)
-    return object()
 
 
 @dataclass(frozen=True)
@@ -653,8 +433,8 @@ class PopulationLearner:
         self._adam_m = {k: torch.zeros_like(v) for k, v in self.params.items()}
         self._adam_v = {k: torch.zeros_like(v) for k, v in self.params.items()}
         self._adam_count = 0
-        #: whether the minibatch step runs compiled (``None``: :func:`compile_wanted` decides)
-        self.compile_step = compile_wanted() if compile_step is None else bool(compile_step)
+        #: whether the minibatch step runs compiled (``None``: :func:`adaptive_po.compiled.compile_wanted` decides)
+        self.compile_step = compiled.compile_wanted() if compile_step is None else bool(compile_step)
         if self.compile_step and not convolutional:
             _with_narrow_products(self._module)
         member_loss = _member_loss(
@@ -714,10 +494,10 @@ class PopulationLearner:
         return generator
 
     def _run_compiled(self, key: tuple[Any, ...], fn: Callable[..., Any], args: tuple[Any, ...], shapes: tuple[Any, ...]) -> Any | None:
-        """:func:`call_compiled`; where it gives ``None`` (the caller then runs ``fn`` eagerly), the
-        engine's copy of the network gets its plain ``nn.Linear`` layers back, so that a learner
-        whose compilation fails computes what an eager learner does, bit for bit."""
-        out = call_compiled(key, fn, args, shapes)
+        """:func:`adaptive_po.compiled.call_compiled`; where it gives ``None`` (the caller then runs
+        ``fn`` eagerly), the engine's copy of the network gets its plain ``nn.Linear`` layers back,
+        so that a learner whose compilation fails computes what an eager learner does, bit for bit."""
+        out = compiled.call_compiled(key, fn, args, shapes)
         if out is None:
             _with_plain_products(self._module)
         return out
@@ -988,17 +768,18 @@ class PopulationLearner:
         """Compile the first update's forward pass and minibatch step now, before the first act,
         for the signatures the update will call them with (``obs``: a ``(K, n_envs, ...)``
         observation tensor as the collector stores them). Their kernels wait and are built with the
-        act's at its first call (:func:`prime_compiled`): one g++ run for the population instead
-        of three, each of which parses the header the kernels include. Nothing of the learner's
-        runs or changes: the calls take zeros and copies, and stop at their first kernel; the
-        numbers are those a compilation at the first update gives. Only compiled learners without
-        low-precision samplers (their acting runs eagerly), where ``ADAPTIVE_PO_COMPILE_AHEAD``
-        is not off.
+        act's at its first call (:func:`adaptive_po.compiled.prime_compiled`): one g++ run for the
+        population instead of three, each of which parses the header the kernels include. Nothing
+        of the learner's runs or changes: the calls take zeros and copies, and stop at their first
+        kernel; the numbers are those a compilation at the first update gives. Only compiled
+        learners without low-precision samplers (their acting runs eagerly), where
+        ``ADAPTIVE_PO_COMPILE_AHEAD`` is not off.
 
         The arguments mirror :meth:`_valued`'s pass and :func:`adaptive_po.update.run_update`'s
         first minibatch (:meth:`_StackedFace.epoch`); where the first call's signature differs all
-        the same, that call compiles as before and :data:`PRIME_MISSES` names it."""
-        if not self.compile_step or self.precisions or not compile_ahead_wanted():
+        the same, that call compiles as before and :data:`adaptive_po.compiled.PRIME_MISSES` names
+        it."""
+        if not self.compile_step or self.precisions or not compiled.compile_ahead_wanted():
             return
         import torch._dynamo
 
@@ -1011,7 +792,7 @@ class PopulationLearner:
         with torch.no_grad():
             rows = torch.zeros((k, n + e, *shape), dtype=obs.dtype, device=self.device)  # the rollout and its last observations
             torch._dynamo.maybe_mark_dynamic(rows, 1)
-            if not prime_compiled(self._forward_key, self._stacked_forward, (params, buffers, rows), (k, *shape)):
+            if not compiled.prime_compiled(self._forward_key, self._stacked_forward, (params, buffers, rows), (k, *shape)):
                 return
             # one row's eager pass gives each column's dtype and trailing shape
             dist = self._stacked_forward(params, buffers, torch.zeros((k, 1, *shape), dtype=obs.dtype, device=self.device))[0]
@@ -1042,7 +823,7 @@ class PopulationLearner:
             self._scalar(1.0), self._scalar(1.0),
         )
         with torch.enable_grad():
-            prime_compiled(self._step_key, self._boxed_step, self._boxed_arguments(args), (k, size, *shape))
+            compiled.prime_compiled(self._step_key, self._boxed_step, self._boxed_arguments(args), (k, size, *shape))
 
     def objective_arguments(self, progress_remaining: float) -> dict[str, Any]:
         return objective_arguments(self._objective_schedules, progress_remaining)

@@ -47,14 +47,14 @@ def main() -> int:
 
     import resource
 
-    from adaptive_po import population as P
+    from adaptive_po import compiled as CP
 
     before = {"cpu_s": peer_clock.cpu(), "wall_s": peer_clock.wall()}
     returns = population("cold", range(args.members))
     cold = {"cpu_s": peer_clock.cpu(), "wall_s": peer_clock.wall()}
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     first_calls: dict[str, float] = {}  # each compiled callable's first calls: tracing, compiling, building its kernels
-    for (key, _), seconds in P.COMPILE_SECONDS.items():
+    for (key, _), seconds in CP.COMPILE_SECONDS.items():
         kind = key[0] if key[0] in ("act", "forward") else "step"
         first_calls[kind] = first_calls.get(kind, 0.0) + seconds
     cold["parts"] = {"before_population": before, "first_calls_wall_s": first_calls, "children_cpu_s": children.ru_utime + children.ru_stime}

@@ -167,19 +167,20 @@ def profiled_run(env: str, members: int, steps: int) -> dict[str, float]:
     """Seconds of a population run (``members`` x ``steps``, compiled step) by part: set-up (until
     training starts), update, act, env (training environment steps), evaluation, other, each
     without the compilations that happened inside it (``compile``: their sum); and the total."""
-    from adaptive_po import population as P
+    from adaptive_po import compiled as CP
     from adaptive_po.bench.population_engine import PopulationObserver, execute_population
     from adaptive_po.bench.run_folder import RunSpec
+    from adaptive_po.compile_setup import COMPILE_ENV
 
     seconds = dict.fromkeys(("set-up", "update", "compile", "act", "env", "evaluation"), 0.0)
 
     def timed(part, fn):  # type: ignore[no-untyped-def]
         def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
-            start, compiled = time.perf_counter(), sum(P.COMPILE_SECONDS.values())
+            start, compiled = time.perf_counter(), sum(CP.COMPILE_SECONDS.values())
             try:
                 return fn(*args, **kwargs)
             finally:
-                compiling = sum(P.COMPILE_SECONDS.values()) - compiled
+                compiling = sum(CP.COMPILE_SECONDS.values()) - compiled
                 seconds[part] += time.perf_counter() - start - compiling
                 seconds["compile"] += compiling
 
@@ -193,8 +194,8 @@ def profiled_run(env: str, members: int, steps: int) -> dict[str, float]:
             population.train_env.step = timed("env", population.train_env.step)
             population.evaluate = timed("evaluation", population.evaluate)
 
-    previous = os.environ.get(P.COMPILE_ENV)
-    os.environ[P.COMPILE_ENV] = "1"
+    previous = os.environ.get(COMPILE_ENV)
+    os.environ[COMPILE_ENV] = "1"
     try:
         with tempfile.TemporaryDirectory(prefix="adaptive-po-roofline-") as tmp:
             specs = [RunSpec("roofline", env, ALGO, seed, steps, out=tmp, device="cpu", tensorboard=False) for seed in range(members)]
@@ -203,9 +204,9 @@ def profiled_run(env: str, members: int, steps: int) -> dict[str, float]:
             total = time.perf_counter() - began
     finally:
         if previous is None:
-            os.environ.pop(P.COMPILE_ENV)
+            os.environ.pop(COMPILE_ENV)
         else:
-            os.environ[P.COMPILE_ENV] = previous
+            os.environ[COMPILE_ENV] = previous
     failed = [r for r in results if r["status"] != "complete"]
     if failed:
         raise SystemExit(f"{env}: {failed[0].get('error')}")

@@ -1,9 +1,12 @@
 """adaptive_po.compile_setup: a compiled graph's kernels built as one library give the same results,
 bit for bit, as inductor's one library per kernel; the CPU's flags are trusted without probe builds,
-with the same compiler flags; what the bundle cannot bind goes inductor's way."""
+with the same compiler flags; what the bundle cannot bind goes inductor's way; each change
+``prepare()`` makes to torch's internals is in place on this torch (adaptive_po.compiled's text lists
+them, with the test that fails for each)."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -22,8 +25,17 @@ SCRIPT = textwrap.dedent("""
     import torch
     torch.set_num_threads(1)
     from torch._inductor import cpu_vec_isa
+    from torch._inductor import codecache
     from adaptive_po import compile_setup as C
     C.prepare()
+    headers, precompile = [], getattr(codecache, "_precompile_header", None)
+
+    def counted(*args, **kwargs):  # inductor's precompiled headers, each time one is asked for
+        headers.append(args[0])
+        return precompile(*args, **kwargs)
+
+    if precompile is not None:
+        codecache._precompile_header = counted
 
     def f(x, w1, w2, n):
         h = torch.tanh(torch.bmm(x, w1) + 0.5)
@@ -44,14 +56,17 @@ SCRIPT = textwrap.dedent("""
     same = all(torch.equal(a, b) for a, b in zip(outs["bundled"], outs["single"]))
     eager = all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(outs["bundled"], f(*args)))
     isa = cpu_vec_isa.pick_vec_isa()
-    print(json.dumps({"libraries": libraries, "same": same, "eager": eager, "built": C.BUILT, "isa": str(isa), "flags": isa.build_arch_flags() if isa else ""}))
+    print(json.dumps({"libraries": libraries, "same": same, "eager": eager, "built": C.BUILT, "isa": str(isa), "flags": isa.build_arch_flags() if isa else "",
+                      "headers": None if precompile is None else len(headers)}))
 """)
 
 
 def _run(tmp_path, **env):
     """SCRIPT's JSON line, in a child with its own compile cache under ``tmp_path``."""
-    child = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), **env}
-    child.pop("TORCHINDUCTOR_VEC_ISA_OK", None)
+    child = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    for variable in ("TORCHINDUCTOR_VEC_ISA_OK", "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"):  # the engine's defaults
+        child.pop(variable, None)
+    child.update(env)
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=child, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -63,6 +78,13 @@ def trusted(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("trusted"))
 
 
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    """SCRIPT as inductor runs it: probe builds (``TORCHINDUCTOR_VEC_ISA_OK`` set, to an empty
+    value: the probes decide), kernels built one by one, inductor's precompiled header."""
+    return _run(tmp_path_factory.mktemp("probed"), TORCHINDUCTOR_VEC_ISA_OK="", ADAPTIVE_PO_BUNDLE_KERNELS="0")
+
+
 def test_a_graphs_kernels_built_as_one_library_are_inductors_kernels_bit_for_bit(trusted):
     result = trusted
     assert result["built"]["bundles"] >= 1 and result["built"]["kernels_in_bundles"] >= 2, result
@@ -72,11 +94,86 @@ def test_a_graphs_kernels_built_as_one_library_are_inductors_kernels_bit_for_bit
     assert result["eager"]
 
 
-def test_trusting_the_cpu_flags_picks_what_the_probes_pick(trusted, tmp_path):
+def test_trusting_the_cpu_flags_picks_what_the_probes_pick(trusted, probed):
     """The instruction set and compiler flags that trusting the CPU's flags gives are what inductor's
     probe builds give (``TORCHINDUCTOR_VEC_ISA_OK`` set, to an empty value: the probes decide)."""
-    probed = _run(tmp_path, TORCHINDUCTOR_VEC_ISA_OK="", ADAPTIVE_PO_BUNDLE_KERNELS="0")
     assert (trusted["isa"], trusted["flags"]) == (probed["isa"], probed["flags"])
+
+
+def test_no_header_is_precompiled_where_kernels_are_bundled(trusted, probed):
+    """Where a graph's kernels are bundled, inductor is asked for no precompiled header (its build,
+    3.0 s and 155 MB, pays only from about a process's fourth g++ run); with inductor's defaults
+    the same graph asks for one."""
+    compiled_or_skip(probed["headers"] is None, "inductor's header precompilation is not where this test counts it")
+    assert trusted["headers"] == 0, trusted
+    assert probed["headers"] >= 1, probed
+
+
+def test_prepare_installs_its_changes_on_this_torch():
+    """Each change :func:`adaptive_po.compile_setup.prepare` makes to torch's internals is in place
+    after it, and acts as its text says: inductor compiles in this process, without size asserts
+    or (kernels bundled) a precompiled header; the CPU's flags answer the probes without a build;
+    the bundling wraps inductor's kernel requests; the dtype rules are set once (a second
+    construction of the handler keeps the first's); vector indices skip simplify. Two of these
+    are skipped without a word where a torch lacks what they patch, and a missing setting or
+    attribute among the others makes the engine run eagerly: this test names which one stopped."""
+    import torch
+    import torch._inductor.lowering  # registers the dtype rules the handler sets
+    from torch._inductor import async_compile, cpu_vec_isa, sizevars
+    from torch._inductor.dtype_propagation import DtypePropagationOpsHandler
+
+    inductor = torch._inductor.config
+    C.prepare()
+    if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
+        assert inductor.compile_threads == 1
+    if "TORCHINDUCTOR_SIZE_ASSERTS" not in os.environ:
+        assert inductor.size_asserts is False
+    if C.bundling_enabled():
+        assert getattr(async_compile.AsyncCompile.cpp_pybinding, "_adaptive_po", False)
+        if "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS" not in os.environ:
+            assert inductor.cpp_cache_precompile_headers is False
+    if "TORCHINDUCTOR_VEC_ISA_OK" not in os.environ:
+        assert inductor.cpp.vec_isa_ok is True
+        assert getattr(cpu_vec_isa.VecISA.check_build, "_adaptive_po", False)
+        assert cpu_vec_isa.VecISA.check_build(cpu_vec_isa.VecAVX2(), "not C++: a probe build of it would fail")
+    assert getattr(sizevars.simplify_index_in_vec_range, "_adaptive_po", False)
+    assert getattr(DtypePropagationOpsHandler.__init__, "_adaptive_po", False)
+    handler = DtypePropagationOpsHandler()
+    rules = {name: rule for name, rule in vars(handler).items() if callable(rule)}
+    assert rules
+    DtypePropagationOpsHandler()
+    assert all(getattr(handler, name) is rule for name, rule in rules.items())
+
+
+def test_the_generated_wrappers_check_no_sizes():
+    """After :func:`adaptive_po.compile_setup.prepare` (``$TORCHINDUCTOR_SIZE_ASSERTS`` unset) the
+    wrapper inductor generates checks no input's sizes and strides at a call; under inductor's own
+    setting the same graph's wrapper checks each input."""
+    import torch
+    from torch._inductor.utils import run_and_get_code
+
+    if "TORCHINDUCTOR_SIZE_ASSERTS" in os.environ:
+        pytest.skip("$TORCHINDUCTOR_SIZE_ASSERTS decides here")
+    C.prepare()
+
+    def engines(x):  # two functions, two codes: dynamo keeps one compilation per code and guards
+        return torch.sin(x * 2.0 + 1.0)
+
+    def inductors(x):
+        return torch.sin(x * 2.0 + 1.0)
+
+    x = torch.randn(3, 5)
+    with torch._inductor.config.patch(fx_graph_cache=False):  # generated here, not loaded from a cache
+        try:
+            _, plain = run_and_get_code(torch.compile(engines, dynamic=False), x)
+            with torch._inductor.config.patch(size_asserts=True):
+                _, checked = run_and_get_code(torch.compile(inductors, dynamic=False), x)
+        except Exception as err:  # noqa: BLE001 - no compiler, or another torch
+            compiled_or_skip(True, f"{type(err).__name__}: {err}")
+            raise
+    call = re.compile(r"\bassert_size_stride\(")
+    assert plain and not any(call.search(code) for code in plain), plain
+    assert any(call.search(code) for code in checked), checked
 
 
 def test_the_bundle_binds_every_kernel_and_refuses_what_it_cannot_bind():
@@ -99,7 +196,7 @@ AHEAD = textwrap.dedent("""
     import hashlib, json
     import gymnasium as gym, numpy as np, torch
     torch.set_num_threads(1)
-    from adaptive_po import compile_setup as C, population as P
+    from adaptive_po import compile_setup as C, compiled as CP
     from adaptive_po.population import Member, PopulationLearner, StackedRollout
 
     space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
@@ -118,7 +215,7 @@ AHEAD = textwrap.dedent("""
         stats = learner.update(rollout, 0.7)
         for tensor in (actions, blp, params, *stats.values(), *learner.params.values()):
             digest.update(tensor.detach().numpy().tobytes())
-    print(json.dumps({"digest": digest.hexdigest(), "built": C.BUILT, "misses": P.PRIME_MISSES, "eager": P.compile_fell_back()}))
+    print(json.dumps({"digest": digest.hexdigest(), "built": C.BUILT, "misses": CP.PRIME_MISSES, "eager": CP.compile_fell_back()}))
 """)
 
 

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 import torch
 
+from adaptive_po import compiled as CP
 from adaptive_po import population as P
+from adaptive_po.compile_setup import COMPILE_ENV
 from adaptive_po.objectives import OBJECTIVES
 from adaptive_po.population import Member, PopulationLearner, StackedRollout
 from conftest import compiled_or_skip
@@ -99,7 +101,7 @@ def test_an_mlp_on_uint8_observations_compiles_without_a_graph_break():
     obs = torch.randint(0, 2, (2, 5, 3, 2, 2), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     breaks = sum(counters["graph_break"].values())
     eager, compiled = (learner.forward(learner.params, obs) for learner in learners)
-    compiled_or_skip(P._COMPILED.get(learners[1]._forward_key) is None, "the engine's passes run eagerly")
+    compiled_or_skip(CP._COMPILED.get(learners[1]._forward_key) is None, "the engine's passes run eagerly")
     assert sum(counters["graph_break"].values()) == breaks
     for a, b in zip(compiled, eager):
         torch.testing.assert_close(a, b, atol=2e-6, rtol=1e-5)
@@ -115,7 +117,7 @@ def test_one_compiled_forward_pass_serves_every_row_count():
     obs = torch.randn(learner.k, 40, 4, generator=torch.Generator().manual_seed(1)) * 3
     graphs = counters["stats"]["unique_graphs"]
     passes = [learner.forward(learner.params, obs[:, :rows]) for rows in (32, 25, 10)]
-    compiled_or_skip(P._COMPILED.get(learner._forward_key) is None, "the engine's passes run eagerly")
+    compiled_or_skip(CP._COMPILED.get(learner._forward_key) is None, "the engine's passes run eagerly")
     assert counters["stats"]["unique_graphs"] - graphs == 1
     for rows, compiled in zip((32, 25, 10), passes):
         for a, b in zip(compiled, learner.forward(learner.params, obs[:, :rows], eager=True)):
@@ -134,7 +136,7 @@ def test_the_policy_alone_rides_the_compiled_act_for_every_row_count():
     graphs = counters["stats"]["unique_graphs"]
     alone = [learner.policy_params(learner.params, obs[:, :rows]) for rows in (32, 25, 10)]
     learner.act(obs[:, :8])
-    compiled_or_skip(P._COMPILED.get(learner._act_key) is None, "the engine's passes run eagerly")
+    compiled_or_skip(CP._COMPILED.get(learner._act_key) is None, "the engine's passes run eagerly")
     assert counters["stats"]["unique_graphs"] == graphs  # no compilation beside the act's
     for rows, params in zip((32, 25, 10), alone):
         torch.testing.assert_close(params, learner.forward(learner.params, obs[:, :rows], eager=True)[0], atol=2e-6, rtol=1e-5)
@@ -151,14 +153,14 @@ def test_the_compiled_step_equals_the_eager_step(kind, algo):
     torch.testing.assert_close(compiled.deterministic_actions(obs), eager.deterministic_actions(obs), atol=2e-6, rtol=1e-5)
     for update in range(2):  # the second update: Adam's state, the lag's history, the objective's state carried
         stats = [learner.update(_rollout(learner, seed=update), 0.7 - 0.1 * update) for learner in (eager, compiled)]
-        compiled_or_skip(P._COMPILED.get(compiled._step_key, "missing") is None, "the engine runs the eager step (said in one line)")
+        compiled_or_skip(CP._COMPILED.get(compiled._step_key, "missing") is None, "the engine runs the eager step (said in one line)")
         for name, value in eager.params.items():
             torch.testing.assert_close(compiled.params[name], value, atol=2e-6, rtol=1e-5, msg=name)
         for name, value in stats[0].items():
             np.testing.assert_allclose(stats[1][name].numpy(), value.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
         for name, value in eager.objective_state.items():
             np.testing.assert_allclose(compiled.objective_state[name].numpy(), value.numpy(), rtol=1e-6, err_msg=name)
-    assert any(key == compiled._step_key for key, _ in P.COMPILE_SECONDS)  # it ran compiled
+    assert any(key == compiled._step_key for key, _ in CP.COMPILE_SECONDS)  # it ran compiled
 
 
 def test_a_failing_compiler_falls_back_to_the_eager_step_with_one_line(monkeypatch, capsys):
@@ -166,8 +168,8 @@ def test_a_failing_compiler_falls_back_to_the_eager_step_with_one_line(monkeypat
         raise RuntimeError("no C++ compiler")
 
     monkeypatch.setattr(torch, "compile", broken)
-    monkeypatch.setattr(P, "_COMPILED", {})
-    monkeypatch.setattr(P, "_FALLBACK_SAID", False)
+    monkeypatch.setattr(CP, "_COMPILED", {})
+    monkeypatch.setattr(CP, "_FALLBACK_SAID", False)
     eager, fallback = _learner("discrete", "ppo", False), _learner("discrete", "ppo", True)
     for learner in (eager, fallback):
         learner.update(_rollout(learner, seed=0), 1.0)
@@ -180,10 +182,10 @@ def test_a_failing_compiler_falls_back_to_the_eager_step_with_one_line(monkeypat
 
 @pytest.mark.parametrize("setting, planned, wanted", [("1", None, True), ("0", 10**9, False), ("auto", 10**9, True), ("auto", 100, False), ("auto", None, False)])
 def test_the_compile_switch(monkeypatch, setting, planned, wanted):
-    monkeypatch.setenv(P.COMPILE_ENV, setting)
-    assert P.compile_wanted(planned) is wanted
+    monkeypatch.setenv(COMPILE_ENV, setting)
+    assert CP.compile_wanted(planned) is wanted
     # auto never compiles a CNN's step (measured no faster); an explicit 1 still does
-    assert P.compile_wanted(planned, "CnnPolicy") is (wanted and setting == "1")
+    assert CP.compile_wanted(planned, "CnnPolicy") is (wanted and setting == "1")
 
 
 def test_a_call_like_one_that_ran_runs_its_compiled_code_directly_and_a_new_one_is_guarded(monkeypatch):
@@ -203,8 +205,8 @@ def test_a_call_like_one_that_ran_runs_its_compiled_code_directly_and_a_new_one_
     obs = torch.randn(learner.k, 12, 7, generator=torch.Generator().manual_seed(3)) * 3
     graphs = counters["stats"]["unique_graphs"]
     first = learner.forward(learner.params, obs[:, :10])  # guarded (a new signature), compiled
-    compiled_or_skip(P._COMPILED.get(learner._forward_key) is None, "the engine's passes run eagerly")
-    seen = P._RAN[learner._forward_key][1]
+    compiled_or_skip(CP._COMPILED.get(learner._forward_key) is None, "the engine's passes run eagerly")
+    seen = CP._RAN[learner._forward_key][1]
     assert len(seen) == 1
     again = learner.forward(learner.params, obs[:, :10])  # unguarded
     one = learner.forward(learner.params, obs[:, :1])  # a new signature: guarded, its own graph
@@ -224,7 +226,7 @@ def test_a_call_like_one_that_ran_runs_its_compiled_code_directly_and_a_new_one_
             torch.testing.assert_close(a, c, atol=2e-6, rtol=1e-5)
     assert all(torch.equal(a, b) for a, b in zip(again, first))
     assert counters["stats"]["unique_graphs"] - graphs == 2 and len(seen) == 2
-    assert P._COMPILED[learner._forward_key] is not None  # no call fell back to the eager pass
+    assert CP._COMPILED[learner._forward_key] is not None  # no call fell back to the eager pass
     # a second learner of the process shares the compiled callable (made from the first's function):
     # its new signature (another row count, the symbolic graph) runs directly too
     monkeypatch.undo()
@@ -248,18 +250,36 @@ def test_code_that_resumes_after_a_graph_break_runs_through_dynamo():
 
     x = torch.linspace(-2, 2, 11)
     key = ("test-graph-break",)
-    first = P.call_compiled(key, broken, (x,))
+    first = CP.call_compiled(key, broken, (x,))
     compiled_or_skip(first is None)
-    again = P.call_compiled(key, broken, (x,))
-    assert list(P._RAN[key][1].values()) == [None]
+    again = CP.call_compiled(key, broken, (x,))
+    assert list(CP._RAN[key][1].values()) == [None]
     assert torch.equal(first, again)
     torch.testing.assert_close(first, broken(x))
+
+
+def test_a_compiled_callable_is_made_once_from_its_function_with_room_to_recompile():
+    """A key's compiled callable is made once per process, and keeps the function it was made from
+    where :func:`adaptive_po.compiled.call_compiled` reads it (so that another learner of the
+    process runs the first one's compiled code directly); and dynamo may compile the same code
+    for every objective and shape (its recompile limit, 8 in torch's defaults, past which it would
+    run the code eagerly). Nothing is compiled here: ``torch.compile`` compiles at the first call."""
+
+    def double(x):
+        return x * 2
+
+    key = ("test-made-once",)
+    made = CP._compiled(key, double)
+    compiled_or_skip(made is None, "torch.compile is unavailable")
+    assert CP._compiled(key, lambda x: x) is made
+    assert made._torchdynamo_orig_callable is double
+    assert torch._dynamo.config.recompile_limit >= 64
 
 
 def test_the_signature_of_a_call():
     """Calls share a signature only where their compiled code is the same: tensors by shape, strides
     and dtype; constants by type and value; dictionaries by keys; anything unhashable never."""
-    sig = P._signature
+    sig = CP._signature
     x = torch.zeros(3, 4)
     assert sig((x, {"a": x, "b": None}, 1.0)) == sig((torch.ones(3, 4), {"a": torch.ones(3, 4), "b": None}, 1.0))
     for other in ((x.t().contiguous().t(), {"a": x, "b": None}, 1.0), (x, {"a": x.double(), "b": None}, 1.0),
@@ -287,19 +307,19 @@ def test_compiling_ahead_gives_the_first_updates_own_graphs_built_with_the_first
     kwargs = {"clip_range": 0.2} if "clip_range" in OBJECTIVES[algo].tuned else None
     learner = PopulationLearner(observation_space, action_space, MEMBERS, objective=algo, objective_kwargs=kwargs, compile_step=True, **TOY)
     before = {name: v.clone() for name, v in learner.params.items()}
-    misses, graphs = list(P.PRIME_MISSES), counters["stats"]["unique_graphs"]
+    misses, graphs = list(CP.PRIME_MISSES), counters["stats"]["unique_graphs"]
     learner.compile_ahead(torch.zeros(learner.k, 2, width))
-    compiled_or_skip(P._COMPILED.get(learner._step_key) is None, "the engine runs eagerly")
-    assert learner._forward_key in P._PRIMED and learner._step_key in P._PRIMED
+    compiled_or_skip(CP._COMPILED.get(learner._step_key) is None, "the engine runs eagerly")
+    assert learner._forward_key in CP._PRIMED and learner._step_key in CP._PRIMED
     assert counters["stats"]["unique_graphs"] - graphs == 2
     assert all(torch.equal(learner.params[name], v) for name, v in before.items()) and learner._adam_count == 0
     bundles = C.BUILT["bundles"]
     learner.update(_rollout(learner, seed=0), 0.7)  # the act (its first call builds), then the update
-    assert P.PRIME_MISSES == misses and learner._forward_key not in P._PRIMED and learner._step_key not in P._PRIMED
+    assert CP.PRIME_MISSES == misses and learner._forward_key not in CP._PRIMED and learner._step_key not in CP._PRIMED
     assert counters["stats"]["unique_graphs"] - graphs == 3  # the act's, and nothing recompiled
     if C.bundling_enabled():
         assert C.BUILT["bundles"] - bundles == 1
-    assert P._COMPILED[learner._step_key] is not None and P._COMPILED[learner._forward_key] is not None
+    assert CP._COMPILED[learner._step_key] is not None and CP._COMPILED[learner._forward_key] is not None
 
 
 def test_a_second_population_of_a_process_compiles_ahead_what_it_has_not_compiled():
@@ -308,16 +328,16 @@ def test_a_second_population_of_a_process_compiles_ahead_what_it_has_not_compile
     next one's forward pass has run with its signature and is not compiled again; its own step
     (another objective) is still compiled ahead, for its first update's signature."""
     observation_space, action_space = gym.spaces.Box(-np.inf, np.inf, (8,), np.float32), SPACES["discrete"][1]
-    misses = list(P.PRIME_MISSES)
+    misses = list(CP.PRIME_MISSES)
     first = PopulationLearner(observation_space, action_space, MEMBERS, objective="ppo", objective_kwargs={"clip_range": 0.2}, compile_step=True, **TOY)
     first.compile_ahead(torch.zeros(first.k, 2, 8))
-    compiled_or_skip(P._COMPILED.get(first._step_key) is None, "the engine runs eagerly")
-    assert first._forward_key in P._PRIMED and first._step_key in P._PRIMED
+    compiled_or_skip(CP._COMPILED.get(first._step_key) is None, "the engine runs eagerly")
+    assert first._forward_key in CP._PRIMED and first._step_key in CP._PRIMED
     first.update(_rollout(first, seed=0), 0.7)
-    assert P.PRIME_MISSES == misses and first._forward_key not in P._PRIMED and first._step_key not in P._PRIMED
+    assert CP.PRIME_MISSES == misses and first._forward_key not in CP._PRIMED and first._step_key not in CP._PRIMED
     second = PopulationLearner(observation_space, action_space, MEMBERS, objective="spo", compile_step=True, **TOY)
     assert second._forward_key == first._forward_key and second._step_key != first._step_key
     second.compile_ahead(torch.zeros(second.k, 2, 8))
-    assert second._forward_key not in P._PRIMED and second._step_key in P._PRIMED
+    assert second._forward_key not in CP._PRIMED and second._step_key in CP._PRIMED
     second.update(_rollout(second, seed=1), 0.7)
-    assert P.PRIME_MISSES == misses and second._step_key not in P._PRIMED
+    assert CP.PRIME_MISSES == misses and second._step_key not in CP._PRIMED

@@ -151,9 +151,9 @@ def test_the_compiled_bf16_step_tracks_the_eager_one():
     eager, compiled = _learner("continuous", "bf16"), _learner("continuous", "bf16", compiled=True)
     for learner in (eager, compiled):
         learner.update(_rollout(learner, seed=3), 1.0)
-    from adaptive_po import population as P
+    from adaptive_po import compiled as CP
 
-    compiled_or_skip(P._COMPILED.get(compiled._step_key, "missing") is None, "the engine runs the eager step (said in one line)")
+    compiled_or_skip(CP._COMPILED.get(compiled._step_key, "missing") is None, "the engine runs the eager step (said in one line)")
     for name, value in eager.params.items():
         # both round the network to bf16, not always at the same places: bf16's tolerance, not float32's
         torch.testing.assert_close(compiled.params[name], value, atol=2e-3, rtol=2e-2, msg=name)

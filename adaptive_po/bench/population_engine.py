@@ -48,7 +48,7 @@ from adaptive_po.bench.run_folder import (
 
 def planned_steps(total_timesteps: int, rollout: int, batch_size: int, n_epochs: int) -> int:
     """The minibatch steps a run of ``total_timesteps`` takes (replayed data, which adds steps, aside):
-    what decides whether compiling the stacked step pays (:func:`adaptive_po.population.compile_wanted`)."""
+    what decides whether compiling the stacked step pays (:func:`adaptive_po.compiled.compile_wanted`)."""
     return -(-total_timesteps // rollout) * n_epochs * -(-rollout // batch_size)
 
 
@@ -148,8 +148,9 @@ class _Population:
     def __init__(self, runs: list[_MemberRun], settings: RunSettings, observer: PopulationObserver | None = None) -> None:
         import torch
 
+        from adaptive_po.compiled import compile_wanted
         from adaptive_po.environments import make_vec_env
-        from adaptive_po.population import Member, PopulationLearner, compile_wanted
+        from adaptive_po.population import Member, PopulationLearner
 
         first = runs[0].spec
         self.runs = runs
@@ -402,7 +403,7 @@ class _Population:
             self.observer.finished(self)
 
     def summary(self, run: _MemberRun) -> dict[str, Any]:
-        from adaptive_po.population import compile_fell_back
+        from adaptive_po.compiled import compile_fell_back
 
         final = run.recorder.evaluations[-1]
         return {
@@ -495,8 +496,8 @@ def execute_population(specs: Sequence[RunSpec | dict[str, Any]], observer: Popu
     finally:
         if population is not None:
             population.close()
-    engine = sys.modules.get("adaptive_po.population")  # imported where a population was built
-    reason = engine.compile_fallback_reason() if engine is not None else None
+    compiled = sys.modules.get("adaptive_po.compiled")  # imported where a population was built
+    reason = compiled.compile_fallback_reason() if compiled is not None else None
     if reason is not None and population is not None and population.learner.compile_step:
         # the runs trained eagerly although compiling was asked for: said by the sweep's driver too
         # (a worker's own line goes to its log only)

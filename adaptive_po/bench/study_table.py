@@ -133,7 +133,7 @@ def step_mode(spec: RunSpec) -> str:
         return setting
     from adaptive_po.bench.population_engine import planned_steps
     from adaptive_po.bench.run_folder import read_settings
-    from adaptive_po.population import wanted_under
+    from adaptive_po.compiled import wanted_under
 
     hp = read_settings(spec).hp
     steps = planned_steps(spec.total_timesteps, hp.n_steps * hp.n_envs, hp.batch_size, hp.n_epochs)
