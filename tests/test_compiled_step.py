@@ -170,6 +170,7 @@ def test_a_failing_compiler_falls_back_to_the_eager_step_with_one_line(monkeypat
     monkeypatch.setattr(torch, "compile", broken)
     monkeypatch.setattr(CP, "_COMPILED", {})
     monkeypatch.setattr(CP, "_FALLBACK_SAID", False)
+    monkeypatch.setattr(CP, "_FALLBACK_REASON", None)  # restored after: later runs in this process are not tagged as fallen back
     eager, fallback = _learner("discrete", "ppo", False), _learner("discrete", "ppo", True)
     for learner in (eager, fallback):
         learner.update(_rollout(learner, seed=0), 1.0)
