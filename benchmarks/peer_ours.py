@@ -4,7 +4,9 @@ is pinned to; prints one JSON object on its last line.
 
 ``cold``: the process's CPU and wall seconds from its start (imports included) to the end of the
 first population (compilation included); ``warm``: a second population of other seeds in the same
-process (the compiled step reused), the counterpart of the peer's second call.
+process (the compiled step reused), the counterpart of the peer's second call. ``isa``: after both,
+what instruction sets the process ran (``peer_isa.torch_evidence``: ATen's level, inductor's vector
+ISA and ``-march``, the AVX-512 instructions in the kernels it built, oneDNN's and MKL's ISA).
 """
 
 from __future__ import annotations
@@ -59,8 +61,10 @@ def main() -> int:
         first_calls[kind] = first_calls.get(kind, 0.0) + seconds
     cold["parts"] = {"before_population": before, "first_calls_wall_s": first_calls, "children_cpu_s": children.ru_utime + children.ru_stime}
     warm_returns, warm = peer_clock.measure(lambda: population("warm", range(args.members, 2 * args.members)))
+    import peer_isa
+
     print(json.dumps({"engine": "adaptive-po", "torch": torch.__version__, "members": args.members, "cold": cold, "warm": warm,
-                      "final_returns": returns, "warm_final_returns": warm_returns}))
+                      "final_returns": returns, "warm_final_returns": warm_returns, "isa": peer_isa.torch_evidence()}))
     return 0
 
 

@@ -6,7 +6,9 @@ prints one JSON object on its last line.
 What it measures: the process's CPU and wall seconds from its start (imports included) to the end
 of the first call (``cold``: tracing and XLA compilation included), and those of a second call on
 other seeds (``warm``: the compiled program alone); and each seed's evaluations (the mean return of
-``--eval-episodes`` deterministic episodes, greedy actions, every ``--eval-every`` steps).
+``--eval-episodes`` deterministic episodes, greedy actions, every ``--eval-every`` steps); after both
+calls, what instruction sets the compiled program uses (``isa``: ``peer_isa.xla_evidence``, the
+program compiled again with XLA's dump on).
 """
 
 from __future__ import annotations
@@ -62,13 +64,16 @@ def main() -> int:
     evaluations = call(args.seed)
     cold = {"cpu_s": peer_clock.cpu(), "wall_s": peer_clock.wall()}
     warm_evaluations, warm = peer_clock.measure(lambda: call(args.seed + 1))
+    import peer_isa
+
+    isa = peer_isa.xla_evidence(train, jax.random.split(jax.random.PRNGKey(args.seed), args.members))
     iteration = settings["num_envs"] * settings["num_steps"]
     per_eval = -(-args.eval_every // iteration) * iteration
     trained = per_eval * -(-args.steps // args.eval_every)
     print(json.dumps({
         "engine": "rejax", "jax": jax.__version__, "members": args.members, "trained_steps": trained, "cold": cold, "warm": warm,
         "final_returns": [float(x) for x in evaluations[:, -1]], "warm_final_returns": [float(x) for x in warm_evaluations[:, -1]],
-        "curve_steps": [per_eval * (i + 1) for i in range(evaluations.shape[1])],
+        "curve_steps": [per_eval * (i + 1) for i in range(evaluations.shape[1])], "isa": isa,
     }))
     return 0
 

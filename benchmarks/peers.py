@@ -33,10 +33,37 @@ the times, not compared by a test. Both train the same number of steps (rejax's:
 intervals of whole rollouts). What rejax cannot run at all (Box2D and ALE through envpool, the SB3
 class, per-member staleness dials) has no cell here.
 
+Instruction sets (``--isa``, comma-separated, default ``native,avx2``): each cell runs once per
+instruction set, both sides at the same one, and the table has a row per engine and ISA, with the
+ratios ours / rejax per ISA and avx2 / native per side:
+
+* ``native``: the machine's own (any cap in the caller's environment removed from the children's).
+* ``avx2``: both sides capped at AVX2 through their children's environment (:data:`CAPS`,
+  :data:`XLA_CAPS`), so that an AVX-512 machine also gives the figures of an AVX2 one. Ours:
+  ``ATEN_CPU_CAPABILITY=avx2`` (ATen's kernels; inductor picks its vector ISA for the generated C++
+  by the same variable, and ``adaptive_po.compile_setup``'s trusted probe leaves that pick alone),
+  ``TORCHINDUCTOR_CPP_MARCH=x86-64-v3`` (inductor builds with ``-march=native`` otherwise, and g++
+  then puts AVX-512 instructions in the AVX2 kernels all the same), ``MKL_ENABLE_INSTRUCTIONS=AVX2``,
+  ``ONEDNN_MAX_CPU_ISA=AVX2``. rejax's: ``--xla_cpu_max_isa=AVX2`` (XLA's generated code) and
+  ``--xla_cpu_experimental_ynn_fusion_type=`` (no YNNPACK fusions: jax 0.10's XLA hands its dots to
+  YNNPACK, which picks its kernels by the CPU at run time, past the cap; without them XLA compiles
+  the dots or runs them in jaxlib's Eigen, built for AVX), so rejax's avx2 row also runs its dots
+  another way.
+
+Each child reads back, after its timed runs, what its machine code shows (``benchmarks/peer_isa.py``):
+ours, ATen's level, inductor's picked ISA and ``-march``, the AVX-512 instructions (EVEX-encoded, or
+on zmm or mask registers) in the kernel libraries it built, oneDNN's and MKL's ISA as their verbose
+output names it; rejax's, its program compiled again with XLA's dump on, the AVX-512 instructions
+in the objects XLA wrote, XLA's record of ``xla_cpu_max_isa`` and the library fusions of the
+program. That is the table's last column; a capped run whose evidence shows the cap did not hold is
+refused (exit 1, naming the side and the evidence), its row not printed. The reading needs
+``objdump`` (binutils, which the C++ compiler uses too).
+
 Usage::
 
-    python benchmarks/peers.py                                        # both cells (~25 min on 2 cores)
-    python benchmarks/peers.py --cells cartpole --members 8 --steps 10000   # a smoke run (~3 min)
+    python benchmarks/peers.py                                        # both cells, native and avx2 (~25 min per ISA on 2 cores)
+    python benchmarks/peers.py --cells cartpole --members 8 --steps 10000   # a smoke run (~6 min)
+    python benchmarks/peers.py --isa native                           # the machine's own instruction set only
     python benchmarks/peers.py --peer-python /path/to/venv/bin/python # rejax installed elsewhere
 
 Without rejax (no ``peers`` extra and no ``--peer-python``) it says so and exits 0: ``make perf``
@@ -49,6 +76,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -99,6 +127,98 @@ BREAKOUT = Cell(
     members=8, steps=262_144, eval_every=131_072,
 )
 CELLS = {"cartpole": CARTPOLE, "breakout": BREAKOUT}
+#: the instruction sets a cell runs at (``--isa``): the machine's own, or both sides capped at AVX2
+ISAS = ("native", "avx2")
+#: the environment that caps both sides' children: ATen's kernels; inductor's generated C++ (its
+#: vector ISA follows ``ATEN_CPU_CAPABILITY``, and ``-march=x86-64-v3`` in place of ``-march=native``
+#: keeps g++ from using AVX-512 in them all the same); MKL; oneDNN (torch's, and XLA's where it uses it)
+CAPS: dict[str, dict[str, str]] = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "TORCHINDUCTOR_CPP_MARCH": "x86-64-v3", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "ONEDNN_MAX_CPU_ISA": "AVX2"},
+}
+#: XLA's flags for the cap: its generated code at AVX2 at most, and no YNNPACK fusions (jax 0.10's
+#: XLA hands the dots to YNNPACK, which picks its kernels by the CPU at run time, past the cap; without
+#: them XLA compiles the dots or runs them in jaxlib's Eigen, built for AVX)
+XLA_CAPS: dict[str, tuple[str, ...]] = {"avx2": ("--xla_cpu_max_isa=AVX2", "--xla_cpu_experimental_ynn_fusion_type=")}
+
+
+def parse_isas(text: str) -> list[str]:
+    """``--isa``'s value: a comma-separated list of :data:`ISAS`, each once; a ``SystemExit`` naming
+    an unknown value."""
+    isas = list(dict.fromkeys(i.strip() for i in text.split(",") if i.strip()))
+    unknown = [i for i in isas if i not in ISAS]
+    if unknown or not isas:
+        raise SystemExit(f"--isa: unknown value {', '.join(map(repr, unknown)) if unknown else repr(text)}; choose from {', '.join(ISAS)}")
+    return isas
+
+
+def isa_env(env: dict[str, str], isa: str) -> dict[str, str]:
+    """``env`` with the caps of ``isa`` (:data:`CAPS`, :data:`XLA_CAPS`); for ``native``, without
+    any of them (a cap in the caller's environment removed)."""
+    variables = {name for caps in CAPS.values() for name in caps}
+    flags = {flag.split("=", 1)[0] for caps in XLA_CAPS.values() for flag in caps}
+    out = {name: value for name, value in env.items() if name not in variables}
+    xla = [flag for flag in env.get("XLA_FLAGS", "").split() if flag.split("=", 1)[0] not in flags] + list(XLA_CAPS.get(isa, ()))
+    out.pop("XLA_FLAGS", None)
+    if xla:
+        out["XLA_FLAGS"] = " ".join(xla)
+    out.update(CAPS.get(isa, {}))
+    return out
+
+
+def _machine_code(code: dict[str, Any], what: str, none: str = "") -> list[str]:
+    if "error" in code:
+        return [code["error"]]
+    if not code.get("files"):
+        return [f"no {what} to read{none}"]
+    if code.get("avx512"):
+        return [f"{code['avx512']:,} AVX-512 instructions in its {what} (e.g. `{code['example']}`)"]
+    return []
+
+
+def cap_failures(isa: str, engine: str, evidence: dict[str, Any] | None) -> list[str]:
+    """Why the record of ``engine`` (``adaptive-po`` or ``rejax``) shows that the cap of ``isa`` did
+    not hold (empty where it held, and for ``native``, which caps nothing)."""
+    if isa == "native":
+        return []
+    if not evidence:
+        return ["its record has no instruction-set evidence"]
+    bad: list[str] = []
+    if engine == "rejax":
+        if evidence.get("xla_max_isa") != "AVX2":
+            bad.append(f"XLA's xla_cpu_max_isa is {evidence.get('xla_max_isa')!r}")
+        bad += _machine_code(evidence.get("objects", {}), "XLA-compiled objects")
+        bad += [f"{n} {name} fusions (their kernels pick the ISA by the CPU, past xla_cpu_max_isa)"
+                for name, n in evidence.get("library_fusions", {}).items() if n]
+        return bad
+    if str(evidence.get("aten", "")).upper().startswith("AVX512"):
+        bad.append(f"ATen runs its {evidence['aten']} kernels")
+    if evidence.get("inductor_bits", 0) > 256:
+        bad.append(f"inductor picked {evidence.get('inductor_isa')} ({evidence.get('inductor_bits')}-bit) for its C++")
+    bad += _machine_code(evidence.get("kernels", {}), "inductor-built kernel libraries", " (did the step run eagerly?)")
+    for library in ("onednn", "mkl"):
+        said = str(evidence.get(library, ""))
+        if re.search(r"AVX-?512|AMX|Vector Extensions 512", said, re.I):
+            bad.append(f"{library} runs {said}")
+    return bad
+
+
+def evidence_text(engine: str, evidence: dict[str, Any] | None) -> str:
+    """One table cell: what instruction sets ``engine``'s record says it ran."""
+    if not evidence:
+        return "no evidence"
+
+    def code(c: dict[str, Any], what: str) -> str:
+        if "error" in c:
+            return c["error"]
+        return f"{c.get('avx512', 0):,} of {c.get('instructions', 0):,} instructions AVX-512 ({what}: {c.get('files', 0)})"
+
+    if engine == "rejax":
+        fusions = ", ".join(f"{name} {n}" for name, n in evidence.get("library_fusions", {}).items())
+        return f"XLA max ISA {evidence.get('xla_max_isa')}; {code(evidence.get('objects', {}), 'objects')}; library fusions: {fusions}"
+    return (f"ATen {evidence.get('aten')}; inductor {evidence.get('inductor_isa')}, {evidence.get('inductor_bits')}-bit, "
+            f"-march={evidence.get('inductor_march')}; {code(evidence.get('kernels', {}), 'kernel libraries')}; "
+            f"oneDNN {evidence.get('onednn')}; MKL {evidence.get('mkl')}")
 ALGO = "ppo"
 #: what perf.md says after the tables: the cells of this project that the peer cannot run at all
 ONLY_OURS = [
@@ -168,8 +288,10 @@ def finish(proc: subprocess.Popen, started: float, log: Path) -> dict[str, float
     return {"cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall}
 
 
-def run_cell(cell: Cell, python: str, members: int, steps: int) -> list[tuple[str, dict[str, Any]]]:
-    """Both sides of one cell at the same time, one pinned core each; their JSON records."""
+def run_cell(cell: Cell, python: str, members: int, steps: int, isa: str = "native") -> list[tuple[str, dict[str, Any]]]:
+    """Both sides of one cell at the same time, one pinned core each, at the instruction set ``isa``
+    (:func:`isa_env`); their JSON records. A capped run whose records show the cap did not hold (:func:`cap_failures`)
+    is a ``SystemExit`` naming the side and the evidence."""
     cores = sorted(os.sched_getaffinity(0))
     peer_core, our_core = cores[0], cores[-1]
     cell = replace(cell, eval_every=min(cell.eval_every, steps))  # a short smoke run still evaluates at its end
@@ -188,11 +310,11 @@ def run_cell(cell: Cell, python: str, members: int, steps: int) -> list[tuple[st
                     "--config", json.dumps(cell.rejax)]
         our_cmd = [sys.executable, str(ROOT / "benchmarks/peer_ours.py"), "--env", cell.env, "--algo", ALGO, "--members",
                    str(members), "--steps", str(trained), "--envs-dir", str(our_envs_dir(cell, tmp)), "--out", str(tmp / "runs")]
-        print(f"peers: {cell.name}, K = {members} x {trained:,} steps, rejax on core {peer_core}, ours on core {our_core}, at the same time",
-              flush=True)
+        print(f"peers: {cell.name}, ISA {isa}, K = {members} x {trained:,} steps, rejax on core {peer_core}, ours on core {our_core}, "
+              "at the same time", flush=True)
         t0 = time.perf_counter()
-        procs = [(start(peer_cmd, peer_core, {**os.environ, "JAX_PLATFORMS": "cpu"}, tmp / "rejax.log"), tmp / "rejax.log"),
-                 (start(our_cmd, our_core, child, tmp / "ours.log"), tmp / "ours.log")]
+        procs = [(start(peer_cmd, peer_core, isa_env({**os.environ, "JAX_PLATFORMS": "cpu"}, isa), tmp / "rejax.log"), tmp / "rejax.log"),
+                 (start(our_cmd, our_core, isa_env(child, isa), tmp / "ours.log"), tmp / "ours.log")]
         results = []
         for proc, log in procs:
             finish(proc, t0, log)
@@ -200,29 +322,53 @@ def run_cell(cell: Cell, python: str, members: int, steps: int) -> list[tuple[st
     theirs, ours = results
     for r in results:
         r["member_steps"] = members * trained
+        r["isa_run"] = isa
+    for engine, record in (("rejax", theirs), ("adaptive-po", ours)):
+        failures = cap_failures(isa, engine, record.get("isa"))
+        if failures:
+            raise SystemExit(f"peers: {cell.name}: the {isa} cap did not hold on the {engine} side: {'; '.join(failures)} "
+                             f"(its evidence: {evidence_text(engine, record.get('isa'))}); no row printed")
     return [(f"rejax, jax {theirs['jax']}", theirs), ("adaptive-po, torch " + ours["torch"], ours)]
 
 
 def table(cell: Cell, rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    lines = [f"| cell | engine | K x steps | cold CPU s | cold wall s | warm CPU s | warm wall s | CPU s per M member-steps, cold | CPU s per M member-steps, warm | "
-             "final evaluation return, mean (sd) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    """One cell's table: a row per engine and instruction set (``rows``: rejax's record then ours, for
+    each ISA run, as :func:`run_cell` returns them; a record without ``isa_run`` ran natively), the
+    instruction sets each side's machine code shows; then the ratios, ours / rejax per ISA, and
+    avx2 / native per side where both ran."""
+    lines = ["| cell | ISA | engine | K x steps | cold CPU s | cold wall s | warm CPU s | warm wall s | CPU s per M member-steps, cold | "
+             "CPU s per M member-steps, warm | final evaluation return, mean (sd) | instruction sets, read from the machine code |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    runs: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for name, r in rows:
+        isa = r.get("isa_run", "native")
+        runs.setdefault(isa, []).append((name, r))
         cold, warm, returns, million = r["cold"], r["warm"], r["final_returns"], r["member_steps"] / 1e6
         sd = statistics.stdev(returns) if len(returns) > 1 else 0.0
-        lines.append(f"| {cell.name} | {name} | {r['members']} x {r['member_steps'] // r['members']:,} | {cold['cpu_s']:.1f} | "
+        engine = "rejax" if name.startswith("rejax") else "adaptive-po"
+        lines.append(f"| {cell.name} | {isa} | {name} | {r['members']} x {r['member_steps'] // r['members']:,} | {cold['cpu_s']:.1f} | "
                      f"{cold['wall_s']:.1f} | {warm['cpu_s']:.1f} | {warm['wall_s']:.1f} | {cold['cpu_s'] / million:.1f} | "
-                     f"{warm['cpu_s'] / million:.1f} | {statistics.mean(returns):.1f} ({sd:.1f}) |")
-    (_, theirs), (_, ours) = rows
-    lines.append(f"\n{cell.name}: ours / rejax, CPU seconds: cold {ours['cold']['cpu_s'] / theirs['cold']['cpu_s']:.2f}x, "
-                 f"warm {ours['warm']['cpu_s'] / theirs['warm']['cpu_s']:.2f}x")
-    parts = ours["cold"].get("parts")
-    if parts:
-        calls = parts["first_calls_wall_s"]
-        named = ", ".join(f"{name} {calls[name]:.1f}" for name in ("act", "forward", "step") if name in calls)
-        lines.append(f"\nWhat our cold run paid that the warm one did not: {parts['before_population']['cpu_s']:.1f} CPU s of imports "
-                     f"before the first population; {sum(calls.values()):.1f} wall s in the compiled callables' first calls ({named}: "
-                     f"dynamo's tracing and inductor's compilation; the forward pass and the step are compiled ahead and their "
-                     f"kernels built with the act's, in its first call), of which the g++ processes' {parts['children_cpu_s']:.1f} CPU s.")
+                     f"{warm['cpu_s'] / million:.1f} | {statistics.mean(returns):.1f} ({sd:.1f}) | {evidence_text(engine, r.get('isa'))} |")
+    pairs = {isa: (pair[0][1], pair[1][1]) for isa, pair in runs.items() if len(pair) == 2}
+    lines.append("")
+    for isa, (theirs, ours) in pairs.items():
+        lines.append(f"{cell.name}, {isa}: ours / rejax, CPU seconds: cold {ours['cold']['cpu_s'] / theirs['cold']['cpu_s']:.2f}x, "
+                     f"warm {ours['warm']['cpu_s'] / theirs['warm']['cpu_s']:.2f}x")
+    if "native" in pairs and "avx2" in pairs:
+        (n_theirs, n_ours), (a_theirs, a_ours) = pairs["native"], pairs["avx2"]
+        lines.append(f"{cell.name}, avx2 / native, CPU seconds: ours cold {a_ours['cold']['cpu_s'] / n_ours['cold']['cpu_s']:.2f}x, "
+                     f"warm {a_ours['warm']['cpu_s'] / n_ours['warm']['cpu_s']:.2f}x; rejax cold "
+                     f"{a_theirs['cold']['cpu_s'] / n_theirs['cold']['cpu_s']:.2f}x, warm {a_theirs['warm']['cpu_s'] / n_theirs['warm']['cpu_s']:.2f}x "
+                     "(rejax's avx2 run without YNNPACK's fusions: its dots compiled by XLA or run by Eigen)")
+    for isa, (_, ours) in pairs.items():
+        parts = ours["cold"].get("parts")
+        if parts:
+            calls = parts["first_calls_wall_s"]
+            named = ", ".join(f"{name} {calls[name]:.1f}" for name in ("act", "forward", "step") if name in calls)
+            lines.append(f"\nWhat our cold run paid that the warm one did not ({isa}): {parts['before_population']['cpu_s']:.1f} CPU s of imports "
+                         f"before the first population; {sum(calls.values()):.1f} wall s in the compiled callables' first calls ({named}: "
+                         f"dynamo's tracing and inductor's compilation; the forward pass and the step are compiled ahead and their "
+                         f"kernels built with the act's, in its first call), of which the g++ processes' {parts['children_cpu_s']:.1f} CPU s.")
     return lines
 
 
@@ -232,8 +378,11 @@ def main() -> int:
     p.add_argument("--members", type=int, default=None, help="K (default: the cell's, CartPole 50, Breakout 8)")
     p.add_argument("--steps", type=int, default=None, help="steps per member (default: the cell's, CartPole 50,000, Breakout 262,144)")
     p.add_argument("--peer-python", default=os.environ.get("ADAPTIVE_PO_PEER_PYTHON"), help="an interpreter with rejax, gymnax and jax")
+    p.add_argument("--isa", default=",".join(ISAS),
+                   help=f"comma-separated, of {', '.join(ISAS)}: each cell once per instruction set (avx2: both sides capped, checked in their machine code)")
     p.add_argument("--out", type=Path, default=None, help="also write the tables into this file's peers section (make perf: docs/results/perf.md)")
     args = p.parse_args()
+    isas = parse_isas(args.isa)
     cells = [c.strip() for c in args.cells.split(",") if c.strip()]
     unknown = [c for c in cells if c not in CELLS]
     if unknown or not cells:
@@ -248,7 +397,8 @@ def main() -> int:
     lines = []
     for key in cells:
         cell = CELLS[key]
-        lines += table(cell, run_cell(cell, python, args.members or cell.members, args.steps or cell.steps)) + [""]
+        rows = [row for isa in isas for row in run_cell(cell, python, args.members or cell.members, args.steps or cell.steps, isa)]
+        lines += table(cell, rows) + [""]
     print("\n" + "\n".join(lines))
     if args.out is not None:
         import platform
@@ -262,7 +412,11 @@ def main() -> int:
             "both at the same time; cold from process start (compilation included; ours with empty compile caches, as on a "
             "machine's first run: later processes load the compiled kernels from the cache), warm a second "
             "call (rejax) or population (ours) in the same process; CPU seconds are the process's and its waited-for children's (our compiler's g++ runs); "
-            "returns are the final greedy evaluations (10 episodes) per seed.", "", *lines, *ONLY_OURS,
+            "returns are the final greedy evaluations (10 episodes) per seed. Each cell runs once per instruction set: "
+            f"{', '.join(isas)} (native: the machine's own; avx2: both sides capped at AVX2 through their children's environment, "
+            "ATen, inductor's C++, MKL and oneDNN on ours, XLA's generated code on rejax's, whose YNNPACK fusions are turned off "
+            "there since YNNPACK picks its kernels by the CPU past the cap); the last column is what each side's machine code "
+            "shows, read after the timed runs (a capped run whose code shows AVX-512 is refused, not printed).", "", *lines, *ONLY_OURS,
         ])
     return 0
 
