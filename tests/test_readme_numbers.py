@@ -302,13 +302,14 @@ def test_the_answer_tables_words_are_checked_against_their_intervals(tmp_path):
 @pytest.mark.parametrize(("edit", "append", "message"), [
     (("esspo's retuning tax at lag 8 | estimate", "esspo's retuning tax at lag 9 | estimate"), "", r"row 5 .*no row with"),
     (("frozen/verdicts.md#The answer | 1.", "frozen/verdict.md#The answer | 1."), "", r"row 3 .*no report frozen/verdict\.md"),
-    (None, '\n[[rows]]\nquestion = "q"\ncomparison = "c"\nverdict = ["frozen/verdicts.md | x | y"]\n', r"row 18: unknown key\(s\) \['verdict'\]"),
-    (None, '\n[[rows]]\nquestion = "q"\ncomparison = "c"\n', r"row 18: give verdicts \(locators\) or words"),
-    (None, '\n[[rows]]\nquestion = "a | b"\ncomparison = "c"\nwords = "w"\n', r"row 18: question 'a \| b' holds a '\|'"),
+    (None, '\n[[rows]]\nquestion = "q"\ncomparison = "c"\nverdict = ["frozen/verdicts.md | x | y"]\n', r"row {next}: unknown key\(s\) \['verdict'\]"),
+    (None, '\n[[rows]]\nquestion = "q"\ncomparison = "c"\n', r"row {next}: give verdicts \(locators\) or words"),
+    (None, '\n[[rows]]\nquestion = "a | b"\ncomparison = "c"\nwords = "w"\n', r"row {next}: question 'a \| b' holds a '\|'"),
     (None, "\n[[rows]\n", r"not TOML"),
 ])
 def test_bad_answer_rows_are_errors_naming_the_row(tmp_path, capsys, edit, append, message):
     rows = _rows_file(tmp_path, edit, append)
+    message = message.replace("{next}", str(len(answer.read_rows()) + 1))  # a row appended after the committed ones
     readme = tmp_path / "README.md"
     readme.write_text(README.read_text())
     assert answer.main(["--rows", str(rows), "--readme", str(readme), "--results", str(RESULTS)]) == 2
