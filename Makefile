@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.adaptive-po-installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table bench-frozen-quatro minatar-learning-pilot bench-minatar-learning minatar-learning-pilot-from-table minatar-learning-from-table minatar-stress-pilot minatar-stress-pilot-from-table bench-minatar-gymnax minatar-gymnax-from-table bench-ale-curves ale-curves-from-table bench-pqn-cleanrl pqn-cleanrl-from-table bench-pqn-minatar pqn-minatar-from-table bench-abs abs-from-table bench-pqn-staleness pqn-staleness-from-table clean-runs help
+.PHONY: setup test bench bench-fresh-data fresh-data-report fresh-data-from-table fresh-data-trace fresh-data-diagnosis bench-tuned tuned-report tuned-from-table bench-minatar minatar-report minatar-from-table classic-from-table quick-from-table calibration reports-from-tables gpu-check bf16 bench-full bench-staleness bench-paper bench-sensitivity paper-report mismatch bench-atari plot perf readme readme-staleness engines mutations bench-r2vpo r2vpo-report r2vpo-from-table frozen-pilot bench-frozen frozen-from-table bench-frozen-schedule frozen-schedule-from-table bench-frozen-quatro frozen-quatro-from-table minatar-learning-pilot bench-minatar-learning minatar-learning-pilot-from-table minatar-learning-from-table minatar-stress-pilot minatar-stress-pilot-from-table bench-minatar-gymnax minatar-gymnax-from-table bench-ale-curves ale-curves-from-table bench-pqn-cleanrl pqn-cleanrl-from-table bench-pqn-minatar pqn-minatar-from-table bench-abs abs-from-table bench-pqn-staleness pqn-staleness-from-table clean-runs help
 
 # Durations are the bench's own dry-run estimates (`adaptive-po bench --suite <suite> --dry-run`) on
 # 2 CPU cores; tests/test_docs.py checks them against it.
@@ -39,7 +39,8 @@ help:
 	@echo "make frozen-from-table  the frozen-tuning study's verdicts and figure from its committed tables"
 	@echo "make bench-frozen-schedule one slice (HOURS=2) of the frozen study's extension: the update schedule searched again in a space built around the ESS objective's own (whole-rollout steps, k3 KL), decoupled-ppo as a comparator; resumes from docs/results/frozen-schedule/per_run.csv, then its verdicts"
 	@echo "make frozen-schedule-from-table  the extension's verdicts and figure from its committed tables (and the published study's)"
-	@echo "make bench-frozen-quatro   one slice (HOURS=2) of the frozen protocol for after-QUATRO and after-R2VPO (docs/results/frozen-quatro, trained from its plan file by the generic runner): tuned once, frozen, swept over lags 0-16 (64 and LunarLander-v3 cut by its 4 core-hour limit), the retuning tax at lag 8, the learning rate x4 and x16; resumes from its per_run.csv"
+	@echo "make bench-frozen-quatro   one slice (HOURS=2) of the frozen protocol for after-QUATRO and after-R2VPO (docs/results/frozen-quatro, trained from its plan file by the generic runner): tuned once, frozen, swept over lags 0-16 (64 and LunarLander-v3 cut by its 4 core-hour limit), the retuning tax at lag 8, the learning rate x4 and x16; resumes from its per_run.csv, then its verdicts"
+	@echo "make frozen-quatro-from-table  that study's verdicts and figure from its committed tables"
 	@echo "make minatar-learning-pilot  one slice (HOURS=2) of the MinAtar learning-budget pilot: ppo at lags 0 and 8 on the five games at 2M steps; then which games qualify (docs/results/minatar-learning)"
 	@echo "make bench-minatar-learning  one slice (HOURS=2) of the MinAtar learning-budget study on the games the pilot selected; resumes from its committed per_run.csv"
 	@echo "make minatar-learning-from-table  the MinAtar learning-budget study's pilot selection, verdicts and figures from its plan file and committed table"
@@ -246,8 +247,12 @@ frozen-schedule-from-table: $(STAMP)
 # HOURS, resuming from the committed per-run table; `python -m adaptive_po.bench.study dry-run
 # --results docs/results/frozen-quatro` gives its size and hours
 FROZEN_QUATRO := docs/results/frozen-quatro
+FROZEN_QUATRO_REPORT = $(VPY) -m adaptive_po.analysis.study_report --results $(FROZEN_QUATRO)
 bench-frozen-quatro: $(STAMP)
-	$(VPY) -m adaptive_po.bench.study study --results $(FROZEN_QUATRO) --hours $(HOURS) $(WORKERS_FLAG)
+	status=0; $(VPY) -m adaptive_po.bench.study study --results $(FROZEN_QUATRO) --hours $(HOURS) $(WORKERS_FLAG) || status=$$?; $(FROZEN_QUATRO_REPORT) && exit $$status
+
+frozen-quatro-from-table: $(STAMP)
+	$(FROZEN_QUATRO_REPORT)
 
 # MinAtar at learning budgets (docs/results/minatar-learning/preregistration.md, its plan file
 # plan.toml beside it): the pilot, then the study, each in slices of HOURS resuming from the
@@ -343,7 +348,7 @@ pqn-staleness-from-table: $(STAMP)
 # answer table (docs/results/answer.toml) from them.
 # pqn-minatar-from-table, abs-from-table and pqn-staleness-from-table join this list when their tables
 # (docs/results/{pqn-minatar,abs,pqn-staleness}/per_run.csv) are committed; none is run yet
-reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table minatar-learning-from-table minatar-stress-pilot-from-table minatar-gymnax-from-table pqn-cleanrl-from-table ale-curves-from-table calibration
+reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table frozen-quatro-from-table minatar-learning-from-table minatar-stress-pilot-from-table minatar-gymnax-from-table pqn-cleanrl-from-table ale-curves-from-table calibration
 	$(VPY) -m adaptive_po.analysis.quotes --fill $(RESULTS_README)
 	$(VPY) -m adaptive_po.analysis.answer
 
