@@ -148,6 +148,7 @@ def test_seeds_parsing():
     assert seeds_from(None, 3) == [0, 1, 2]
     assert seeds_from("2", 3) == [0, 1]
     assert seeds_from("0,5,7", 3) == [0, 5, 7]
+    assert seeds_from("1,", 3) == [1]  # one seed, not a count
     with pytest.raises(ValueError, match="--seeds"):
         seeds_from("many", 3)
 

@@ -185,7 +185,7 @@ def parse_list(text: str | None, cast: Callable[[str], Any], name: str) -> list[
 
 def seeds_from(text: str | None, default: int, flag: str = "--seeds") -> list[int]:
     """``--seeds 5`` -> 0..4; ``--seeds 0,3,7`` -> those seeds (there are no ranges: a list holds
-    what its text spells). A count above :data:`MAX_GRID_RUNS` is refused before its list is made
+    what its text spells); ``--seeds 1,`` -> seed 1 alone (a trailing comma makes one seed a list). A count above :data:`MAX_GRID_RUNS` is refused before its list is made
     (each seed is a run at least)."""
     if text is None:
         return list(range(default))
