@@ -319,3 +319,49 @@ def test_a_stopped_slices_finished_runs_reach_the_table(tmp_path):
     with pytest.raises(frozen.SliceOver):
         TableRunner(table, interrupted, deadline=0.0, log=lambda line: None).run(specs)
     assert spec_key(specs[2]) not in read_table(table)
+
+
+def test_a_slice_starts_no_population_after_its_time(tmp_path, monkeypatch):
+    """A slice's ``--hours`` is checked before each population, not only before each batch of them:
+    with one local worker, a batch of three one-run jobs whose time runs out while the first is
+    training finishes that one, starts neither of the others and says the slice is over; the table
+    holds the finished run only. (The clock is the test's: it passes the deadline as the first run
+    ends. The jobs are the process engine's, the cheapest real ones.)"""
+    import inspect
+    import types
+
+    from adaptive_po.bench import local_executor, study_table
+    from adaptive_po.bench.study_table import train_with_sweep
+    from adaptive_po.bench.sweep import run_sweep
+    from adaptive_po.contract import COMPLETE
+
+    # the studies' trainer hands the slice's deadline on to the sweep
+    assert "start_by" in inspect.signature(train_with_sweep(1, False, False)[0]).parameters
+    clock = [0.0]
+    fake = types.SimpleNamespace(monotonic=lambda: clock[0], sleep=local_executor.time.sleep, time=local_executor.time.time)
+    monkeypatch.setattr(local_executor, "time", fake)
+    monkeypatch.setattr(study_table, "time", fake)
+    out, table = tmp_path / "runs", tmp_path / "results" / frozen.TABLE_FILE
+    specs = frozen.specs_for("CartPole-v1", "ppo", [""], [0], [0, 1, 2], 256, frozen.SCORE_FOLDER, str(out))
+    started = []
+
+    def timed(todo, max_members=None, on_done=None, start_by=None):
+        def done(spec):
+            on_done(spec)
+            clock[0] = 10.0  # the slice's time is over once a job has finished
+
+        started.append(start_by)
+        run_sweep(list(todo), workers=1, show_progress=False, engine="process", command="test", on_run_done=done, start_by=start_by)
+
+    runner = TableRunner(table, timed, deadline=5.0, log=lambda line: None)
+    with pytest.raises(frozen.SliceOver):
+        runner.run(specs)
+    assert started == [5.0]
+    assert set(read_table(table)) == {spec_key(specs[0])} and runner.trained == 1
+    assert [(s.run_dir / COMPLETE).exists() for s in specs] == [True, False, False]
+
+    # without a deadline, a later slice trains the two runs left, and only them
+    clock[0] = 0.0
+    rest = TableRunner(table, timed, log=lambda line: None)
+    rest.run(specs)
+    assert started[-1] is None and rest.trained == 2 and set(read_table(table)) == {spec_key(s) for s in specs}

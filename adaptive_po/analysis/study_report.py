@@ -29,7 +29,7 @@ from adaptive_po.studies import pilot as pilot_rule
 from adaptive_po.studies.cuts import Runs, apply_cuts, check_cuts, pair_name, split_pair
 from adaptive_po.studies.plan import PLAN_FILE, StudyPlan, load_plan
 
-from .endpoints import decide, format_difference, format_p, head_to_head, log_lag, per_task_family, plan_rows, slope, slope_on
+from .endpoints import decide, deviations, format_difference, format_p, head_to_head, log_lag, per_task_family, plan_rows, slope, slope_on
 from .hypothesis import Difference, mean_of_differences, weighted_sum, welch
 
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
@@ -500,8 +500,9 @@ def stressor_pilot(results: Path, study: StudyPlan) -> tuple[str, list[Path]]:
         lines.append(f"**Selected by the pilot:** {chosen}. **Progress:** {len(table) - len(table_pilot)} of the study's {runs.runs()} runs in "
                      f"[`{files['table']}`]({files['table']})" + (f"; cut by the pre-registered order before its first run: {json.dumps(cuts, sort_keys=True)}"
                                                                  if any(cuts.values()) else "") + ".")
-        if len(table) > len(table_pilot):
-            lines += pairs_text(study, runs, analyse_pairs(table, study, runs))
+    lines += ["", *deviations(results)]
+    if pairs and len(table) > len(table_pilot):
+        lines += pairs_text(study, runs, analyse_pairs(table, study, runs))
     written = []
     if table_pilot:
         table = table_pilot

@@ -166,12 +166,15 @@ def run_local(
     workers: int,
     on_result: ResultCallback | None = None,
     on_tick: TickCallback | None = None,
+    start_by: float | None = None,
 ) -> None:
     """Run ``jobs`` (planned by :func:`~adaptive_po.bench.jobs.plan_jobs`) in at most
     ``workers`` concurrent processes.
 
     ``on_result(spec, record)`` is called once per run when its job ends; ``on_tick`` about every
-    quarter second with the runs of the jobs in flight.
+    quarter second with the runs of the jobs in flight. ``start_by`` (a ``time.monotonic()``
+    instant): no job starts after it; the jobs in flight finish, the others are left unstarted
+    (a study's slice: its time is checked per population, not per batch of them).
     """
     check_jobs(jobs)
     check_job_files(jobs)
@@ -182,8 +185,8 @@ def run_local(
     pending = list(jobs)
     active: list[_Active] = []
     try:
-        while pending or active:
-            while pending and len(active) < workers:
+        while (pending and not past(start_by)) or active:
+            while pending and len(active) < workers and not past(start_by):
                 active.append(_start_local(pending.pop(0)))
             time.sleep(0.25)
             still = []
@@ -206,7 +209,12 @@ def run_local(
         raise
 
 
-def run_inline(jobs: Sequence[Job], on_result: ResultCallback | None = None) -> None:
+def past(start_by: float | None) -> bool:
+    """Whether the instant ``start_by`` (``time.monotonic()``; None: never) has passed."""
+    return start_by is not None and time.monotonic() >= start_by
+
+
+def run_inline(jobs: Sequence[Job], on_result: ResultCallback | None = None, start_by: float | None = None) -> None:
     """Run ``jobs`` one after another in this process, with the engines the workers run
     (:func:`~adaptive_po.bench.population_engine.execute_population`,
     :func:`~adaptive_po.bench.process_engine.execute_run`): the same run folders, without a
@@ -215,6 +223,7 @@ def run_inline(jobs: Sequence[Job], on_result: ResultCallback | None = None) -> 
     For tiny sweeps, a debugger or a profiler; nothing runs in parallel and nothing isolates a
     crash: a run that kills its process takes the sweep with it (its folder stays unfinished, so a
     rerun redoes it). The engines never raise: a failed run is a ``failed`` record, as from a worker.
+    No job starts after ``start_by``, as in :func:`run_local`.
     """
     check_jobs(jobs)
     on_result = on_result or (lambda spec, record: None)
@@ -222,6 +231,8 @@ def run_inline(jobs: Sequence[Job], on_result: ResultCallback | None = None) -> 
     from adaptive_po.bench.process_engine import execute_run
 
     for job in jobs:
+        if past(start_by):
+            return
         records = execute_population(list(job.specs)) if job.population else [execute_run(job.specs[0])]
         for spec, record in zip(job.specs, records):
             on_result(spec, record)

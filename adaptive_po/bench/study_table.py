@@ -313,7 +313,10 @@ class TableRunner:
     """Runs what the table lacks, then records it. ``train(specs, max_members)`` trains runs (the
     sweep; it skips complete run folders and must not raise for failed runs); one that takes
     ``on_done`` is told each run as it finishes, and the table records that run there and then (a
-    slice killed mid-batch keeps every run that finished before, not only the batches before)."""
+    slice killed mid-batch keeps every run that finished before, not only the batches before).
+    One that takes ``start_by`` is given the slice's ``deadline`` and starts no population after
+    it, so a slice ends within one population of its ``--hours`` (:class:`SliceOver` when runs
+    were left unstarted), not one batch of populations."""
 
     table_path: Path
     train: Callable[..., Any]
@@ -339,13 +342,18 @@ class TableRunner:
             if todo:
                 raise SliceOver()
         if todo:
+            takes = inspect.signature(self.train).parameters
+            options: dict[str, Any] = {}
+            if "on_done" in takes:  # each run recorded as it finishes
+                options["on_done"] = lambda spec: self.harvest([spec])
+            if "start_by" in takes:  # the slice's time checked before each population, not only each batch
+                options["start_by"] = self.deadline
             try:
-                if "on_done" in inspect.signature(self.train).parameters:  # each run recorded as it finishes
-                    self.train(todo, max_members, on_done=lambda spec: self.harvest([spec]))
-                else:
-                    self.train(todo, max_members)
+                self.train(todo, max_members, **options)
             finally:  # interrupted or not, every run that finished is recorded (once)
                 todo = self.harvest([s for s in todo if spec_key(s) not in self.rows])
+            if todo and self.deadline is not None and time.monotonic() >= self.deadline:
+                raise SliceOver()  # populations left unstarted at the slice's end
             if todo:
                 raise RuntimeError(
                     f"{len(todo)} runs did not finish (first: {todo[0].run_dir}); the table keeps the others: rerun to continue"
@@ -406,9 +414,10 @@ def train_with_sweep(workers: int | None, show_progress: bool, redo_changed: boo
 
     failed: list[str] = []
 
-    def train(specs: Sequence[RunSpec], max_members: int | None = None, on_done: Callable[[RunSpec], None] | None = None) -> None:
+    def train(specs: Sequence[RunSpec], max_members: int | None = None, on_done: Callable[[RunSpec], None] | None = None,
+              start_by: float | None = None) -> None:
         result = run_sweep(list(specs), workers=workers, show_progress=show_progress, redo_changed=redo_changed,
-                           command=command, max_members=max_members, executor=executor, on_run_done=on_done)
+                           command=command, max_members=max_members, executor=executor, on_run_done=on_done, start_by=start_by)
         failed.extend(iter_failed(result))
 
     return train, failed

@@ -79,10 +79,13 @@ def run_sweep(
     command: str = "bench",
     max_members: int | None = None,
     on_run_done: Callable[[RunSpec], None] | None = None,
+    start_by: float | None = None,
 ) -> SweepResult:
     """Run every spec not yet complete; report progress; return what happened. ``on_run_done(spec)``
     is told each run that finished (complete or failed) as its outcome arrives, before the rest of
-    its sweep (a study records it in its table there: a sweep killed later keeps it).
+    its sweep (a study records it in its table there: a sweep killed later keeps it). ``start_by``
+    (a ``time.monotonic()`` instant, local and inline executors): no job (population) starts after
+    it, and the runs of the jobs left unstarted are in neither list of the result.
 
     ``workers``: jobs at once (a population is one job; see
     :func:`~adaptive_po.bench.jobs.plan_jobs` for ``engine`` and ``max_members``, the largest
@@ -105,7 +108,8 @@ def run_sweep(
 
     with sweep_lock(sweep_folders(specs)):
         try:
-            return _run_sweep(specs, workers, executor, ray_address, show_progress, engine, redo_changed, command, max_members, on_run_done)
+            return _run_sweep(specs, workers, executor, ray_address, show_progress, engine, redo_changed, command, max_members, on_run_done,
+                              start_by)
         except OSError as err:
             if is_disk_error(err):  # the workers are stopped already; the lock is released below
                 raise destination_error(err, sweep_folders(specs)) from None
@@ -123,6 +127,7 @@ def _run_sweep(
     command: str = "bench",
     max_members: int | None = None,
     on_run_done: Callable[[RunSpec], None] | None = None,
+    start_by: float | None = None,
 ) -> SweepResult:
     from rich.console import Console
     from rich.markup import escape
@@ -135,6 +140,8 @@ def _run_sweep(
     if executor == "inline" and workers not in (None, 1):
         raise ValueError(f"the inline executor runs one job at a time in this process, got workers={workers!r}")
     check_engine(engine)
+    if start_by is not None and executor not in ("local", "inline"):
+        raise ValueError(f"a start deadline needs the local or inline executor, got {executor!r}")
     if executor == "local":
         workers = workers or os.cpu_count() or 1
     # with Ray, no --workers means: as many jobs at once as the cluster's resources allow
@@ -222,9 +229,9 @@ def _run_sweep(
 
         jobs = plan_jobs(todo, engine, max_members)
         if executor == "local":
-            run_local(jobs, workers, on_result, on_tick)
+            run_local(jobs, workers, on_result, on_tick, start_by=start_by)
         elif executor == "inline":
-            run_inline(jobs, on_result)
+            run_inline(jobs, on_result, start_by=start_by)
         else:
             from adaptive_po.bench.ray_executor import run_ray
 
