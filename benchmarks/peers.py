@@ -50,6 +50,12 @@ ratios ours / rejax per ISA and avx2 / native per side:
   the dots or runs them in jaxlib's Eigen, built for AVX), so rejax's avx2 row also runs its dots
   another way.
 
+Where our warm time goes: after its timed runs, our child trains one more, shorter population
+under torch's profiler and splits its CPU seconds into ATen's matrix products (MKL), inductor's
+generated kernels, other ATen ops and the rest (Python, the environments, dispatch); the table
+gives each part per million member-steps per ISA, and avx2 / native per part, which says which
+part an AVX2 cap makes dearer (rejax's side is one XLA program, not split).
+
 Each child reads back, after its timed runs, what its machine code shows (``benchmarks/peer_isa.py``):
 ours, ATen's level, inductor's picked ISA and ``-march``, the AVX-512 instructions (EVEX-encoded, or
 on zmm or mask registers) in the kernel libraries it built, oneDNN's and MKL's ISA as their verbose
@@ -369,6 +375,35 @@ def table(cell: Cell, rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
                          f"before the first population; {sum(calls.values()):.1f} wall s in the compiled callables' first calls ({named}: "
                          f"dynamo's tracing and inductor's compilation; the forward pass and the step are compiled ahead and their "
                          f"kernels built with the act's, in its first call), of which the g++ processes' {parts['children_cpu_s']:.1f} CPU s.")
+    lines += breakdown_lines(cell, pairs)
+    return lines
+
+
+#: the parts of our profiled population (``peer_ours.breakdown``), in the words of perf.md
+PARTS = {"matmul": "matrix products (ATen's bmm/mm, MKL)", "generated": "inductor's generated kernels",
+         "aten": "other ATen ops", "outside": "outside them (Python, the environments, dispatch, the profiler)"}
+
+
+def breakdown_lines(cell: Cell, pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> list[str]:
+    """Where our warm time goes, per ISA: the profiled population's CPU seconds per million
+    member-steps by part, and where both ISAs ran, avx2 / native per part (which part an AVX2 cap
+    makes dearer)."""
+    per_m: dict[str, dict[str, float]] = {}
+    for isa, (_, ours) in pairs.items():
+        b = ours.get("breakdown")
+        if b:
+            million = ours["members"] * b["steps"] / 1e6
+            per_m[isa] = {part: b[part] / million for part in PARTS}
+            per_m[isa]["total"] = b["cpu_s"] / million
+    lines = []
+    for isa, parts in per_m.items():
+        named = "; ".join(f"{PARTS[part]} {parts[part]:.1f} ({100 * parts[part] / parts['total']:.0f}%)" for part in PARTS)
+        lines.append(f"\nWhere our warm time goes ({isa}; one more population of {pairs[isa][1]['members']} members under torch's profiler, "
+                     f"CPU s per M member-steps, {parts['total']:.1f} in all): {named}.")
+    if "native" in per_m and "avx2" in per_m:
+        n, a = per_m["native"], per_m["avx2"]
+        lines.append(f"{cell.name}, avx2 / native by part (ours): " + ", ".join(
+            f"{part} {a[part] / n[part]:.2f}x" if n[part] > 0 else f"{part} n/a" for part in (*PARTS, "total")))
     return lines
 
 

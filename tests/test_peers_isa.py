@@ -100,3 +100,41 @@ def test_the_disassembly_counts_evex_and_avx512_registers(tmp_path):
     subprocess.run(["as", "-o", str(tmp_path / "k.o"), str(source)], check=True)
     code = peer_isa.avx512_instructions([tmp_path / "k.o"])
     assert (code["files"], code["instructions"], code["avx512"]) == (1, 5, 4), code
+
+
+def test_our_warm_time_is_split_by_where_the_profiler_saw_it():
+    """``peer_ours.breakdown``: a profiled call's matrix products, compiled graph and other ATen ops
+    land in their own parts, and the rest of the CPU seconds is "outside"; peers.py prints each
+    part per million member-steps and, where both instruction sets ran, avx2 / native per part."""
+    import time
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import peer_ours
+
+    @torch.compile(dynamic=False)
+    def kernel(x):
+        return torch.tanh(x * 2.0 + 1.0).sum(1)
+
+    a, b = torch.randn(50, 256, 64), torch.randn(50, 64, 64)
+    kernel(a)  # compiled before the profile
+    t0, w0 = time.process_time(), time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(5):
+            y = torch.bmm(a, b)
+            kernel(y)
+            torch.sort(y.flatten())
+    cpu, wall = time.process_time() - t0, time.perf_counter() - w0
+    parts = peer_ours.breakdown(prof.key_averages(), cpu, wall)
+    assert parts["matmul"] > 0 and parts["generated"] > 0 and parts["aten"] > 0 and parts["outside"] >= 0
+    assert abs(sum(parts.values()) - cpu) < 1e-9
+    assert peer_ours.breakdown(prof.key_averages(), 2 * cpu, wall)["matmul"] == pytest.approx(2 * parts["matmul"])
+
+    def record(total, matmul):
+        return {"members": 10, "breakdown": {"steps": 100_000, "cpu_s": total, "matmul": matmul, "generated": 1.0, "aten": 0.5,
+                                             "outside": total - matmul - 1.5}}
+
+    lines = peers.breakdown_lines(peers.CELLS["cartpole"], {"native": ({}, record(10.0, 4.0)), "avx2": ({}, record(12.0, 6.0))})
+    assert "matrix products (ATen's bmm/mm, MKL) 4.0 (40%)" in lines[0] and "10.0 in all" in lines[0]
+    assert lines[-1].endswith("matmul 1.50x, generated 1.00x, aten 1.00x, outside 1.00x, total 1.20x")
