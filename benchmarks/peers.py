@@ -246,6 +246,18 @@ ONLY_OURS = [
 BEGIN, END = "<!-- peers: written by benchmarks/peers.py -->", "<!-- /peers -->"
 
 
+def cpu_model() -> str:
+    """The CPU's model name as Linux gives it (``/proc/cpuinfo``), "" where it does not: the peer
+    table's figures depend on it (MKL, our matrix products' library, takes another path on AMD)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def write_section(path: Path, lines: list[str]) -> None:
     """Put ``lines`` between :data:`BEGIN` and :data:`END` in ``path`` (appended where absent), atomically."""
     text = path.read_text() if path.exists() else ""
@@ -443,7 +455,7 @@ def main() -> int:
         write_section(args.out, [
             "## Beside its peer: pure-JAX PPO (rejax) on the same core", "",
             f"Written by `make perf` (`benchmarks/peers.py`) on {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores "
-            f"({platform.processor() or platform.machine()}), torch {torch.__version__}: each side one pinned core and one thread, "
+            f"({cpu_model() or platform.processor() or platform.machine()}), torch {torch.__version__}: each side one pinned core and one thread, "
             "both at the same time; cold from process start (compilation included; ours with empty compile caches, as on a "
             "machine's first run: later processes load the compiled kernels from the cache), warm a second "
             "call (rejax) or population (ours) in the same process; CPU seconds are the process's and its waited-for children's (our compiler's g++ runs); "
