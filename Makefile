@@ -346,8 +346,7 @@ pqn-staleness-from-table: $(STAMP)
 
 # every published verdict from the committed tables alone, then the prose's quotes and the README's
 # answer table (docs/results/answer.toml) from them.
-# pqn-minatar-from-table, abs-from-table and pqn-staleness-from-table join this list when their tables
-# (docs/results/{pqn-minatar,abs,pqn-staleness}/per_run.csv) are committed; none is run yet
+# abs-from-table joins this list when its table (docs/results/abs/per_run.csv) is committed
 reports-from-tables: classic-from-table tuned-from-table minatar-from-table fresh-data-from-table r2vpo-from-table quick-from-table frozen-from-table frozen-schedule-from-table frozen-quatro-from-table minatar-learning-from-table minatar-stress-pilot-from-table minatar-gymnax-from-table pqn-cleanrl-from-table ale-curves-from-table pqn-minatar-from-table pqn-staleness-from-table calibration
 	$(VPY) -m adaptive_po.analysis.quotes --fill $(RESULTS_README)
 	$(VPY) -m adaptive_po.analysis.answer

@@ -42,8 +42,8 @@ def main() -> int:
     from adaptive_po.bench.population_engine import execute_population
     from adaptive_po.bench.run_folder import RunSpec
 
-    def population(name: str, seeds: range) -> list[float]:
-        specs = [RunSpec("peers", args.env, args.algo, seed, args.steps, out=str(Path(args.out) / name), envs_dir=args.envs_dir,
+    def population(name: str, seeds: range, steps: int = args.steps) -> list[float]:
+        specs = [RunSpec("peers", args.env, args.algo, seed, steps, out=str(Path(args.out) / name), envs_dir=args.envs_dir,
                          tensorboard=False) for seed in seeds]
         outcomes = execute_population(specs)
         bad = [o for o in outcomes if o["status"] != "complete"]
@@ -70,9 +70,8 @@ def main() -> int:
     if profile_steps > 0:
         from torch.profiler import ProfilerActivity, profile
 
-        args.steps = profile_steps
         with profile(activities=[ProfilerActivity.CPU]) as prof:
-            _, measured = peer_clock.measure(lambda: population("profiled", range(2 * args.members, 3 * args.members)))
+            _, measured = peer_clock.measure(lambda: population("profiled", range(2 * args.members, 3 * args.members), profile_steps))
         parts = {"steps": profile_steps, "cpu_s": measured["cpu_s"], **breakdown(prof.key_averages(), measured["cpu_s"], measured["wall_s"])}
     import peer_isa
 

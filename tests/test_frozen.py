@@ -330,7 +330,7 @@ def test_a_slice_starts_no_population_after_its_time(tmp_path, monkeypatch):
     import inspect
     import types
 
-    from adaptive_po.bench import local_executor, study_table
+    from adaptive_po.bench import local_executor
     from adaptive_po.bench.study_table import train_with_sweep
     from adaptive_po.bench.sweep import run_sweep
     from adaptive_po.contract import COMPLETE
@@ -339,8 +339,7 @@ def test_a_slice_starts_no_population_after_its_time(tmp_path, monkeypatch):
     assert "start_by" in inspect.signature(train_with_sweep(1, False, False)[0]).parameters
     clock = [0.0]
     fake = types.SimpleNamespace(monotonic=lambda: clock[0], sleep=local_executor.time.sleep, time=local_executor.time.time)
-    monkeypatch.setattr(local_executor, "time", fake)
-    monkeypatch.setattr(study_table, "time", fake)
+    monkeypatch.setattr(local_executor, "time", fake)  # the sweep's and the table runner's clock (local_executor.past)
     out, table = tmp_path / "runs", tmp_path / "results" / frozen.TABLE_FILE
     specs = frozen.specs_for("CartPole-v1", "ppo", [""], [0], [0, 1, 2], 256, frozen.SCORE_FOLDER, str(out))
     started = []

@@ -28,10 +28,11 @@ import inspect
 import io
 import json
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
+
+from adaptive_po.bench.local_executor import past
 
 from adaptive_po import contract
 from adaptive_po.bench.config import get_env_config
@@ -336,7 +337,7 @@ class TableRunner:
         """The rows of ``specs`` (in order); runs the ones the table lacks first."""
         unique = list({spec_key(s): s for s in specs}.values())
         todo = [s for s in unique if spec_key(s) not in self.rows]
-        if todo and self.deadline is not None and time.monotonic() >= self.deadline:
+        if todo and past(self.deadline):
             # the slice is over: runs a stopped slice finished (their folders complete) still count
             todo = self.harvest(todo)
             if todo:
@@ -352,7 +353,7 @@ class TableRunner:
                 self.train(todo, max_members, **options)
             finally:  # interrupted or not, every run that finished is recorded (once)
                 todo = self.harvest([s for s in todo if spec_key(s) not in self.rows])
-            if todo and self.deadline is not None and time.monotonic() >= self.deadline:
+            if todo and past(self.deadline):
                 raise SliceOver()  # populations left unstarted at the slice's end
             if todo:
                 raise RuntimeError(
